@@ -1,0 +1,91 @@
+// select_topk: exact top-k of each row of a score matrix that is already in memory.
+//
+// Contract (see docs/select.md):
+// - scores [batch, n] of dtype float32, bfloat16 or float16; row b starts at scores + b * row_stride
+//   (elements, row_stride >= n).
+// - Optional half-open ranges [row_starts[b], row_ends[b]) restrict row b (either array may be
+//   null: start 0, end n). Indices are relative to the row's start.
+// - indices [batch, k] int32. A row with fewer than k selectable entries returns all of them, then
+//   -1. values [batch, k] (optional) has the scores' dtype; padded slots hold NaN.
+// - NaN is never selected; +-inf are ordinary values.
+// - Order is unspecified unless `sorted` (best first, ties by ascending index). Among ties at the
+//   k-th value any member may be chosen, unless `deterministic`: then the smallest indices win.
+// - `largest` = false selects the smallest values.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "litetopk/status.h"
+#include "litetopk/types.h"
+
+namespace litetopk {
+
+struct SelectProblem {
+  const void* scores = nullptr;
+  DType dtype = DType::kFloat32;
+  int64_t batch = 0;
+  int64_t n = 0;
+  int64_t row_stride = 0;  // elements between row starts; 0 means n
+  const int32_t* row_starts = nullptr;  // [batch] or null
+  const int32_t* row_ends = nullptr;    // [batch] or null
+  int64_t k = 0;
+  bool largest = true;
+  bool sorted = false;
+  bool deterministic = false;
+  int32_t* indices = nullptr;  // [batch, k], required
+  void* values = nullptr;      // [batch, k] of dtype, optional
+};
+
+// Which GPU algorithm runs. kAuto lets the cost model choose per shape.
+enum class SelectAlgo : int {
+  kAuto = 0,
+  kRadix = 1,         // multi-pass radix select: robust on any input, any k
+  kSampleFilter = 2,  // one streaming pass with a rising threshold (k <= kSampleFilterMaxK)
+};
+constexpr int64_t kSampleFilterMaxK = 8192;
+
+const char* select_algo_name(SelectAlgo algo);
+bool parse_select_algo(const char* name, SelectAlgo* algo);
+
+struct SelectOptions {
+  SelectAlgo algo = SelectAlgo::kAuto;
+  // Copy the row ranges to the host and check 0 <= start <= end <= n before launching. This
+  // synchronizes the stream, so it is off by default (and must stay off inside CUDA graph capture).
+  // Without it, out-of-range bounds are clamped into [0, n] and an inverted range is empty:
+  // nothing is ever read or written out of bounds.
+  bool validate_ranges = false;
+};
+
+// ---- GPU (all pointers are device pointers) ----
+
+// Bytes of caller-owned device workspace select_topk needs for this problem and options.
+Status select_topk_workspace_size(const SelectProblem& problem, std::size_t* workspace_bytes,
+                                  const SelectOptions& options = {});
+
+// Launches the selection on `stream`. No allocation, no synchronization (unless
+// options.validate_ranges), so it can be captured in a CUDA graph.
+Status select_topk(const SelectProblem& problem, void* workspace, std::size_t workspace_bytes,
+                   cudaStream_t stream, const SelectOptions& options = {});
+
+// The algorithm kAuto picks for this problem on the current device.
+SelectAlgo select_topk_dispatch(const SelectProblem& problem);
+
+// ---- CPU (all pointers are host pointers) ----
+
+enum class CpuSelectAlgo : int {
+  kReference = 0,  // plain full sort of each row: the test oracle
+  kFast = 1,       // threaded streaming filter
+};
+
+// num_threads = 0 uses every hardware thread.
+Status select_topk_cpu(const SelectProblem& problem, CpuSelectAlgo algo = CpuSelectAlgo::kFast,
+                       int num_threads = 0);
+
+// Checks shapes, pointers and options (not the contents of device range arrays).
+Status validate_select_problem(const SelectProblem& problem);
+// Checks 0 <= start <= end <= n for host copies of the range arrays (either may be null).
+Status validate_select_ranges(const SelectProblem& problem, const int32_t* host_starts,
+                              const int32_t* host_ends);
+
+}  // namespace litetopk

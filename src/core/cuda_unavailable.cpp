@@ -1,0 +1,50 @@
+// Stand-ins for the CUDA backend in a build without CUDA: every GPU call says so.
+#include "core/select_backend.h"
+#include "core/device_memory.h"
+#include "litetopk/device.h"
+
+namespace litetopk::detail {
+
+namespace {
+Status not_compiled() {
+  return Status(StatusCode::kNotCompiled,
+                "this litetopk build has no CUDA backend (configure with LITETOPK_ENABLE_CUDA=ON)");
+}
+}  // namespace
+
+Status cuda_select_workspace_size(const SelectProblem&, SelectAlgo, std::size_t*) {
+  return not_compiled();
+}
+Status cuda_select_topk(const SelectProblem&, SelectAlgo, void*, std::size_t, cudaStream_t) {
+  return not_compiled();
+}
+Status cuda_validate_select_ranges(const SelectProblem&, cudaStream_t) { return not_compiled(); }
+SelectAlgo cuda_select_dispatch(const SelectProblem&) { return SelectAlgo::kRadix; }
+
+}  // namespace litetopk::detail
+
+namespace litetopk {
+
+Status query_device(DeviceInfo* info) {
+  *info = DeviceInfo{};
+  return Status(StatusCode::kNotCompiled, "this litetopk build has no CUDA backend");
+}
+
+}  // namespace litetopk
+
+namespace litetopk::detail {
+
+DeviceBuffer::~DeviceBuffer() = default;
+DeviceBuffer::DeviceBuffer(DeviceBuffer&&) noexcept = default;
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&&) noexcept = default;
+Status DeviceBuffer::allocate(std::size_t) { return not_compiled(); }
+Status copy_to_device(void*, const void*, std::size_t) { return not_compiled(); }
+Status copy_to_host(void*, const void*, std::size_t) { return not_compiled(); }
+Status fill_device(void*, int, std::size_t) { return not_compiled(); }
+Status device_synchronize() { return not_compiled(); }
+DeviceTimer::DeviceTimer() = default;
+DeviceTimer::~DeviceTimer() = default;
+Status DeviceTimer::start(cudaStream_t) { return not_compiled(); }
+Status DeviceTimer::stop(float*, cudaStream_t) { return not_compiled(); }
+
+}  // namespace litetopk::detail

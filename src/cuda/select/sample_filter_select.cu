@@ -1,0 +1,272 @@
+// Sample-Filter-Select on materialized rows: one streaming pass over the scores.
+//
+// Pipeline of sample_filter_kernel (one block per row segment):
+// 1. Sample: tiles are visited in a spread order (0, 8, 16, ..., then 1, 9, ...), so the first
+//    buffer fill is a sample of the whole segment; its k-th best entry is a lower bound of the
+//    row's k-th score and becomes the gate.
+// 2. Filter: every tile's elements are turned into keys and only those at or above the gate enter
+//    the shared-memory candidate buffer. A full buffer is compacted to its best k, which raises
+//    the gate; the blocks of one row share their bounds through global memory (atomicMax).
+// 3. Select: one block per row ends with a radix select over its buffer. With several blocks per
+//    row, each appends its survivors above the row's bound to a candidate list, and the last block
+//    to finish streams that list through its buffer and selects from it.
+// Exact by construction: an entry is dropped only when k entries at least as good are held.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/select/candidate_buffer.cuh"
+#include "cuda/select/select_kernels.h"
+
+namespace litetopk::cuda_select {
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kVectorsPerThread = 2;   // 16-byte vectors per thread per tile
+constexpr int kMaxTileElements = kThreads * kVectorsPerThread * 8;  // 16-bit scores
+constexpr int kSpread = 8;             // tile visiting stride (the sample)
+constexpr int kListItemsPerThread = 4; // composites per thread per tile of the merge
+
+using SmallBuffer = CandidateBuffer<kThreads, 2048 + kMaxTileElements, 2048>;
+using LargeBuffer = CandidateBuffer<kThreads, 8192 + kMaxTileElements, 8192>;
+
+struct RowShared {
+  uint64_t* bounds;
+  uint32_t* counters;  // [row] list length, [batch + row] finished blocks
+  uint64_t* lists;
+  int64_t list_capacity;
+  int segments;
+  int64_t batch;
+};
+
+// Next tile in spread order within [0, m), or -1 after the last.
+__device__ __forceinline__ int next_tile(int tile, int m) {
+  const int spread = min(kSpread, m);
+  if (tile + spread < m) return tile + spread;
+  const int lane = tile % spread + 1;
+  return lane < spread ? lane : -1;
+}
+
+template <typename Buffer>
+__device__ __forceinline__ typename Buffer::Storage& buffer_storage() {
+  extern __shared__ __align__(16) unsigned char shared_raw[];
+  return *reinterpret_cast<typename Buffer::Storage*>(shared_raw);
+}
+
+// Before adding up to Buffer::kCapacity - k entries: refresh the gate from the row's shared
+// bound, and compact when the buffer might overflow. Returns the gate to filter with.
+template <typename Buffer>
+__device__ __forceinline__ uint64_t make_room(Buffer& buffer, const RowShared& shared,
+                                              int64_t row, uint32_t incoming) {
+  __syncthreads();  // earlier appends are complete
+  if (threadIdx.x == 0 && shared.segments > 1) {
+    const uint64_t bound = *reinterpret_cast<volatile uint64_t*>(&shared.bounds[row]);
+    buffer.s.gate = max_u64(buffer.s.gate, bound);
+  }
+  __syncthreads();
+  if (buffer.s.count + incoming > Buffer::kCapacity) {
+    const Pivot pivot = buffer.compact();
+    if (threadIdx.x == 0 && shared.segments > 1) {
+      atomicMax(reinterpret_cast<unsigned long long*>(&shared.bounds[row]),
+                static_cast<unsigned long long>(Buffer::shared_bound(pivot)));
+    }
+  }
+  return buffer.s.gate;
+}
+
+// Streams this block's share of the row through the buffer (steps 1 and 2).
+template <typename Traits, typename Buffer>
+__device__ void filter_segment(Buffer& buffer, const SelectArgs& args, const RowShared& shared,
+                               int64_t row, int segment) {
+  constexpr int kPer = Traits::kPerVector;
+  constexpr int kItems = kVectorsPerThread * kPer;
+  constexpr int kTileVectors = kThreads * kVectorsPerThread;
+  const RowLayout<Traits> layout(args, row);
+
+  const int num_tiles = (layout.num_vectors + kTileVectors - 1) / kTileVectors;
+  const int first = static_cast<int>(int64_t{num_tiles} * segment / shared.segments);
+  const int m = static_cast<int>(int64_t{num_tiles} * (segment + 1) / shared.segments) - first;
+
+  uint4 current[kVectorsPerThread];
+  uint4 upcoming[kVectorsPerThread];
+  auto load_tile = [&](int tile, uint4 (&regs)[kVectorsPerThread]) {
+#pragma unroll
+    for (int j = 0; j < kVectorsPerThread; ++j) {
+      const int v = (first + tile) * kTileVectors + j * kThreads + static_cast<int>(threadIdx.x);
+      regs[j] = v < layout.num_vectors ? layout.load_vector(v) : make_uint4(0, 0, 0, 0);
+    }
+  };
+
+  int tile = m > 0 ? 0 : -1;
+  if (tile >= 0) load_tile(tile, current);
+  while (tile >= 0) {
+    const int after = next_tile(tile, m);
+    if (after >= 0) load_tile(after, upcoming);
+    const uint64_t gate = make_room(buffer, shared, row, kThreads * kItems);
+    uint32_t key[kItems];
+    uint32_t index[kItems];
+#pragma unroll
+    for (int j = 0; j < kVectorsPerThread; ++j) {
+      const int v = (first + tile) * kTileVectors + j * kThreads + static_cast<int>(threadIdx.x);
+      layout.unpack(current[j], v, args.largest, key + j * kPer, index + j * kPer);
+      if (v >= layout.num_vectors) {
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) key[j * kPer + i] = 0;
+      }
+    }
+    buffer.offer(key, index, gate);
+#pragma unroll
+    for (int j = 0; j < kVectorsPerThread; ++j) current[j] = upcoming[j];
+    tile = after;
+  }
+
+  // The unaligned head and the tail, one element per thread, by the row's last block.
+  if (segment == shared.segments - 1) {
+    const uint64_t gate = make_room(buffer, shared, row, kThreads);
+    const int i = static_cast<int>(threadIdx.x);
+    uint32_t key[1] = {0};
+    uint32_t index[1] = {0};
+    if (i < layout.num_scalar()) {
+      const int32_t element = layout.scalar_index(i);
+      key[0] = layout.scalar_key(element, args.largest);
+      index[0] = static_cast<uint32_t>(element);
+    }
+    buffer.offer(key, index, gate);
+  }
+  __syncthreads();
+}
+
+// Several blocks per row: append survivors to the row's list; the last block merges (step 3).
+// Returns true in the block that must emit the row.
+template <typename Buffer>
+__device__ bool gather_row(Buffer& buffer, const RowShared& shared, int64_t row) {
+  __shared__ uint64_t bound;
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    bound = max_u64(*reinterpret_cast<volatile uint64_t*>(&shared.bounds[row]),
+                    keys::kAdmitAllValid);
+  }
+  __syncthreads();
+  uint64_t* list = shared.lists + row * shared.list_capacity;
+  uint32_t* list_length = &shared.counters[row];
+  const uint32_t count = buffer.s.count;
+  for (uint32_t base = 0; base < count; base += kThreads) {
+    const uint32_t e = base + threadIdx.x;
+    const uint64_t c = e < count ? buffer.s.entries[e] : keys::kEmptyComposite;
+    const bool keep = e < count && c >= bound;
+    const unsigned ballot = __ballot_sync(0xffffffffu, keep);
+    if (ballot == 0) continue;
+    const int lane = static_cast<int>(threadIdx.x % 32);
+    const int leader = __ffs(ballot) - 1;
+    uint32_t at = 0;
+    if (lane == leader) at = atomicAdd(list_length, static_cast<uint32_t>(__popc(ballot)));
+    at = __shfl_sync(0xffffffffu, at, leader);
+    if (keep) list[at + __popc(ballot & ((1u << lane) - 1))] = c;
+  }
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(&shared.counters[shared.batch + row], 1u) ==
+           static_cast<uint32_t>(shared.segments - 1);
+  }
+  __syncthreads();
+  if (!last) return false;
+  __threadfence();
+
+  // Merge: every other block of the row has published; stream the list through the buffer.
+  if (threadIdx.x == 0) {
+    buffer.reset(*reinterpret_cast<volatile uint64_t*>(&shared.bounds[row]));
+  }
+  const uint32_t length = *reinterpret_cast<volatile uint32_t*>(list_length);
+  constexpr uint32_t kTile = kThreads * kListItemsPerThread;
+  for (uint32_t base = 0; base < length; base += kTile) {
+    const uint64_t gate = make_room(buffer, shared, row, kTile);
+    uint32_t key[kListItemsPerThread];
+    uint32_t index[kListItemsPerThread];
+#pragma unroll
+    for (int i = 0; i < kListItemsPerThread; ++i) {
+      const uint32_t e = base + i * kThreads + threadIdx.x;
+      const uint64_t c = e < length ? __ldcg(reinterpret_cast<const unsigned long long*>(list + e))
+                                    : keys::kEmptyComposite;
+      key[i] = keys::composite_key(c);
+      index[i] = ~static_cast<uint32_t>(c);
+    }
+    buffer.offer(key, index, gate);
+  }
+  __syncthreads();
+  return true;
+}
+
+template <typename Traits, typename Buffer>
+__global__ void __launch_bounds__(kThreads)
+    sample_filter_kernel(const SelectArgs args, const RowShared shared) {
+  auto& storage = buffer_storage<Buffer>();
+  Buffer buffer(storage, static_cast<uint32_t>(args.k), args.deterministic);
+  const int64_t row = blockIdx.x / shared.segments;
+  const int segment = static_cast<int>(blockIdx.x % shared.segments);
+  if (threadIdx.x == 0) buffer.reset(keys::kAdmitAllValid);
+  __syncthreads();
+  filter_segment<Traits>(buffer, args, shared, row, segment);
+  if (shared.segments > 1 && !gather_row(buffer, shared, row)) return;
+  buffer.template emit<Traits>(args, row);
+}
+
+template <typename Buffer>
+Status launch_config(const SelectProblem& problem, const SampleFilterPlan& plan,
+                     const SelectArgs& args, const RowShared& shared, cudaStream_t stream) {
+  return dispatch_dtype(problem.dtype, [&](auto traits) -> Status {
+    using Traits = decltype(traits);
+    auto kernel = sample_filter_kernel<Traits, Buffer>;
+    const int smem = static_cast<int>(sizeof(typename Buffer::Storage));
+    LITETOPK_CUDA_TRY(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    const int64_t blocks = problem.batch * plan.segments;
+    kernel<<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(args, shared);
+    LITETOPK_CUDA_TRY(cudaPeekAtLastError());
+    return Status::ok();
+  });
+}
+
+}  // namespace
+
+SampleFilterPlan plan_sample_filter(const SelectProblem& problem, const DeviceShape& device) {
+  SampleFilterPlan plan{};
+  plan.large_k = problem.k > SmallBuffer::kMaxK;
+  plan.blocks_per_sm = plan.large_k ? 1 : 2;
+  // Enough blocks to fill the GPU once, but at least two tiles per block.
+  const int64_t slots = int64_t{device.sm_count} * plan.blocks_per_sm;
+  const int64_t tile_elements = int64_t{kThreads} * kVectorsPerThread * 4;
+  const int64_t max_segments = std::max<int64_t>(1, problem.n / (2 * tile_elements));
+  const int64_t wanted = problem.batch >= slots ? 1 : slots / std::max<int64_t>(problem.batch, 1);
+  plan.segments = static_cast<int>(std::clamp<int64_t>(wanted, 1, max_segments));
+  return plan;
+}
+
+SampleFilterWorkspace carve_sample_filter(WorkspaceCarver& carver, const SelectProblem& problem,
+                                          const SampleFilterPlan& plan) {
+  SampleFilterWorkspace ws{};
+  ws.row_bounds = carver.take<uint64_t>(problem.batch);
+  ws.row_counters = carver.take<uint32_t>(2 * problem.batch);
+  if (plan.segments > 1) {
+    const int64_t capacity = plan.large_k ? LargeBuffer::kCapacity : SmallBuffer::kCapacity;
+    ws.list_capacity = capacity * plan.segments;
+    ws.candidate_lists = carver.take<uint64_t>(problem.batch * ws.list_capacity);
+  }
+  return ws;
+}
+
+Status launch_sample_filter(const SelectProblem& problem, const SampleFilterPlan& plan,
+                            const SelectArgs& args, const SampleFilterWorkspace& ws,
+                            cudaStream_t stream) {
+  // The row state must start from zero on every call (bounds 0 = none yet).
+  LITETOPK_CUDA_TRY(cudaMemsetAsync(ws.row_bounds, 0, sizeof(uint64_t) * problem.batch, stream));
+  LITETOPK_CUDA_TRY(
+      cudaMemsetAsync(ws.row_counters, 0, sizeof(uint32_t) * 2 * problem.batch, stream));
+  const RowShared shared{ws.row_bounds, ws.row_counters, ws.candidate_lists, ws.list_capacity,
+                         plan.segments, problem.batch};
+  if (plan.large_k) return launch_config<LargeBuffer>(problem, plan, args, shared, stream);
+  return launch_config<SmallBuffer>(problem, plan, args, shared, stream);
+}
+
+}  // namespace litetopk::cuda_select

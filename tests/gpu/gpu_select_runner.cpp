@@ -1,0 +1,53 @@
+#include "gpu/gpu_select_runner.h"
+
+#include "litetopk/device.h"
+
+namespace litetopk::testing {
+
+using detail::DeviceBuffer;
+
+bool gpu_available() {
+  DeviceInfo info;
+  return query_device(&info).is_ok() && info.device_count > 0;
+}
+
+Status run_gpu_select(const SelectCase& c, const HostRows& rows, const GpuRunOptions& options,
+                      HostResult* result) {
+  const std::size_t out_count = static_cast<std::size_t>(c.batch * c.k);
+  const std::size_t value_bytes = out_count * dtype_size(c.dtype);
+  DeviceBuffer scores, starts, ends, indices, values, workspace;
+  Status s = scores.allocate(rows.scores.size());
+  if (s) s = detail::copy_to_device(scores.data(), rows.scores.data(), rows.scores.size());
+  if (s && c.with_ranges) {
+    s = starts.allocate(rows.starts.size() * sizeof(int32_t));
+    if (s) s = ends.allocate(rows.ends.size() * sizeof(int32_t));
+    if (s) s = detail::copy_to_device(starts.data(), rows.starts.data(), starts.size());
+    if (s) s = detail::copy_to_device(ends.data(), rows.ends.data(), ends.size());
+  }
+  if (s) s = indices.allocate(out_count * sizeof(int32_t));
+  if (s) s = values.allocate(value_bytes);
+  if (s) s = detail::fill_device(indices.data(), 0x5a, indices.size());
+  if (s) s = detail::fill_device(values.data(), 0x5a, values.size());
+  if (!s) return s;
+
+  SelectProblem p = make_problem(c, rows, indices.as<int32_t>(), values.data());
+  p.scores = scores.data();
+  p.row_starts = c.with_ranges ? starts.as<int32_t>() : nullptr;
+  p.row_ends = c.with_ranges ? ends.as<int32_t>() : nullptr;
+  SelectOptions o;
+  o.algo = options.algo;
+  o.validate_ranges = options.validate_ranges;
+  std::size_t bytes = 0;
+  s = select_topk_workspace_size(p, &bytes, o);
+  if (s) s = workspace.allocate(bytes);
+  if (s) s = select_topk(p, workspace.data(), bytes, nullptr, o);
+  if (s) s = detail::device_synchronize();
+  if (!s) return s;
+  result->indices.resize(out_count);
+  result->values.resize(value_bytes);
+  s = detail::copy_to_host(result->indices.data(), indices.data(), indices.size());
+  if (s) s = detail::copy_to_host(result->values.data(), values.data(), values.size());
+  return s;
+}
+
+}  // namespace litetopk::testing

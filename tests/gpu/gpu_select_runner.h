@@ -1,0 +1,21 @@
+// Runs one SelectCase on the GPU: upload, poisoned outputs, select_topk, download.
+#pragma once
+
+#include "common/select_testing.h"
+#include "core/device_memory.h"
+
+namespace litetopk::testing {
+
+struct GpuRunOptions {
+  SelectAlgo algo = SelectAlgo::kAuto;
+  bool validate_ranges = false;
+};
+
+// Fills `result` (host) from a GPU run of the case. Output buffers are poisoned (0x5a bytes) first.
+Status run_gpu_select(const SelectCase& c, const HostRows& rows, const GpuRunOptions& options,
+                      HostResult* result);
+
+// True when a CUDA device is present; GPU tests skip otherwise.
+bool gpu_available();
+
+}  // namespace litetopk::testing

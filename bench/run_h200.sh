@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Everything litetopk measures and checks on the H200, in one go. Run from the repo root on the GPU
+# machine, with the release build already in build/release (scripts/build.sh). Writes at most 7
+# files into $OUT (default bench/results/h200_<date>):
+#   gpu_tests.log   ctest --preset gpu
+#   sanitizer.log   compute-sanitizer memcheck and racecheck on the GPU tests named *Small*
+#   demo.log        litetopk info and litetopk demo
+#   bench.log, select_h200.json, select_h200.md, select_h200.png   bench/select_bench.py
+# Arguments go to select_bench.py (e.g. --iters 10, --shapes 8192x131072x2048). A failing step
+# does not stop the others; the failed ones are listed at the end, before the benchmark table.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+OUT=${OUT:-bench/results/h200_$(date +%F)}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+export PATH="$PATH:/usr/local/cuda/bin"
+failed=()
+
+# step NAME LOG COMMAND...: runs COMMAND, appending its output to LOG and to the terminal.
+step() {
+  local name=$1 log=$2
+  shift 2
+  echo "== $name" | tee -a "$log"
+  "$@" 2>&1 | tee -a "$log"
+  local rc=${PIPESTATUS[0]}
+  if [ "$rc" -ne 0 ]; then
+    echo "== $name FAILED (exit $rc)" | tee -a "$log"
+    failed+=("$name")
+  fi
+}
+
+gpu_tests() {
+  # CTest files hold the absolute paths of the folder the build was configured in.
+  if grep -qF "$PWD/build/release" build/release/CTestTestfile.cmake; then
+    ctest --preset gpu
+  else
+    echo "build/release was configured in another folder: running the GPU test binary directly"
+    build/release/litetopk_gpu_tests
+  fi
+}
+
+step "GPU tests" "$OUT/gpu_tests.log" gpu_tests
+for tool in memcheck racecheck; do
+  step "compute-sanitizer $tool" "$OUT/sanitizer.log" compute-sanitizer --tool "$tool" \
+    --error-exitcode 1 build/release/litetopk_gpu_tests --gtest_filter='*Small*'
+done
+step "litetopk info" "$OUT/demo.log" build/release/litetopk info
+step "litetopk demo" "$OUT/demo.log" build/release/litetopk demo
+# torch's process needs the system libstdc++ first for our .so (see shared/H200.md).
+step "select benchmark" "$OUT/bench.log" env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6 \
+  python3 bench/select_bench.py --out "$OUT/select_h200.json" --md "$OUT/select_h200.md" \
+  --png "$OUT/select_h200.png" "$@"
+
+echo
+if ((${#failed[@]})); then
+  echo "FAILED steps: ${failed[*]} (logs in $OUT)"
+else
+  echo "all steps passed (logs in $OUT)"
+fi
+echo
+[ -f "$OUT/select_h200.md" ] && cat "$OUT/select_h200.md"
+((${#failed[@]} == 0))

@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""Top-k on materialized fp32 rows: torch.topk against litetopk's GPU algorithms, in one process.
+
+For each shape: random normal rows made by torch on the GPU; torch.topk (sorted=False), litetopk
+radix, sample-filter (k <= 8192) and auto timed with CUDA events (median of --iters after
+--warmup, rotating through several input buffers when one is under 256 MB so that L2 does not
+serve the input); litetopk auto verified against torch.topk (equal selected values, indices that
+point at them, no duplicates). litetopk is loaded from build/release/liblitetopk_c.so through its C
+API (include/litetopk/c_api.h). Writes JSON (--out), a markdown table (--md) and, when matplotlib
+is installed, a PNG bar plot (--png); prints progress lines, then the table.
+
+In a torch process, preload the system libstdc++ (see bench/run_h200.sh):
+  LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6 python3 bench/select_bench.py
+"""
+import argparse
+import ctypes
+import datetime
+import json
+import math
+import os
+import statistics
+import sys
+
+import torch
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# (batch, n, k): the targets of the select_topk issue.
+DEFAULT_SHAPES = [
+    (4096, 200000, 1024),
+    (8192, 262144, 2048),
+    (256, 524288, 256),
+    (64, 131072, 2048),
+    (1, 1 << 24, 1024),
+    (8, 1 << 20, 8192),
+]
+ALGOS = {"auto": 0, "radix": 1, "sample-filter": 2}  # enum litetopk_select_algo
+ALGO_NAMES = {code: name for name, code in ALGOS.items()}
+SAMPLE_FILTER_MAX_K = 8192
+ROTATION_BYTES = 256 << 20
+MAX_COPIES = 64
+METHODS = ["torch.topk", "radix", "sample-filter", "auto"]
+
+
+class SelectProblem(ctypes.Structure):
+    """struct litetopk_select_problem."""
+
+    _fields_ = [
+        ("scores", ctypes.c_void_p),
+        ("dtype", ctypes.c_int32),
+        ("batch", ctypes.c_int64),
+        ("n", ctypes.c_int64),
+        ("row_stride", ctypes.c_int64),
+        ("row_starts", ctypes.c_void_p),
+        ("row_ends", ctypes.c_void_p),
+        ("k", ctypes.c_int64),
+        ("flags", ctypes.c_uint32),
+        ("indices", ctypes.c_void_p),
+        ("values", ctypes.c_void_p),
+    ]
+
+
+class LiteTopK:
+    """The C API of liblitetopk_c.so."""
+
+    def __init__(self, path):
+        lib = ctypes.CDLL(path)
+        problem_p = ctypes.POINTER(SelectProblem)
+        lib.litetopk_last_error.restype = ctypes.c_char_p
+        lib.litetopk_version.restype = ctypes.c_char_p
+        lib.litetopk_select_topk_workspace_size.argtypes = [
+            problem_p, ctypes.c_int32, ctypes.POINTER(ctypes.c_size_t)]
+        lib.litetopk_select_topk.argtypes = [
+            problem_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+        lib.litetopk_select_topk_dispatch.argtypes = [problem_p]
+        self.lib = lib
+        self.version = lib.litetopk_version().decode()
+
+    def _check(self, rc, what):
+        if rc != 0:
+            raise RuntimeError(f"{what}: {self.lib.litetopk_last_error().decode()}")
+
+    def workspace_size(self, problem, algo):
+        size = ctypes.c_size_t(0)
+        self._check(self.lib.litetopk_select_topk_workspace_size(
+            ctypes.byref(problem), ALGOS[algo], ctypes.byref(size)), "workspace size")
+        return size.value
+
+    def select(self, problem, algo, workspace, workspace_bytes, stream):
+        self._check(self.lib.litetopk_select_topk(
+            ctypes.byref(problem), ALGOS[algo], workspace, workspace_bytes, stream), algo)
+
+    def dispatch(self, problem):
+        return ALGO_NAMES[self.lib.litetopk_select_topk_dispatch(ctypes.byref(problem))]
+
+
+def parse_shape(text):
+    """'BxNxK' -> (B, N, K)."""
+    try:
+        batch, n, k = (int(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"shape must be BxNxK (e.g. 64x131072x2048), got {text}")
+    return batch, n, k
+
+
+def time_cuda(run, inputs, warmup, iters):
+    """Median and min milliseconds of run(input), rotating through `inputs`."""
+    for i in range(warmup):
+        run(inputs[i % len(inputs)])
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    torch.cuda._sleep(1_000_000)  # let the host queue ahead so launch overhead is not timed
+    for i in range(iters):
+        starts[i].record()
+        run(inputs[(warmup + i) % len(inputs)])
+        ends[i].record()
+    torch.cuda.synchronize()
+    times = [start.elapsed_time(end) for start, end in zip(starts, ends)]
+    return statistics.median(times), min(times)
+
+
+def make_inputs(batch, n, seed):
+    """Enough copies of [batch, n] random normal rows that rotating through them defeats L2."""
+    bytes_per_copy = batch * n * 4
+    copies = 1 if bytes_per_copy >= ROTATION_BYTES else min(
+        MAX_COPIES, math.ceil(ROTATION_BYTES / bytes_per_copy))
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    return [torch.randn(batch, n, device="cuda", generator=generator) for _ in range(copies)]
+
+
+def verify(scores, indices, k):
+    """'' when litetopk's indices select the same values as torch.topk, else what differs."""
+    n = scores.shape[1]
+    if bool((indices < 0).any()) or bool((indices >= n).any()):
+        return "an index is outside [0, n)"
+    sorted_indices = torch.sort(indices, dim=1).values
+    if bool((sorted_indices[:, 1:] == sorted_indices[:, :-1]).any()):
+        return "a row selects an index twice"
+    got = torch.sort(scores.gather(1, indices.long()), dim=1, descending=True).values
+    want = torch.sort(torch.topk(scores, k, dim=1, sorted=False).values, dim=1,
+                      descending=True).values
+    if not torch.equal(got, want):
+        rows = (got != want).any(dim=1).nonzero().flatten().tolist()
+        return f"selected values differ from torch.topk in {len(rows)} rows (first: {rows[0]})"
+    return ""
+
+
+def bench_shape(lib, batch, n, k, args, progress):
+    """One row of results: times of every method, the dispatched algorithm, verification."""
+    inputs = make_inputs(batch, n, args.seed)
+    stream = torch.cuda.current_stream().cuda_stream
+    indices = torch.empty(batch, k, dtype=torch.int32, device="cuda")
+    problem = SelectProblem(scores=inputs[0].data_ptr(), dtype=0, batch=batch, n=n,
+                            row_stride=0, k=k, flags=0, indices=indices.data_ptr())
+    row = {"batch": batch, "n": n, "k": k, "bytes": batch * n * 4, "copies": len(inputs),
+           "dispatched": lib.dispatch(problem), "ms": {}, "ms_min": {}, "gbps": {}, "errors": {}}
+
+    def litetopk_run(algo):
+        workspace_bytes = lib.workspace_size(problem, algo)
+        workspace = torch.empty(max(workspace_bytes, 1), dtype=torch.uint8, device="cuda")
+
+        def run(scores):
+            problem.scores = scores.data_ptr()
+            lib.select(problem, algo, workspace.data_ptr(), workspace_bytes, stream)
+        return run
+
+    def torch_topk(scores):
+        torch.topk(scores, k, dim=1, sorted=False)
+
+    methods = [m for m in METHODS if m != "sample-filter" or k <= SAMPLE_FILTER_MAX_K]
+    for method in methods:
+        progress(f"{method} {batch}x{n} k={k}")
+        try:
+            run = torch_topk if method == "torch.topk" else litetopk_run(method)
+            median, fastest = time_cuda(run, inputs, args.warmup, args.iters)
+        except RuntimeError as error:
+            row["errors"][method] = str(error)
+            print(f"  error: {error}", flush=True)
+            continue
+        row["ms"][method] = median
+        row["ms_min"][method] = fastest
+        row["gbps"][method] = row["bytes"] / (median * 1e6)
+        print(f"  {median:.4f} ms, {row['gbps'][method]:.0f} GB/s", flush=True)
+
+    progress(f"verify auto {batch}x{n} k={k} against torch.topk")
+    indices.fill_(-2)  # an unwritten slot fails the check
+    try:
+        litetopk_run("auto")(inputs[0])
+        mismatch = verify(inputs[0], indices, k)
+    except RuntimeError as error:
+        mismatch = str(error)
+    row["verified"] = not mismatch
+    if mismatch:
+        row["errors"]["verify"] = mismatch
+    print(f"  {'exact' if not mismatch else 'MISMATCH: ' + mismatch}", flush=True)
+    return row
+
+
+def fmt(value, digits=3, suffix=""):
+    return "-" if value is None else f"{value:.{digits}f}{suffix}"
+
+
+def markdown_table(rows):
+    lines = [
+        "| B x N, k | torch.topk ms | radix ms | sample-filter ms | auto ms | auto algo "
+        "| auto GB/s | auto vs torch | auto / best | exact |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        ms = row["ms"]
+        auto = ms.get("auto")
+        torch_ms = ms.get("torch.topk")
+        best = min((ms[a] for a in ("radix", "sample-filter") if a in ms), default=None)
+        lines.append(
+            f"| {row['batch']} x {row['n']}, {row['k']} | {fmt(torch_ms)} | "
+            f"{fmt(ms.get('radix'))} | {fmt(ms.get('sample-filter'))} | {fmt(auto)} | "
+            f"{row['dispatched']} | {fmt(row['gbps'].get('auto'), 0)} | "
+            f"{fmt(torch_ms / auto if auto and torch_ms else None, 2, 'x')} | "
+            f"{fmt(auto / best if auto and best else None, 2)} | "
+            f"{'yes' if row['verified'] else 'NO'} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows, path):
+    """Grouped bars of GB/s per shape and method; skipped without matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no plot", flush=True)
+        return False
+    fig, ax = plt.subplots(figsize=(11, 5))
+    width = 0.8 / len(METHODS)
+    for m, method in enumerate(METHODS):
+        xs = [i + (m - (len(METHODS) - 1) / 2) * width for i in range(len(rows))]
+        ax.bar(xs, [row["gbps"].get(method, 0) for row in rows], width, label=method)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels([f"{r['batch']}x{r['n']}\nk={r['k']}" for r in rows], fontsize=8)
+    ax.set_ylabel("GB/s (fp32 scores read / time)")
+    ax.set_title(f"top-k on {torch.cuda.get_device_name()}: torch.topk vs litetopk")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return True
+
+
+def main():
+    today = datetime.date.today().isoformat()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--lib", default=os.path.join(REPO, "build/release/liblitetopk_c.so"))
+    parser.add_argument("--shapes", nargs="*", type=parse_shape, default=[],
+                        help="extra shapes, BxNxK (e.g. 8192x131072x2048)")
+    parser.add_argument("--only-shapes", action="store_true",
+                        help="run only --shapes, not the default table")
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=os.path.join(REPO, f"bench/results/select_h200_{today}.json"))
+    parser.add_argument("--md", help="write the markdown table to this file")
+    parser.add_argument("--png", help="bar plot file (default: --out with .png)")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("select_bench.py needs a CUDA GPU")
+
+    lib = LiteTopK(args.lib)
+    shapes = args.shapes if args.only_shapes else DEFAULT_SHAPES + args.shapes
+    # Per shape: each method, then the verification.
+    steps = sum(len(METHODS) + (1 if k <= SAMPLE_FILTER_MAX_K else 0) for _, _, k in shapes)
+    step = 0
+
+    def progress(text):
+        nonlocal step
+        step += 1
+        print(f"[{step}/{steps}] {text} ...", flush=True)
+
+    rows = []
+    for batch, n, k in shapes:
+        rows.append(bench_shape(lib, batch, n, k, args, progress))
+        torch.cuda.empty_cache()
+
+    record = {
+        "what": "top-k of random normal fp32 rows (unsorted): torch.topk vs litetopk radix, "
+                "sample-filter and auto; CUDA events, median of iters after warmup, inputs "
+                "rotated through copies totalling >= 256 MB",
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "litetopk": lib.version,
+        "iters": args.iters,
+        "warmup": args.warmup,
+        "rows": rows,
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(record, f, indent=1)
+    table = markdown_table(rows)
+    if args.md:
+        with open(args.md, "w") as f:
+            f.write(f"{record['device']}, {record['date']}, torch {record['torch']}\n\n{table}")
+    png = args.png or os.path.splitext(args.out)[0] + ".png"
+    if plot(rows, png):
+        print(f"wrote {png}")
+    print(f"wrote {args.out}" + (f" and {args.md}" if args.md else ""))
+    print()
+    print(table, end="")
+    if not all(row["verified"] for row in rows):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -11,6 +11,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-bench/results/h200_$(date +%F)}
+BUILD=${BUILD:-build/release}  # a configured and built build folder
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 export PATH="$PATH:/usr/local/cuda/bin"
@@ -31,21 +32,20 @@ step() {
 
 gpu_tests() {
   # CTest files hold the absolute paths of the folder the build was configured in.
-  if grep -qF "$PWD/build/release" build/release/CTestTestfile.cmake; then
+  if [ "$BUILD" = build/release ] && grep -qF "$PWD/build/release" build/release/CTestTestfile.cmake; then
     ctest --preset gpu
   else
-    echo "build/release was configured in another folder: running the GPU test binary directly"
-    build/release/litetopk_gpu_tests
+    "$BUILD"/litetopk_gpu_tests
   fi
 }
 
 step "GPU tests" "$OUT/gpu_tests.log" gpu_tests
 for tool in memcheck racecheck; do
   step "compute-sanitizer $tool" "$OUT/sanitizer.log" compute-sanitizer --tool "$tool" \
-    --error-exitcode 1 build/release/litetopk_gpu_tests --gtest_filter='*Small*'
+    --error-exitcode 1 "$BUILD"/litetopk_gpu_tests --gtest_filter='*Small*'
 done
-step "litetopk info" "$OUT/demo.log" build/release/litetopk info
-step "litetopk demo" "$OUT/demo.log" build/release/litetopk demo
+step "litetopk info" "$OUT/demo.log" "$BUILD"/litetopk info
+step "litetopk demo" "$OUT/demo.log" "$BUILD"/litetopk demo
 # torch's process needs the system libstdc++ first for our .so (see shared/H200.md).
 step "select benchmark" "$OUT/bench.log" env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6 \
   python3 bench/select_bench.py --out "$OUT/select_h200.json" --md "$OUT/select_h200.md" \

@@ -1,12 +1,14 @@
 // Sample-Filter-Select on materialized rows: one streaming pass over the scores.
 //
 // Pipeline of sample_filter_kernel (one block per row segment):
-// 1. Sample: tiles are visited in a spread order (0, 8, 16, ..., then 1, 9, ...), so the first
-//    buffer fill is a sample of the whole segment; its k-th best entry is a lower bound of the
-//    row's k-th score and becomes the gate.
-// 2. Filter: every tile's elements are turned into keys and only those at or above the gate enter
-//    the shared-memory candidate buffer. A full buffer is compacted to its best k, which raises
-//    the gate; the blocks of one row share their bounds through global memory (atomicMax).
+// 1. Sample: the segment is cut into 16 KB tiles visited in a spread order (0, 8, 16, ..., then
+//    1, 9, ...), so the first buffer fill is a sample of the whole segment; its k-th best entry is
+//    a lower bound of the row's k-th score and becomes the gate.
+// 2. Filter: thread 0 keeps three tiles in flight with the bulk copy engine (cp.async.bulk into
+//    shared memory, completing on mbarriers). Every tile's elements are turned into keys and only
+//    those at or above the gate enter the shared-memory candidate buffer. A full buffer is
+//    compacted to its best k, which raises the gate; the blocks of one row share their bounds
+//    through global memory (atomicMax).
 // 3. Select: one block per row ends with a radix select over its buffer. With several blocks per
 //    row, each appends its survivors above the row's bound to a candidate list, and the last block
 //    to finish streams that list through its buffer and selects from it.
@@ -15,6 +17,7 @@
 
 #include <algorithm>
 
+#include "cuda/common/async_copy_sm90.cuh"
 #include "cuda/common/cuda_check.h"
 #include "cuda/select/candidate_buffer.cuh"
 #include "cuda/select/select_kernels.h"
@@ -23,13 +26,22 @@ namespace litetopk::cuda_select {
 namespace {
 
 constexpr int kThreads = 512;
-constexpr int kVectorsPerThread = 2;   // 16-byte vectors per thread per tile
-constexpr int kMaxTileElements = kThreads * kVectorsPerThread * 8;  // 16-bit scores
+constexpr int kItemsPerThread = 8;     // elements each thread offers per step
+constexpr int kOfferElements = kThreads * kItemsPerThread;
+constexpr int kStageVectors = 1024;    // 16-byte vectors per tile (16 KB)
+constexpr int kStages = 3;             // tiles in flight per block
 constexpr int kSpread = 8;             // tile visiting stride (the sample)
-constexpr int kListItemsPerThread = 4; // composites per thread per tile of the merge
+constexpr int kListItemsPerThread = 4; // composites per thread per step of the merge
 
-using SmallBuffer = CandidateBuffer<kThreads, 2048 + kMaxTileElements, 2048>;
-using LargeBuffer = CandidateBuffer<kThreads, 8192 + kMaxTileElements, 8192>;
+using SmallBuffer = CandidateBuffer<kThreads, 2048 + kOfferElements, 2048>;
+using LargeBuffer = CandidateBuffer<kThreads, 8192 + kOfferElements, 8192>;
+
+template <typename Buffer>
+struct KernelStorage {
+  typename Buffer::Storage buffer;
+  alignas(128) uint4 stages[kStages][kStageVectors];
+  uint64_t stage_full[kStages];
+};
 
 struct RowShared {
   uint64_t* bounds;
@@ -49,92 +61,101 @@ __device__ __forceinline__ int next_tile(int tile, int m) {
 }
 
 template <typename Buffer>
-__device__ __forceinline__ typename Buffer::Storage& buffer_storage() {
-  extern __shared__ __align__(16) unsigned char shared_raw[];
-  return *reinterpret_cast<typename Buffer::Storage*>(shared_raw);
+__device__ __forceinline__ KernelStorage<Buffer>& kernel_storage() {
+  extern __shared__ __align__(128) unsigned char shared_raw[];
+  return *reinterpret_cast<KernelStorage<Buffer>*>(shared_raw);
 }
 
-// Before adding up to Buffer::kCapacity - k entries: refresh the gate from the row's shared
-// bound, and compact when the buffer might overflow. Returns the gate to filter with.
-template <typename Buffer>
-__device__ __forceinline__ uint64_t make_room(Buffer& buffer, const RowShared& shared,
-                                              int64_t row, uint32_t incoming) {
-  __syncthreads();  // earlier appends are complete
-  if (threadIdx.x == 0 && shared.segments > 1) {
-    const uint64_t bound = *reinterpret_cast<volatile uint64_t*>(&shared.bounds[row]);
-    buffer.s.gate = max_u64(buffer.s.gate, bound);
+// One offer_step with the row's shared bound folded into the thread's gate (several blocks per
+// row) and, after a compaction, the new bound published to the row.
+template <typename Buffer, int kItems, typename AfterBarrier>
+__device__ __forceinline__ void offer_shared(Buffer& buffer, const RowShared& shared, int64_t row,
+                                             uint32_t step, const uint32_t (&key)[kItems],
+                                             const uint32_t (&index)[kItems], uint64_t& gate,
+                                             AfterBarrier&& after_barrier) {
+  if (shared.segments > 1) {
+    uint64_t bound = 0;
+    if (threadIdx.x % 32 == 0) bound = *reinterpret_cast<volatile uint64_t*>(&shared.bounds[row]);
+    gate = max_u64(gate, __shfl_sync(0xffffffffu, bound, 0));
   }
-  __syncthreads();
-  if (buffer.s.count + incoming > Buffer::kCapacity) {
-    const Pivot pivot = buffer.compact();
-    if (threadIdx.x == 0 && shared.segments > 1) {
-      atomicMax(reinterpret_cast<unsigned long long*>(&shared.bounds[row]),
-                static_cast<unsigned long long>(Buffer::shared_bound(pivot)));
-    }
+  const Pivot pivot = buffer.offer_step(step, key, index, gate, after_barrier);
+  if (pivot.shift < 64 && threadIdx.x == 0 && shared.segments > 1) {
+    atomicMax(reinterpret_cast<unsigned long long*>(&shared.bounds[row]),
+              static_cast<unsigned long long>(Buffer::shared_bound(pivot)));
   }
-  return buffer.s.gate;
 }
 
 // Streams this block's share of the row through the buffer (steps 1 and 2).
 template <typename Traits, typename Buffer>
-__device__ void filter_segment(Buffer& buffer, const SelectArgs& args, const RowShared& shared,
-                               int64_t row, int segment) {
+__device__ void filter_segment(KernelStorage<Buffer>& st, Buffer& buffer, const SelectArgs& args,
+                               const RowShared& shared, int64_t row, int segment) {
   constexpr int kPer = Traits::kPerVector;
-  constexpr int kItems = kVectorsPerThread * kPer;
-  constexpr int kTileVectors = kThreads * kVectorsPerThread;
+  constexpr int kVectorsPerStep = kOfferElements / kPer;
+  constexpr int kStepVectorsPerThread = kVectorsPerStep / kThreads;
+  constexpr int kStepsPerTile = kStageVectors / kVectorsPerStep;
   const RowLayout<Traits> layout(args, row);
+  const uint4* body = reinterpret_cast<const uint4*>(layout.base + layout.head);
 
-  const int num_tiles = (layout.num_vectors + kTileVectors - 1) / kTileVectors;
+  const int num_tiles = (layout.num_vectors + kStageVectors - 1) / kStageVectors;
   const int first = static_cast<int>(int64_t{num_tiles} * segment / shared.segments);
   const int m = static_cast<int>(int64_t{num_tiles} * (segment + 1) / shared.segments) - first;
 
-  uint4 current[kVectorsPerThread];
-  uint4 upcoming[kVectorsPerThread];
-  auto load_tile = [&](int tile, uint4 (&regs)[kVectorsPerThread]) {
-#pragma unroll
-    for (int j = 0; j < kVectorsPerThread; ++j) {
-      const int v = (first + tile) * kTileVectors + j * kThreads + static_cast<int>(threadIdx.x);
-      regs[j] = v < layout.num_vectors ? layout.load_vector(v) : make_uint4(0, 0, 0, 0);
-    }
+  // Thread 0 issues tiles in visiting order, kStages ahead of the consumers.
+  int issue_tile = m > 0 ? 0 : -1;
+  auto issue_next = [&](int stage) {
+    if (issue_tile < 0) return;
+    const int v0 = (first + issue_tile) * kStageVectors;
+    const auto bytes = static_cast<uint32_t>(min(kStageVectors, layout.num_vectors - v0) * 16);
+    sm90::mbarrier_arrive_expect_bytes(&st.stage_full[stage], bytes);
+    sm90::bulk_copy_global_to_shared(st.stages[stage], body + v0, bytes, &st.stage_full[stage]);
+    issue_tile = next_tile(issue_tile, m);
   };
+  if (threadIdx.x == 0) {
+    for (int stage = 0; stage < kStages; ++stage) issue_next(stage);
+  }
 
-  int tile = m > 0 ? 0 : -1;
-  if (tile >= 0) load_tile(tile, current);
-  while (tile >= 0) {
-    const int after = next_tile(tile, m);
-    if (after >= 0) load_tile(after, upcoming);
-    const uint64_t gate = make_room(buffer, shared, row, kThreads * kItems);
-    uint32_t key[kItems];
-    uint32_t index[kItems];
+  uint64_t gate = buffer.s.gate;
+  uint32_t step = 0;
+  int i = 0;
+  for (int tile = m > 0 ? 0 : -1; tile >= 0; tile = next_tile(tile, m), ++i) {
+    const int stage = i % kStages;
+    sm90::mbarrier_wait(&st.stage_full[stage], static_cast<uint32_t>(i / kStages) & 1u);
+    const int tile_vector = (first + tile) * kStageVectors;
 #pragma unroll
-    for (int j = 0; j < kVectorsPerThread; ++j) {
-      const int v = (first + tile) * kTileVectors + j * kThreads + static_cast<int>(threadIdx.x);
-      layout.unpack(current[j], v, args.largest, key + j * kPer, index + j * kPer);
-      if (v >= layout.num_vectors) {
+    for (int part = 0; part < kStepsPerTile; ++part, ++step) {
+      uint32_t key[kItemsPerThread];
+      uint32_t index[kItemsPerThread];
 #pragma unroll
-        for (int i = 0; i < kPer; ++i) key[j * kPer + i] = 0;
+      for (int j = 0; j < kStepVectorsPerThread; ++j) {
+        const int in_tile = part * kVectorsPerStep + j * kThreads + static_cast<int>(threadIdx.x);
+        const int v = tile_vector + in_tile;
+        layout.unpack(st.stages[stage][in_tile], v, args.largest, key + j * kPer,
+                      index + j * kPer);
+        if (v >= layout.num_vectors) {
+#pragma unroll
+          for (int e = 0; e < kPer; ++e) key[j * kPer + e] = 0;
+        }
       }
+      // After the barrier of the tile's last step every thread is done with this stage.
+      offer_shared(buffer, shared, row, step, key, index, gate, [&] {
+        if (part == kStepsPerTile - 1) issue_next(stage);
+      });
     }
-    buffer.offer(key, index, gate);
-#pragma unroll
-    for (int j = 0; j < kVectorsPerThread; ++j) current[j] = upcoming[j];
-    tile = after;
   }
 
   // The unaligned head and the tail, one element per thread, by the row's last block.
   if (segment == shared.segments - 1) {
-    const uint64_t gate = make_room(buffer, shared, row, kThreads);
-    const int i = static_cast<int>(threadIdx.x);
+    const int e = static_cast<int>(threadIdx.x);
     uint32_t key[1] = {0};
     uint32_t index[1] = {0};
-    if (i < layout.num_scalar()) {
-      const int32_t element = layout.scalar_index(i);
+    if (e < layout.num_scalar()) {
+      const int32_t element = layout.scalar_index(e);
       key[0] = layout.scalar_key(element, args.largest);
       index[0] = static_cast<uint32_t>(element);
     }
-    buffer.offer(key, index, gate);
+    offer_shared(buffer, shared, row, step++, key, index, gate, [] {});
   }
-  __syncthreads();
+  buffer.finish_steps(step);
 }
 
 // Several blocks per row: append survivors to the row's list; the last block merges (step 3).
@@ -178,10 +199,12 @@ __device__ bool gather_row(Buffer& buffer, const RowShared& shared, int64_t row)
   if (threadIdx.x == 0) {
     buffer.reset(*reinterpret_cast<volatile uint64_t*>(&shared.bounds[row]));
   }
+  __syncthreads();
+  uint64_t gate = buffer.s.gate;
   const uint32_t length = *reinterpret_cast<volatile uint32_t*>(list_length);
-  constexpr uint32_t kTile = kThreads * kListItemsPerThread;
-  for (uint32_t base = 0; base < length; base += kTile) {
-    const uint64_t gate = make_room(buffer, shared, row, kTile);
+  constexpr uint32_t kStep = kThreads * kListItemsPerThread;
+  uint32_t step = 0;
+  for (uint32_t base = 0; base < length; base += kStep, ++step) {
     uint32_t key[kListItemsPerThread];
     uint32_t index[kListItemsPerThread];
 #pragma unroll
@@ -192,22 +215,26 @@ __device__ bool gather_row(Buffer& buffer, const RowShared& shared, int64_t row)
       key[i] = keys::composite_key(c);
       index[i] = ~static_cast<uint32_t>(c);
     }
-    buffer.offer(key, index, gate);
+    offer_shared(buffer, shared, row, step, key, index, gate, [] {});
   }
-  __syncthreads();
+  buffer.finish_steps(step);
   return true;
 }
 
 template <typename Traits, typename Buffer>
 __global__ void __launch_bounds__(kThreads)
     sample_filter_kernel(const SelectArgs args, const RowShared shared) {
-  auto& storage = buffer_storage<Buffer>();
-  Buffer buffer(storage, static_cast<uint32_t>(args.k), args.deterministic);
+  auto& st = kernel_storage<Buffer>();
+  Buffer buffer(st.buffer, static_cast<uint32_t>(args.k), args.deterministic);
   const int64_t row = blockIdx.x / shared.segments;
   const int segment = static_cast<int>(blockIdx.x % shared.segments);
-  if (threadIdx.x == 0) buffer.reset(keys::kAdmitAllValid);
+  if (threadIdx.x == 0) {
+    buffer.reset(keys::kAdmitAllValid);
+    for (int stage = 0; stage < kStages; ++stage) sm90::mbarrier_init(&st.stage_full[stage], 1);
+    sm90::fence_barrier_init();
+  }
   __syncthreads();
-  filter_segment<Traits>(buffer, args, shared, row, segment);
+  filter_segment<Traits>(st, buffer, args, shared, row, segment);
   if (shared.segments > 1 && !gather_row(buffer, shared, row)) return;
   buffer.template emit<Traits>(args, row);
 }
@@ -218,7 +245,7 @@ Status launch_config(const SelectProblem& problem, const SampleFilterPlan& plan,
   return dispatch_dtype(problem.dtype, [&](auto traits) -> Status {
     using Traits = decltype(traits);
     auto kernel = sample_filter_kernel<Traits, Buffer>;
-    const int smem = static_cast<int>(sizeof(typename Buffer::Storage));
+    const int smem = static_cast<int>(sizeof(KernelStorage<Buffer>));
     LITETOPK_CUDA_TRY(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     const int64_t blocks = problem.batch * plan.segments;
@@ -236,7 +263,7 @@ SampleFilterPlan plan_sample_filter(const SelectProblem& problem, const DeviceSh
   plan.blocks_per_sm = plan.large_k ? 1 : 2;
   // Enough blocks to fill the GPU once, but at least two tiles per block.
   const int64_t slots = int64_t{device.sm_count} * plan.blocks_per_sm;
-  const int64_t tile_elements = int64_t{kThreads} * kVectorsPerThread * 4;
+  const int64_t tile_elements = int64_t{kStageVectors} * 4;
   const int64_t max_segments = std::max<int64_t>(1, problem.n / (2 * tile_elements));
   const int64_t wanted = problem.batch >= slots ? 1 : slots / std::max<int64_t>(problem.batch, 1);
   plan.segments = static_cast<int>(std::clamp<int64_t>(wanted, 1, max_segments));

@@ -1,0 +1,84 @@
+// indexer_topk: the DSA "lightning indexer" fused with exact top-k selection.
+//
+// For query t and key s in [ks[t], ke[t]):
+//   score[t, s] = kv_scale[s] * sum_h weights[t, h] * max(0, dot(q[t, h, :], kv[s, :]))
+// with fp8 e4m3 q and kv, fp32 accumulation. The call returns, per query, the k keys with the
+// largest scores: indices [T, k] int32 relative to ks[t], -1 padded; optional fp32 values.
+// Same NaN, tie and order rules as select_topk (select.h): unsorted, any member among ties.
+// Layouts match DeepGEMM's fp8_mqa_logits: q [T, H, D] contiguous, kv [S, D] contiguous,
+// kv_scale [S], weights [T, H] (holding the q scales and the softmax scale; may be negative).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "litetopk/status.h"
+#include "litetopk/types.h"
+
+namespace litetopk {
+
+struct IndexerProblem {
+  const void* q = nullptr;          // [T, H, D] fp8 e4m3
+  const void* kv = nullptr;         // [S, D] fp8 e4m3
+  const float* kv_scale = nullptr;  // [S]
+  const float* weights = nullptr;   // [T, H]
+  const int32_t* ks = nullptr;      // [T] first key of each query's range
+  const int32_t* ke = nullptr;      // [T] one past its last key
+  int64_t num_queries = 0;          // T
+  int64_t num_heads = 0;            // H: 32 or 64
+  int64_t head_dim = 0;             // D: 128
+  int64_t num_keys = 0;             // S
+  int64_t k = 0;                    // 1 .. 8192
+  int32_t* indices = nullptr;       // [T, k], required
+  float* values = nullptr;          // [T, k], optional
+};
+
+enum class IndexerAlgo : int {
+  kAuto = 0,
+  kUnfused = 1,  // logits kernel writes [T, S] fp32 into the workspace, then select_topk
+  kFused = 2,    // scores never leave the chip: Sample-Filter-Select in the epilogue
+};
+const char* indexer_algo_name(IndexerAlgo algo);
+bool parse_indexer_algo(const char* name, IndexerAlgo* algo);
+
+// Per-layer state carried from one prefill chunk to the next (the "hot sample": key positions
+// the previous chunk selected). Caller-owned device memory of indexer_state_bytes(); zero it
+// (or call indexer_state_reset) before the first chunk of a sequence. Optional: without it, or
+// with a useless one, results are still exact.
+struct IndexerState {
+  void* data = nullptr;
+  std::size_t bytes = 0;
+};
+std::size_t indexer_state_bytes(int64_t k);
+Status indexer_state_reset(const IndexerState& state, cudaStream_t stream);
+
+struct IndexerOptions {
+  IndexerAlgo algo = IndexerAlgo::kAuto;
+  const IndexerState* state = nullptr;
+  // Candidate slots per query in the fused kernel's workspace; 0 picks the default. Tests set a
+  // tiny capacity to force the overflow path (which stays exact).
+  int64_t candidate_capacity = 0;
+};
+
+Status validate_indexer_problem(const IndexerProblem& problem);
+
+// ---- GPU (device pointers) ----
+Status indexer_topk_workspace_size(const IndexerProblem& problem, std::size_t* workspace_bytes,
+                                   const IndexerOptions& options = {});
+Status indexer_topk(const IndexerProblem& problem, void* workspace, std::size_t workspace_bytes,
+                    cudaStream_t stream, const IndexerOptions& options = {});
+IndexerAlgo indexer_topk_dispatch(const IndexerProblem& problem);
+
+// The unfused baseline's first half, public for engines that want the logits: writes
+// logits[t * logits_stride + s] for s in [0, S): the score inside [ks[t], ke[t]), -inf outside.
+Status indexer_logits(const IndexerProblem& problem, float* logits, int64_t logits_stride,
+                      cudaStream_t stream);
+
+// ---- CPU (host pointers) ----
+// The reference: every score in fp64 (exact dot products of fp8 values), rounded to fp32, then
+// select_topk_cpu. GPU results agree with it up to fp32 accumulation error (see tests/gpu).
+Status indexer_topk_cpu(const IndexerProblem& problem);
+// Writes the [T, S] fp32 logits as indexer_logits does.
+Status indexer_logits_cpu(const IndexerProblem& problem, float* logits, int64_t logits_stride);
+
+}  // namespace litetopk

@@ -1,0 +1,26 @@
+// Internal argument checks for the indexer (public entry: validate_indexer_problem in
+// litetopk/indexer.h). Every failure is kInvalidArgument naming the argument, the expected and the
+// actual value.
+#pragma once
+
+#include <cstdint>
+
+#include "litetopk/indexer.h"
+
+namespace litetopk {
+
+// The score inputs only: shapes (T, H, D, S), q/kv/kv_scale/weights/ks/ke pointers and alignment.
+// k, indices and values are not looked at (indexer_logits needs no selection outputs).
+// validate_indexer_problem = validate_indexer_inputs + the checks of k, indices and values.
+Status validate_indexer_inputs(const IndexerProblem& problem);
+
+// Checks 0 <= ks[t] <= ke[t] <= S for host copies of the range arrays (both required when T > 0).
+Status validate_indexer_ranges(const IndexerProblem& problem, const int32_t* host_ks,
+                               const int32_t* host_ke);
+
+// Checks the logits output of indexer_logits: logits_stride >= S, logits non-null when T > 0 and
+// S > 0, 4-byte aligned, and T * logits_stride does not overflow int64.
+Status validate_indexer_logits_output(const IndexerProblem& problem, const float* logits,
+                                      int64_t logits_stride);
+
+}  // namespace litetopk

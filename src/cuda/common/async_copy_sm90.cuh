@@ -1,0 +1,65 @@
+// Thin PTX wrappers for Hopper's asynchronous copies: shared-memory mbarriers and the bulk copy
+// engine (cp.async.bulk, 1-D, global -> shared, completing on an mbarrier).
+#pragma once
+
+#include <cstdint>
+
+namespace litetopk::sm90 {
+
+__device__ __forceinline__ uint32_t shared_address(const void* pointer) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
+}
+
+// Initializes a barrier that completes a phase after `arrivals` arrivals (and all expected bytes).
+__device__ __forceinline__ void mbarrier_init(uint64_t* barrier, uint32_t arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(barrier)),
+               "r"(arrivals));
+}
+
+// Makes initialized barriers visible to the async proxy (the copy engine).
+__device__ __forceinline__ void fence_barrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// Orders this thread's generic-proxy shared-memory accesses before later async-proxy accesses.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// One arrival that also announces `bytes` of copies that will complete on this phase.
+__device__ __forceinline__ void mbarrier_arrive_expect_bytes(uint64_t* barrier, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                   shared_address(barrier)),
+               "r"(bytes)
+               : "memory");
+}
+
+// Waits until the barrier's phase with parity `parity` has completed.
+__device__ __forceinline__ void mbarrier_wait(uint64_t* barrier, uint32_t parity) {
+  const uint32_t address = shared_address(barrier);
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(address), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+// Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to shared memory;
+// completion is signalled on `barrier` as transferred bytes.
+__device__ __forceinline__ void bulk_copy_global_to_shared(void* shared_dst, const void* global_src,
+                                                          uint32_t bytes, uint64_t* barrier) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+          shared_address(shared_dst)),
+      "l"(global_src), "r"(bytes), "r"(shared_address(barrier))
+      : "memory");
+}
+
+}  // namespace litetopk::sm90

@@ -4,12 +4,14 @@
 //    thread's gate are counted with one shared-memory atomic per warp, then (after the step's one
 //    barrier) written behind the buffer's count. The step counters are triple-buffered so that one
 //    barrier per step suffices.
-// 2. When a step would overflow the buffer, compact() keeps exactly the best k entries (radix
-//    select over the buffer, then survivors past position k move into the holes left before it)
+// 2. When a step would overflow the buffer, compact() keeps exactly the best k entries (a range
+//    select over the buffer: 2048 equal-width bins over [min, max] of the entries, refined inside
+//    the bin that holds the k-th entry, so skewed scores never pile into one bin; then survivors
+//    past position k move into the holes left before it)
 //    and raises the gate to the k-th kept entry; the step is then filtered again with the new gate
 //    (it fits: the capacity is at least k plus one step). The gate only rises, and the buffer never
 //    drops an entry that can still be in the answer.
-// 3. emit(): the final radix select writes the best k entries (and -1 padding) to the output.
+// 3. emit(): the final range select writes the best k entries (and -1 padding) to the output.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,37 @@
 #include "cuda/select/score_source.cuh"
 
 namespace litetopk::cuda_select {
+
+// The result of a range selection of the k-th best entry, in value space v = c >> shift: entries
+// with v > hi are selected (count_greater of them); those with lo <= v <= hi are ties, of which
+// k - count_greater are selected.
+struct RangePivot {
+  uint64_t lo;
+  uint64_t hi;
+  int shift;
+  uint32_t count_greater;
+
+  // Does composite c beat the pivot (+1), tie with it (0) or lose (-1)?
+  __device__ __forceinline__ int compare(uint64_t c) const {
+    const uint64_t v = c >> shift;
+    return v > hi ? 1 : (v >= lo ? 0 : -1);
+  }
+};
+
+// Pairs already decoded into registers (the merge of candidate lists, the row's head and tail).
+template <int kCount_>
+struct ArrayItems {
+  static constexpr int kCount = kCount_;
+  uint32_t key[kCount];
+  uint32_t index[kCount];
+  uint32_t definite = 0;
+  uint32_t tie = 0;  // bit i: pair i is present (checked exactly)
+
+  __device__ __forceinline__ void get(int i, uint32_t* k, uint32_t* x) const {
+    *k = key[i];
+    *x = index[i];
+  }
+};
 
 template <int kThreads_, int kCapacity_, int kMaxK_>
 struct CandidateBuffer {
@@ -36,6 +69,8 @@ struct CandidateBuffer {
     };
     typename Finder::Storage finder;
     uint64_t gate;  // admit composites >= gate
+    uint64_t range_min;  // select_pivot's block reduction
+    uint64_t range_max;
     uint32_t count;
     uint32_t step_count[3];    // offer_step: entries before step i (slot i % 3)
     uint32_t step_pending[3];  // offer_step: entries step i adds
@@ -73,56 +108,71 @@ struct CandidateBuffer {
     __syncthreads();
   }
 
-  // Offers kItems pairs per thread as step number `step` (0, 1, 2, ... since the last
-  // reset/finish_steps). All threads call it; it contains one barrier (two when it compacts), after
-  // which thread 0 runs after_barrier(). `gate` is the calling thread's gate; it only rises.
-  // Returns the pivot of a compaction (for sharing the bound), or prefix 0 / shift 64 when none ran.
-  template <int kItems, typename AfterBarrier>
-  __device__ __forceinline__ Pivot offer_step(uint32_t step, const uint32_t (&key)[kItems],
-                                              const uint32_t (&index)[kItems], uint64_t& gate,
-                                              AfterBarrier&& after_barrier) {
-    static_assert(kItems * kThreads <= kCapacity - kMaxK, "a step must fit after a compaction");
+  // Offers one step of pairs. `items` (ArrayItems below, RowVectorItems in
+  // sample_filter_select.cu) holds kCount pairs per thread, decoded on demand by get(i), and two
+  // bit masks: `definite` (pairs known to pass the gate) and `tie` (pairs to check exactly). Step
+  // numbers count 0, 1, 2, ... since the last reset/finish_steps. All threads call it; it contains
+  // one barrier (two when it compacts), after which thread 0 runs after_barrier(). `gate` is the
+  // calling thread's gate; it only rises. Returns the bound a compaction established (k entries
+  // at or above it; other blocks of the row may use it as a gate), or 0 when none ran.
+  template <typename Items, typename AfterBarrier>
+  __device__ __forceinline__ uint64_t offer_step(uint32_t step, const Items& items, uint64_t& gate,
+                                                 AfterBarrier&& after_barrier) {
+    static_assert(Items::kCount * kThreads <= kCapacity - kMaxK,
+                  "a step must fit after a compaction");
     const uint32_t slot = step % 3;
-    uint32_t mine = 0;
+    uint32_t pass = items.definite;
+    if (items.tie != 0) pass |= exact_passes(items, gate, items.tie);
     uint32_t before = 0;  // passing pairs of lower lanes in this warp
-    uint32_t warp_base = count_passing(key, index, gate, &s.step_pending[slot], &mine, &before);
+    uint32_t warp_base = reserve(pass, &s.step_pending[slot], &before);
     __syncthreads();
     if (threadIdx.x == 0) after_barrier();
     const uint32_t base = s.step_count[slot];
     const uint32_t total = s.step_pending[slot];
-    Pivot pivot{0, 64, 0};
+    uint64_t bound = 0;
     if (base + total > kCapacity) {
       // Rare: compact, then filter this step again with the risen gate.
       if (threadIdx.x == 0) s.count = base;
       __syncthreads();
-      pivot = compact();
+      bound = shared_bound(compact());
       gate = max_u64(gate, s.gate);
-      warp_base = count_passing(key, index, gate, &s.count, &mine, &before);
-      write_passing(key, index, gate, warp_base + before);
+      if (pass != 0) pass = exact_passes(items, gate, pass);
+      warp_base = reserve(pass, &s.count, &before);
+      write(items, pass, warp_base + before);
       __syncthreads();
       if (threadIdx.x == 0) s.step_count[(slot + 1) % 3] = s.count;
     } else {
-      write_passing(key, index, gate, base + warp_base + before);
+      write(items, pass, base + warp_base + before);
       if (threadIdx.x == 0) s.step_count[(slot + 1) % 3] = base + total;
     }
     // The counter of step - 1 is free again: every thread has passed this step's barrier.
     if (threadIdx.x == 0) s.step_pending[(slot + 2) % 3] = 0;
-    return pivot;
+    return bound;
   }
 
-  // Counts this thread's passing pairs (*mine), those of lower lanes (*before), and reserves the
-  // warp's total with one atomicAdd on *counter. Returns the warp's base from the atomic.
-  template <int kItems>
-  __device__ __forceinline__ uint32_t count_passing(const uint32_t (&key)[kItems],
-                                                    const uint32_t (&index)[kItems], uint64_t gate,
-                                                    uint32_t* counter, uint32_t* mine,
-                                                    uint32_t* before) {
-    uint32_t n = 0;
+  // The pairs among `candidates` (bit mask) whose composite passes `gate`.
+  template <typename Items>
+  static __device__ __forceinline__ uint32_t exact_passes(const Items& items, uint64_t gate,
+                                                         uint32_t candidates) {
+    uint32_t result = 0;
 #pragma unroll
-    for (int i = 0; i < kItems; ++i) n += passes(key[i], index[i], gate) ? 1u : 0u;
-    *mine = n;
-    *before = 0;
+    for (int i = 0; i < Items::kCount; ++i) {
+      if ((candidates >> i) & 1u) {
+        uint32_t key, index;
+        items.get(i, &key, &index);
+        if (passes(key, index, gate)) result |= 1u << i;
+      }
+    }
+    return result;
+  }
+
+  // Reserves room for this thread's passing pairs with one atomicAdd per warp on *counter. Returns
+  // the warp's base; *before = passing pairs of lower lanes.
+  static __device__ __forceinline__ uint32_t reserve(uint32_t pass, uint32_t* counter,
+                                                     uint32_t* before) {
     const unsigned full = 0xffffffffu;
+    const auto n = static_cast<uint32_t>(__popc(pass));
+    *before = 0;
     if (!__any_sync(full, n != 0)) return 0;
     const int lane = static_cast<int>(threadIdx.x % 32);
     uint32_t inclusive = n;
@@ -137,13 +187,16 @@ struct CandidateBuffer {
     return __shfl_sync(full, warp_base, 31);
   }
 
-  template <int kItems>
-  __device__ __forceinline__ void write_passing(const uint32_t (&key)[kItems],
-                                                const uint32_t (&index)[kItems], uint64_t gate,
-                                                uint32_t at) {
+  template <typename Items>
+  __device__ __forceinline__ void write(const Items& items, uint32_t pass, uint32_t at) {
+    if (pass == 0) return;
 #pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      if (passes(key[i], index[i], gate)) s.entries[at++] = keys::make_composite(key[i], index[i]);
+    for (int i = 0; i < Items::kCount; ++i) {
+      if ((pass >> i) & 1u) {
+        uint32_t key, index;
+        items.get(i, &key, &index);
+        s.entries[at++] = keys::make_composite(key, index);
+      }
     }
   }
 
@@ -153,61 +206,93 @@ struct CandidateBuffer {
            (key == gate_key && ~index >= static_cast<uint32_t>(gate));
   }
 
-  // Radix select of the k-th best entry among the first `count`. Requires count > k.
-  __device__ Pivot select_pivot(uint32_t count) {
-    uint64_t prefix = 0;
+  // The selection works on values v = c >> value_shift(): the key alone (ties broken in arrival
+  // order) or the whole composite (deterministic: no ties).
+  __device__ __forceinline__ int value_shift() const { return final_shift(deterministic); }
+
+  // Range select of the k-th best entry among the first `count` (count > k): 2048 equal-width
+  // bins over [min, max] of the values, then over the bin holding the k-th entry, until the bin
+  // is one value wide or is taken whole.
+  __device__ RangePivot select_pivot(uint32_t count) {
+    const int shift = value_shift();
+    if (threadIdx.x == 0) {
+      s.range_min = ~uint64_t{0};
+      s.range_max = 0;
+    }
+    __syncthreads();
+    uint64_t lo = ~uint64_t{0};
+    uint64_t hi = 0;
+    for (uint32_t e = threadIdx.x; e < count; e += kThreads) {
+      const uint64_t v = s.entries[e] >> shift;
+      lo = v < lo ? v : lo;
+      hi = v > hi ? v : hi;
+    }
+    warp_min_max(&lo, &hi);
+    if (threadIdx.x % 32 == 0) {
+      atomicMin(reinterpret_cast<unsigned long long*>(&s.range_min), lo);
+      atomicMax(reinterpret_cast<unsigned long long*>(&s.range_max), hi);
+    }
+    __syncthreads();
+    lo = s.range_min;
+    hi = s.range_max;
     uint32_t rank = k;
     uint32_t greater = 0;
-    int top = 64;
-    const int last = final_shift(deterministic);
-    while (top > last) {
-      const int width = digit_width(top);
-      const int shift = top - width;
+    while (lo < hi) {
+      const int width_bits = max(0, 64 - __clzll(static_cast<long long>(hi - lo)) - kRadixBits);
       for (int i = threadIdx.x; i < kRadixBins; i += kThreads) s.histogram[i] = 0;
       __syncthreads();
       for (uint32_t e = threadIdx.x; e < count; e += kThreads) {
-        const uint64_t c = s.entries[e];
-        if (matches_prefix(c, prefix, top)) {
-          atomicAdd(&s.histogram[(c >> shift) & ((1u << width) - 1)], 1u);
-        }
+        const uint64_t v = s.entries[e] >> shift;
+        if (v >= lo && v <= hi) atomicAdd(&s.histogram[(v - lo) >> width_bits], 1u);
       }
       __syncthreads();
       uint32_t above = 0;
-      const uint32_t digit = Finder::find(s.finder, s.histogram, rank, &above);
-      const uint32_t in_bin = s.histogram[digit];
+      const uint32_t bin = Finder::find(s.finder, s.histogram, rank, &above);
+      const uint32_t in_bin = s.histogram[bin];
       rank -= above;
       greater += above;
-      prefix = (prefix << width) | digit;
-      top = shift;
-      __syncthreads();  // histogram and finder are reused by the next digit
+      const uint64_t bin_lo = lo + (uint64_t{bin} << width_bits);
+      const uint64_t bin_hi = bin_lo + ((uint64_t{1} << width_bits) - 1);
+      lo = bin_lo;
+      hi = bin_hi < hi ? bin_hi : hi;
+      __syncthreads();  // histogram and finder are reused by the next level
       if (in_bin == rank) break;  // the whole bin is selected: no ties to resolve further
     }
-    return {prefix, top, greater};
+    return {lo, hi, shift, greater};
   }
 
   // Is entry c kept by a selection at `pivot`? Ties are granted in arrival order.
-  __device__ __forceinline__ bool keeps(uint64_t c, const Pivot& pivot, uint32_t ties_wanted) {
-    const int order = compare_to_pivot(c, pivot);
+  __device__ __forceinline__ bool keeps(uint64_t c, const RangePivot& pivot, uint32_t ties_wanted) {
+    const int order = pivot.compare(c);
     return order > 0 || (order == 0 && atomicAdd(&s.tie_counter, 1u) < ties_wanted);
   }
 
-  // The lowest composite that can still enter after a selection at `pivot` kept k entries. At full
-  // resolution (ties resolved) only strictly better entries can help.
-  __device__ __forceinline__ uint64_t gate_after(const Pivot& pivot) const {
-    const bool resolved = pivot.shift == final_shift(deterministic);
-    return (resolved ? pivot.prefix + 1 : pivot.prefix) << pivot.shift;
+  // The lowest composite that can still enter after a selection at `pivot` kept k entries. When
+  // the k-th value is resolved exactly, only strictly better entries can help.
+  __device__ __forceinline__ static uint64_t gate_after(const RangePivot& pivot) {
+    return (pivot.lo == pivot.hi ? pivot.hi + 1 : pivot.lo) << pivot.shift;
   }
 
   // A lower bound of the row's k-th best composite that other blocks of the row may use: the
   // buffer holds k entries at or above it.
-  __device__ __forceinline__ static uint64_t shared_bound(const Pivot& pivot) {
-    return pivot.prefix << pivot.shift;
+  __device__ __forceinline__ static uint64_t shared_bound(const RangePivot& pivot) {
+    return pivot.lo << pivot.shift;
+  }
+
+  static __device__ __forceinline__ void warp_min_max(uint64_t* lo, uint64_t* hi) {
+#pragma unroll
+    for (int delta = 16; delta > 0; delta /= 2) {
+      const uint64_t other_lo = __shfl_xor_sync(0xffffffffu, *lo, delta);
+      const uint64_t other_hi = __shfl_xor_sync(0xffffffffu, *hi, delta);
+      *lo = other_lo < *lo ? other_lo : *lo;
+      *hi = other_hi > *hi ? other_hi : *hi;
+    }
   }
 
   // Keeps exactly the best k entries. Returns the pivot. All threads call it; count > k.
-  __device__ Pivot compact() {
+  __device__ RangePivot compact() {
     const uint32_t count = s.count;
-    const Pivot pivot = select_pivot(count);
+    const RangePivot pivot = select_pivot(count);
     const uint32_t ties_wanted = k - pivot.count_greater;
     if (threadIdx.x == 0) {
       s.tie_counter = 0;
@@ -247,7 +332,7 @@ struct CandidateBuffer {
       }
       return;
     }
-    const Pivot pivot = select_pivot(count);
+    const RangePivot pivot = select_pivot(count);
     const uint32_t ties_wanted = k - pivot.count_greater;
     if (threadIdx.x == 0) {
       s.tie_counter = 0;
@@ -256,7 +341,7 @@ struct CandidateBuffer {
     __syncthreads();
     for (uint32_t e = threadIdx.x; e < count; e += kThreads) {
       const uint64_t c = s.entries[e];
-      const int order = compare_to_pivot(c, pivot);
+      const int order = pivot.compare(c);
       if (order > 0) {
         write_output<Traits>(args, row, static_cast<int32_t>(atomicAdd(&s.slot_counter, 1u)), c);
       } else if (order == 0) {

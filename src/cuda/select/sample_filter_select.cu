@@ -60,6 +60,24 @@ __device__ __forceinline__ int next_tile(int tile, int m) {
   return lane < spread ? lane : -1;
 }
 
+// One step's 16-byte vectors of scores, decoded into (key, index) pairs only on demand.
+template <typename Traits, int kVectors>
+struct RowVectorItems {
+  static constexpr int kCount = kVectors * Traits::kPerVector;
+  uint4 raw[kVectors];
+  uint32_t first_index[kVectors];  // row position of each vector's first element
+  uint32_t definite;               // bit i: pair i passes (ValueGate)
+  uint32_t tie;                    // bit i: pair i equals the gate's value (checked exactly)
+  bool largest;
+
+  __device__ __forceinline__ void get(int i, uint32_t* key, uint32_t* index) const {
+    const int j = i / Traits::kPerVector;
+    const int e = i % Traits::kPerVector;
+    *key = Traits::key(element_bits<Traits>(raw[j], e), largest);
+    *index = first_index[j] + static_cast<uint32_t>(e);
+  }
+};
+
 template <typename Buffer>
 __device__ __forceinline__ KernelStorage<Buffer>& kernel_storage() {
   extern __shared__ __align__(128) unsigned char shared_raw[];
@@ -68,20 +86,19 @@ __device__ __forceinline__ KernelStorage<Buffer>& kernel_storage() {
 
 // One offer_step with the row's shared bound folded into the thread's gate (several blocks per
 // row) and, after a compaction, the new bound published to the row.
-template <typename Buffer, int kItems, typename AfterBarrier>
+template <typename Buffer, typename Items, typename AfterBarrier>
 __device__ __forceinline__ void offer_shared(Buffer& buffer, const RowShared& shared, int64_t row,
-                                             uint32_t step, const uint32_t (&key)[kItems],
-                                             const uint32_t (&index)[kItems], uint64_t& gate,
+                                             uint32_t step, const Items& items, uint64_t& gate,
                                              AfterBarrier&& after_barrier) {
   if (shared.segments > 1) {
     uint64_t bound = 0;
     if (threadIdx.x % 32 == 0) bound = *reinterpret_cast<volatile uint64_t*>(&shared.bounds[row]);
     gate = max_u64(gate, __shfl_sync(0xffffffffu, bound, 0));
   }
-  const Pivot pivot = buffer.offer_step(step, key, index, gate, after_barrier);
-  if (pivot.shift < 64 && threadIdx.x == 0 && shared.segments > 1) {
+  const uint64_t bound = buffer.offer_step(step, items, gate, after_barrier);
+  if (bound != 0 && threadIdx.x == 0 && shared.segments > 1) {
     atomicMax(reinterpret_cast<unsigned long long*>(&shared.bounds[row]),
-              static_cast<unsigned long long>(Buffer::shared_bound(pivot)));
+              static_cast<unsigned long long>(bound));
   }
 }
 
@@ -123,21 +140,27 @@ __device__ void filter_segment(KernelStorage<Buffer>& st, Buffer& buffer, const 
     const int tile_vector = (first + tile) * kStageVectors;
 #pragma unroll
     for (int part = 0; part < kStepsPerTile; ++part, ++step) {
-      uint32_t key[kItemsPerThread];
-      uint32_t index[kItemsPerThread];
+      // A float comparison per element marks the few that pass; only those become keys.
+      RowVectorItems<Traits, kStepVectorsPerThread> items;
+      items.largest = args.largest;
+      items.definite = 0;
+      items.tie = 0;
+      const ValueGate<Traits> value_gate(gate, args.largest);
 #pragma unroll
       for (int j = 0; j < kStepVectorsPerThread; ++j) {
         const int in_tile = part * kVectorsPerStep + j * kThreads + static_cast<int>(threadIdx.x);
         const int v = tile_vector + in_tile;
-        layout.unpack(st.stages[stage][in_tile], v, args.largest, key + j * kPer,
-                      index + j * kPer);
-        if (v >= layout.num_vectors) {
-#pragma unroll
-          for (int e = 0; e < kPer; ++e) key[j * kPer + e] = 0;
+        items.raw[j] = st.stages[stage][in_tile];
+        items.first_index[j] = static_cast<uint32_t>(layout.head + v * kPer);
+        if (v < layout.num_vectors) {
+          uint32_t above, equal;
+          value_gate.classify(items.raw[j], &above, &equal);
+          items.definite |= above << (j * kPer);
+          items.tie |= equal << (j * kPer);
         }
       }
       // After the barrier of the tile's last step every thread is done with this stage.
-      offer_shared(buffer, shared, row, step, key, index, gate, [&] {
+      offer_shared(buffer, shared, row, step, items, gate, [&] {
         if (part == kStepsPerTile - 1) issue_next(stage);
       });
     }
@@ -146,14 +169,14 @@ __device__ void filter_segment(KernelStorage<Buffer>& st, Buffer& buffer, const 
   // The unaligned head and the tail, one element per thread, by the row's last block.
   if (segment == shared.segments - 1) {
     const int e = static_cast<int>(threadIdx.x);
-    uint32_t key[1] = {0};
-    uint32_t index[1] = {0};
+    ArrayItems<1> items;
     if (e < layout.num_scalar()) {
       const int32_t element = layout.scalar_index(e);
-      key[0] = layout.scalar_key(element, args.largest);
-      index[0] = static_cast<uint32_t>(element);
+      items.key[0] = layout.scalar_key(element, args.largest);
+      items.index[0] = static_cast<uint32_t>(element);
+      items.tie = 1;
     }
-    offer_shared(buffer, shared, row, step++, key, index, gate, [] {});
+    offer_shared(buffer, shared, row, step++, items, gate, [] {});
   }
   buffer.finish_steps(step);
 }
@@ -205,24 +228,24 @@ __device__ bool gather_row(Buffer& buffer, const RowShared& shared, int64_t row)
   constexpr uint32_t kStep = kThreads * kListItemsPerThread;
   uint32_t step = 0;
   for (uint32_t base = 0; base < length; base += kStep, ++step) {
-    uint32_t key[kListItemsPerThread];
-    uint32_t index[kListItemsPerThread];
+    ArrayItems<kListItemsPerThread> items;
 #pragma unroll
     for (int i = 0; i < kListItemsPerThread; ++i) {
       const uint32_t e = base + i * kThreads + threadIdx.x;
       const uint64_t c = e < length ? __ldcg(reinterpret_cast<const unsigned long long*>(list + e))
                                     : keys::kEmptyComposite;
-      key[i] = keys::composite_key(c);
-      index[i] = ~static_cast<uint32_t>(c);
+      items.key[i] = keys::composite_key(c);
+      items.index[i] = ~static_cast<uint32_t>(c);
+      if (e < length) items.tie |= 1u << i;
     }
-    offer_shared(buffer, shared, row, step, key, index, gate, [] {});
+    offer_shared(buffer, shared, row, step, items, gate, [] {});
   }
   buffer.finish_steps(step);
   return true;
 }
 
 template <typename Traits, typename Buffer>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)
     sample_filter_kernel(const SelectArgs args, const RowShared shared) {
   auto& st = kernel_storage<Buffer>();
   Buffer buffer(st.buffer, static_cast<uint32_t>(args.k), args.deterministic);

@@ -28,6 +28,12 @@ struct Float32Scores {
     static_cast<uint32_t*>(values)[slot] = keys::f32_bits_from_key(key, largest);
   }
   static constexpr uint32_t kNanBits = 0x7fc00000u;
+  static constexpr uint32_t kNegInfBits = 0xff800000u;
+  static constexpr uint32_t kPosInfBits = 0x7f800000u;
+  static __device__ __forceinline__ float to_float(uint32_t bits) { return __uint_as_float(bits); }
+  static __device__ __forceinline__ uint32_t bits_of_key(uint32_t key, bool largest) {
+    return keys::f32_bits_from_key(key, largest);
+  }
 };
 
 struct BFloat16Scores {
@@ -41,6 +47,14 @@ struct BFloat16Scores {
     static_cast<uint16_t*>(values)[slot] = static_cast<uint16_t>(keys::bits16_from_key(key, largest));
   }
   static constexpr uint32_t kNanBits = 0x7fc0u;
+  static constexpr uint32_t kNegInfBits = 0xff80u;
+  static constexpr uint32_t kPosInfBits = 0x7f80u;
+  static __device__ __forceinline__ float to_float(uint32_t bits) {
+    return __uint_as_float(bits << 16);
+  }
+  static __device__ __forceinline__ uint32_t bits_of_key(uint32_t key, bool largest) {
+    return keys::bits16_from_key(key, largest);
+  }
 };
 
 struct Float16Scores {
@@ -54,6 +68,63 @@ struct Float16Scores {
     static_cast<uint16_t*>(values)[slot] = static_cast<uint16_t>(keys::bits16_from_key(key, largest));
   }
   static constexpr uint32_t kNanBits = 0x7e00u;
+  static constexpr uint32_t kNegInfBits = 0xfc00u;
+  static constexpr uint32_t kPosInfBits = 0x7c00u;
+  static __device__ __forceinline__ float to_float(uint32_t bits) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
+  }
+  static __device__ __forceinline__ uint32_t bits_of_key(uint32_t key, bool largest) {
+    return keys::bits16_from_key(key, largest);
+  }
+};
+
+// Bits of element e (compile-time) of a 16-byte vector of scores.
+template <typename Traits>
+__device__ __forceinline__ uint32_t element_bits(const uint4& raw, int e) {
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+  if constexpr (Traits::kPerVector == 4) {
+    return words[e];
+  } else {
+    return (words[e / 2] >> (16 * (e % 2))) & 0xffffu;
+  }
+}
+
+// The gate in value space: compares floats (sign-flipped for smallest-first) with the value T
+// whose key is the gate's key, two or three instructions per element instead of building keys.
+// v > T implies key(v) > key(T), so the element passes; v == T (which includes -0 against +0)
+// needs the exact composite check; NaN compares false and never passes.
+// A gate key below the worst value's key (the initial gate) admits every non-NaN value; one above
+// the best value's key decodes to NaN and admits nothing, as it should.
+template <typename Traits>
+struct ValueGate {
+  float threshold;  // in oriented space: the value for largest-first, its negation otherwise
+  uint32_t flip;    // sign bit xor-ed into every value: 0 for largest-first
+
+  __device__ __forceinline__ ValueGate(uint64_t gate, bool largest) {
+    const auto gate_key = static_cast<uint32_t>(gate >> 32);
+    const uint32_t worst_bits = largest ? Traits::kNegInfBits : Traits::kPosInfBits;
+    const float value = gate_key <= Traits::key(worst_bits, largest)
+                            ? Traits::to_float(worst_bits)
+                            : Traits::to_float(Traits::bits_of_key(gate_key, largest));
+    threshold = largest ? value : -value;
+    flip = largest ? 0u : 0x80000000u;
+  }
+
+  // Bit e of *above: element e of raw is beyond T; of *equal: it compares equal to T.
+  __device__ __forceinline__ void classify(const uint4& raw, uint32_t* above,
+                                           uint32_t* equal) const {
+    uint32_t gt = 0;
+    uint32_t eq = 0;
+#pragma unroll
+    for (int e = 0; e < Traits::kPerVector; ++e) {
+      const float v = __uint_as_float(
+          __float_as_uint(Traits::to_float(element_bits<Traits>(raw, e))) ^ flip);
+      if (v > threshold) gt |= 1u << e;
+      if (v == threshold) eq |= 1u << e;
+    }
+    *above = gt;
+    *equal = eq;
+  }
 };
 
 // Calls body(DTypeTraits{}) for the runtime dtype.
@@ -154,17 +225,10 @@ struct RowLayout {
   // Unpacks a vector into keys and indices.
   __device__ __forceinline__ void unpack(const uint4& raw, int32_t v, bool largest, uint32_t* key,
                                          uint32_t* index) const {
-    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
     const uint32_t first = static_cast<uint32_t>(head + v * kPerVector);
 #pragma unroll
     for (int i = 0; i < kPerVector; ++i) {
-      uint32_t bits;
-      if constexpr (kPerVector == 4) {
-        bits = words[i];
-      } else {
-        bits = (words[i / 2] >> (16 * (i % 2))) & 0xffffu;
-      }
-      key[i] = Traits::key(bits, largest);
+      key[i] = Traits::key(element_bits<Traits>(raw, i), largest);
       index[i] = first + i;
     }
   }

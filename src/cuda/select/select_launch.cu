@@ -60,18 +60,16 @@ namespace detail {
 using cuda_select::CallLayout;
 
 SelectAlgo cuda_select_dispatch(const SelectProblem& problem) {
-  // Sample-filter reads the scores once; radix reads them 4 to 7 times, but its passes spread a
-  // row over many blocks. Sample-filter's weak spot is the merge of a row split over many blocks:
-  // one block streams up to segments * k candidates. Measured on the H200 (docs/BENCHMARKS.md):
-  // sample-filter wins at 64 x 131072, k = 2048 (4 x 2048 candidates), radix at 8 x 2^20,
-  // k = 8192 (16 x 8192) and 1 x 2^24, k = 1024 (264 x 1024).
+  // Sample-filter reads the scores once; radix reads them 4 to 7 times, but spreads a row over
+  // many blocks in every pass. Sample-filter wins whenever each row gets a block of its own; when
+  // the batch is too small for that and rows are split, its last-block merge of up to
+  // segments * k candidates runs on one SM, and radix was faster on every such shape measured on
+  // the H200 (docs/BENCHMARKS.md: 64 x 131072, 8 x 2^20, 1 x 2^24).
   if (problem.k > kSampleFilterMaxK) return SelectAlgo::kRadix;
   cuda_select::DeviceShape device{};
   if (!cuda_select::current_device_shape(&device)) return SelectAlgo::kRadix;
   const cuda_select::SampleFilterPlan plan = cuda_select::plan_sample_filter(problem, device);
-  constexpr int64_t kMaxMergeCandidates = 32768;
-  return plan.segments * problem.k <= kMaxMergeCandidates ? SelectAlgo::kSampleFilter
-                                                          : SelectAlgo::kRadix;
+  return plan.segments == 1 ? SelectAlgo::kSampleFilter : SelectAlgo::kRadix;
 }
 
 Status cuda_select_workspace_size(const SelectProblem& problem, SelectAlgo algo,

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Everything litetopk measures and checks on the H200, in one go. Run from the repo root on the GPU
-# machine, with the release build already in build/release (scripts/build.sh). Writes at most 7
+# machine, with the release build already in build/release (scripts/build.sh). Writes at most 8
 # files into $OUT (default bench/results/h200_<date>):
 #   gpu_tests.log   ctest --preset gpu
 #   sanitizer.log   compute-sanitizer memcheck and racecheck on the GPU tests named *Small*
 #   demo.log        litetopk info and litetopk demo
-#   bench.log, select_h200.json, select_h200.md, select_h200.png   bench/select_bench.py
-# Arguments go to select_bench.py (e.g. --iters 10, --shapes 8192x131072x2048). A failing step
-# does not stop the others; the failed ones are listed at the end, before the benchmark table.
+#   bench.log       the output of both benchmarks (the indexer's markdown table at its end)
+#   select_h200.json, select_h200.md, select_h200.png   bench/select_bench.py
+#   indexer_h200.json                                    bench/indexer_bench.py
+# Arguments go to select_bench.py (e.g. --iters 10, --shapes 8192x131072x2048); INDEXER_ARGS to
+# indexer_bench.py (e.g. INDEXER_ARGS=--shapes-quick). A failing step does not stop the others;
+# the failed ones are listed at the end, before the benchmark tables.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-bench/results/h200_$(date +%F)}
@@ -50,6 +53,14 @@ step "litetopk demo" "$OUT/demo.log" "$BUILD"/litetopk demo
 step "select benchmark" "$OUT/bench.log" env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6 \
   python3 bench/select_bench.py --out "$OUT/select_h200.json" --md "$OUT/select_h200.md" \
   --png "$OUT/select_h200.png" "$@"
+# The indexer's markdown table goes to a temporary file (it is also at the end of bench.log), so
+# that $OUT keeps to 8 files.
+INDEXER_MD=$(mktemp)
+trap 'rm -f "$INDEXER_MD"' EXIT
+# shellcheck disable=SC2086  # INDEXER_ARGS is a list of options
+step "indexer benchmark" "$OUT/bench.log" env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6 \
+  python3 bench/indexer_bench.py --out "$OUT/indexer_h200.json" --md "$INDEXER_MD" \
+  ${INDEXER_ARGS:-}
 
 echo
 if ((${#failed[@]})); then
@@ -59,4 +70,5 @@ else
 fi
 echo
 [ -f "$OUT/select_h200.md" ] && cat "$OUT/select_h200.md"
+[ -s "$INDEXER_MD" ] && { echo; cat "$INDEXER_MD"; }
 ((${#failed[@]} == 0))

@@ -1,4 +1,5 @@
-// `litetopk`: build and device info, one selection (verify, benchmark), a demo.
+// `litetopk`: build and device info, one selection or one indexer run (verify, benchmark), a
+// demo.
 #include <exception>
 #include <iostream>
 
@@ -13,6 +14,7 @@ int main(int argc, char** argv) {
   int exit_code = kExitOk;
   add_info_command(app, &exit_code);
   add_select_command(app, &exit_code);
+  add_indexer_command(app, &exit_code);
   add_demo_command(app, &exit_code);
   try {
     app.parse(argc, argv);

@@ -1,10 +1,10 @@
 #include "verify.h"
 
 #include <algorithm>
-#include <cstring>
 #include <functional>
 #include <sstream>
 
+#include "core/float_bits.h"
 #include "core/score_keys.h"
 #include "workload.h"
 
@@ -29,10 +29,7 @@ std::string compare_row(const SelectProblem& p, int64_t b, const int32_t* got,
   };
   // The selection order of core/score_keys.h: larger key = better, NaN = 0.
   const auto key = [&](int32_t index) {
-    const float v = value(index);
-    uint32_t bits;
-    std::memcpy(&bits, &v, sizeof bits);
-    return keys::key_from_f32_bits(bits, p.largest);
+    return keys::key_from_f32_bits(float_bits::f32_bits(value(index)), p.largest);
   };
   std::ostringstream error;
 
@@ -97,10 +94,7 @@ std::string compare_row(const SelectProblem& p, int64_t b, const int32_t* got,
   if (differ.first != got_keys.end()) {
     const auto rank = differ.first - got_keys.begin();
     const auto as_value = [&](uint32_t k) {
-      const uint32_t bits = keys::f32_bits_from_key(k, p.largest);
-      float v;
-      std::memcpy(&v, &bits, sizeof v);
-      return v;
+      return float_bits::f32_from_bits(keys::f32_bits_from_key(k, p.largest));
     };
     error << "selected value #" << rank + 1 << " (best first) is " << as_value(*differ.first)
           << ", the reference's is " << as_value(*differ.second);

@@ -1,6 +1,7 @@
 // Stand-ins for the CUDA backend in a build without CUDA: every GPU call says so.
 #include "core/select_backend.h"
 #include "core/device_memory.h"
+#include "core/indexer_backend.h"
 #include "litetopk/device.h"
 
 namespace litetopk::detail {
@@ -46,5 +47,22 @@ DeviceTimer::DeviceTimer() = default;
 DeviceTimer::~DeviceTimer() = default;
 Status DeviceTimer::start(cudaStream_t) { return not_compiled(); }
 Status DeviceTimer::stop(float*, cudaStream_t) { return not_compiled(); }
+
+}  // namespace litetopk::detail
+
+namespace litetopk::detail {
+
+Status cuda_indexer_workspace_size(const IndexerProblem&, IndexerAlgo, std::size_t*) {
+  return not_compiled();
+}
+Status cuda_indexer_topk(const IndexerProblem&, IndexerAlgo, void*, std::size_t, cudaStream_t) {
+  return not_compiled();
+}
+Status cuda_indexer_logits(const IndexerProblem&, float*, int64_t, cudaStream_t) {
+  return not_compiled();
+}
+Status cuda_memset_async(void*, std::size_t bytes, cudaStream_t) {
+  return bytes == 0 ? Status::ok() : not_compiled();
+}
 
 }  // namespace litetopk::detail

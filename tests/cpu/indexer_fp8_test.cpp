@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <vector>
 
+#include "core/float_bits.h"
 #include "core/fp8_e4m3.h"
 
 namespace litetopk {
@@ -17,18 +17,8 @@ namespace {
 
 using fp8::e4m3_to_float;
 using fp8::float_to_e4m3;
-
-float f32_from_bits(uint32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-
-uint32_t bits_of(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof(bits));
-  return bits;
-}
+using float_bits::f32_bits;
+using float_bits::f32_from_bits;
 
 // The format's definition, in double: (-1)^s * 2^(e-7) * (1 + m/8) for e > 0, (-1)^s * 2^-6 * m/8
 // for e = 0; S.1111.111 is NaN.
@@ -181,7 +171,7 @@ TEST(Fp8E4m3, EncodeMatchesSearchNearEveryRepresentableValue) {
     const float next = b < 0x7e ? e4m3_to_float(static_cast<uint8_t>(b + 1)) : 512.0f;
     for (float center : {v, (v + next) / 2.0f}) {
       for (int sign : {1, -1}) {
-        const uint32_t base = bits_of(static_cast<float>(sign) * center);
+        const uint32_t base = f32_bits(static_cast<float>(sign) * center);
         for (int d = -4; d <= 4; ++d) {
           const auto candidate = static_cast<uint32_t>(static_cast<int64_t>(base) + d);
           const float x = f32_from_bits(candidate);

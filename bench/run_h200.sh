@@ -52,14 +52,15 @@ step "litetopk demo" "$OUT/demo.log" "$BUILD"/litetopk demo
 # torch's process needs the system libstdc++ first for our .so (see shared/H200.md).
 step "select benchmark" "$OUT/bench.log" env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6 \
   python3 bench/select_bench.py --out "$OUT/select_h200.json" --md "$OUT/select_h200.md" \
-  --png "$OUT/select_h200.png" "$@"
+  --png "$OUT/select_h200.png" --lib "$BUILD/liblitetopk_c.so" "$@"
 # The indexer's markdown table goes to a temporary file (it is also at the end of bench.log), so
 # that $OUT keeps to 8 files.
 INDEXER_MD=$(mktemp)
 trap 'rm -f "$INDEXER_MD"' EXIT
 # shellcheck disable=SC2086  # INDEXER_ARGS is a list of options
 step "indexer benchmark" "$OUT/bench.log" env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6 \
-  python3 bench/indexer_bench.py --out "$OUT/indexer_h200.json" --md "$INDEXER_MD" \
+  python3 bench/indexer_bench.py --lib "$BUILD/liblitetopk_c.so" --out "$OUT/indexer_h200.json" \
+  --md "$INDEXER_MD" \
   ${INDEXER_ARGS:-}
 
 echo

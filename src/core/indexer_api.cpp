@@ -40,7 +40,9 @@ Status indexer_state_reset(const IndexerState& state, cudaStream_t stream) {
 }
 
 IndexerAlgo indexer_topk_dispatch(const IndexerProblem&) {
-  // The fused kernel is not in this build yet: the unfused path is the only one.
+  // The fused kernel (k <= 2048) shares the unfused path's scoring core but runs one block per
+  // four queries at one block per SM; until it beats the unfused path on a measured shape
+  // (docs/BENCHMARKS.md), auto stays unfused.
   return IndexerAlgo::kUnfused;
 }
 
@@ -52,12 +54,9 @@ Status resolve_algo(const IndexerProblem& problem, IndexerAlgo requested, Indexe
       *resolved = indexer_topk_dispatch(problem);
       return Status::ok();
     case IndexerAlgo::kUnfused:
+    case IndexerAlgo::kFused:
       *resolved = requested;
       return Status::ok();
-    case IndexerAlgo::kFused:
-      return Status(StatusCode::kUnsupported,
-                    "options.algo fused: the fused indexer kernel is not in this build yet "
-                    "(use auto or unfused)");
   }
   return detail::invalid_argument("options.algo must be auto, unfused or fused, got ",
                                   static_cast<int>(requested));

@@ -59,27 +59,59 @@ struct DeviceInputs {
 
 class IndexerGpu : public ::testing::TestWithParam<IndexerCase> {};
 
+struct HostTopk {
+  std::vector<int32_t> indices;
+  std::vector<float> values;
+};
+
+// Runs indexer_topk with `algo` on poisoned outputs and copies the result back.
+Status run_topk(const IndexerCase& c, const HostIndexerInputs& in, IndexerAlgo algo,
+                HostTopk* result) {
+  DeviceInputs dev;
+  Status s = dev.upload(c, in);
+  if (!s) return s;
+  const IndexerProblem p = dev.problem(c, in);
+  IndexerOptions options;
+  options.algo = algo;
+  std::size_t bytes = 0;
+  s = indexer_topk_workspace_size(p, &bytes, options);
+  DeviceBuffer workspace;
+  if (s) s = workspace.allocate(bytes);
+  if (s) s = indexer_topk(p, workspace.data(), bytes, nullptr, options);
+  if (s) s = detail::device_synchronize();
+  const auto out = static_cast<std::size_t>(c.T * c.k);
+  result->indices.resize(out);
+  result->values.resize(out);
+  if (s) s = detail::copy_to_host(result->indices.data(), dev.indices.data(), out * 4);
+  if (s) s = detail::copy_to_host(result->values.data(), dev.values.data(), out * 4);
+  return s;
+}
+
 TEST_P(IndexerGpu, TopkMatchesOracle) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   const IndexerCase& c = GetParam();
   const HostIndexerInputs in = make_indexer_inputs(c);
-  DeviceInputs dev;
-  ASSERT_TRUE(dev.upload(c, in).is_ok());
-  const IndexerProblem p = dev.problem(c, in);
-  std::size_t bytes = 0;
-  Status s = indexer_topk_workspace_size(p, &bytes);
+  HostTopk unfused;
+  const Status s = run_topk(c, in, IndexerAlgo::kUnfused, &unfused);
   ASSERT_TRUE(s.is_ok()) << s.to_string();
-  DeviceBuffer workspace;
-  ASSERT_TRUE(workspace.allocate(bytes).is_ok());
-  s = indexer_topk(p, workspace.data(), bytes, nullptr);
+  EXPECT_TRUE(check_indexer_oracle(c, in, unfused.indices.data(), unfused.values.data()));
+}
+
+// The fused kernel: the oracle, and index-for-index agreement (ties aside) with the unfused path,
+// which computes bit-identical scores.
+TEST_P(IndexerGpu, FusedMatchesOracleAndUnfused) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
+  const IndexerCase& c = GetParam();
+  if (c.k > 2048) GTEST_SKIP() << "fused supports k <= 2048";
+  const HostIndexerInputs in = make_indexer_inputs(c);
+  HostTopk unfused, fused;
+  Status s = run_topk(c, in, IndexerAlgo::kUnfused, &unfused);
   ASSERT_TRUE(s.is_ok()) << s.to_string();
-  ASSERT_TRUE(detail::device_synchronize().is_ok());
-  const auto out = static_cast<std::size_t>(c.T * c.k);
-  std::vector<int32_t> indices(out);
-  std::vector<float> values(out);
-  ASSERT_TRUE(detail::copy_to_host(indices.data(), dev.indices.data(), out * 4).is_ok());
-  ASSERT_TRUE(detail::copy_to_host(values.data(), dev.values.data(), out * 4).is_ok());
-  EXPECT_TRUE(check_indexer_oracle(c, in, indices.data(), values.data()));
+  s = run_topk(c, in, IndexerAlgo::kFused, &fused);
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_TRUE(check_indexer_oracle(c, in, fused.indices.data(), fused.values.data()));
+  EXPECT_TRUE(check_indexer_agreement(c, fused.indices.data(), fused.values.data(),
+                                      unfused.indices.data(), unfused.values.data()));
 }
 
 TEST_P(IndexerGpu, LogitsMatchCpu) {
@@ -147,13 +179,13 @@ INSTANTIATE_TEST_SUITE_P(Cases, IndexerGpu, ::testing::ValuesIn(indexer_cases())
                            return param_info.param.name;
                          });
 
-TEST(IndexerGpuErrors, FusedNotYetAndWorkspaceTooSmall) {
+TEST(IndexerGpuErrors, FusedLargeKAndWorkspaceTooSmall) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   IndexerCase c;
   c.name = "Errors";
   c.T = 4;
-  c.S = 300;
-  c.k = 16;
+  c.S = 3000;
+  c.k = 2049;
   const HostIndexerInputs in = make_indexer_inputs(c);
   DeviceInputs dev;
   ASSERT_TRUE(dev.upload(c, in).is_ok());
@@ -163,6 +195,7 @@ TEST(IndexerGpuErrors, FusedNotYetAndWorkspaceTooSmall) {
   std::size_t bytes = 0;
   Status s = indexer_topk_workspace_size(p, &bytes, fused);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.to_string();
+  EXPECT_NE(s.message().find("k must be"), std::string::npos) << s.to_string();
   ASSERT_TRUE(indexer_topk_workspace_size(p, &bytes).is_ok());
   DeviceBuffer workspace;
   ASSERT_TRUE(workspace.allocate(bytes).is_ok());
@@ -170,6 +203,32 @@ TEST(IndexerGpuErrors, FusedNotYetAndWorkspaceTooSmall) {
   EXPECT_EQ(s.code(), StatusCode::kWorkspaceTooSmall) << s.to_string();
   s = indexer_logits(p, nullptr, c.S, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+}
+
+}  // namespace
+}  // namespace litetopk::testing
+
+namespace litetopk::testing {
+namespace {
+
+// A small fused case for compute-sanitizer (its filter is *Small*): several compactions per query
+// (k = 64 over 3000 keys, buffer of k + 512), a partial last block of queries, H = 32 and 64.
+TEST(IndexerGpuSmall, FusedUnderSanitizer) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
+  for (int64_t heads : {32, 64}) {
+    IndexerCase c;
+    c.name = "SmallFused";
+    c.T = 6;
+    c.S = 3000;
+    c.H = heads;
+    c.k = 64;
+    c.seed = 5;
+    const HostIndexerInputs in = make_indexer_inputs(c);
+    HostTopk fused;
+    const Status s = run_topk(c, in, IndexerAlgo::kFused, &fused);
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    EXPECT_TRUE(check_indexer_oracle(c, in, fused.indices.data(), fused.values.data()));
+  }
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 // The CUDA backend of indexer_topk. The unfused path: the logits kernel writes [T, S] fp32 into
-// the workspace, then select_topk picks each row's top k inside [ks, ke).
+// the workspace, then select_topk picks each row's top k inside [ks, ke). The fused path: one
+// kernel scores and selects (fused_indexer_kernel.cu), with no workspace.
 #include <cuda_runtime_api.h>
+
+#include <string>
 
 #include "core/indexer_backend.h"
 #include "cuda/common/cuda_check.h"
@@ -35,8 +38,17 @@ SelectProblem logits_selection(const IndexerProblem& problem, const float* logit
 
 }  // namespace
 
-Status cuda_indexer_workspace_size(const IndexerProblem& problem, IndexerAlgo,
+Status cuda_indexer_workspace_size(const IndexerProblem& problem, IndexerAlgo algo,
                                    std::size_t* workspace_bytes) {
+  if (algo == IndexerAlgo::kFused) {
+    if (problem.k > cuda_indexer::kFusedMaxK) {
+      return Status(StatusCode::kUnsupported,
+                    "k must be <= 2048 for algo fused in this build, got " +
+                        std::to_string(problem.k) + " (use auto or unfused)");
+    }
+    *workspace_bytes = 0;
+    return Status::ok();
+  }
   // Sizing never reads the scores; any aligned non-null address stands in for the logits.
   alignas(16) static const float placeholder[4] = {};
   std::size_t select_bytes = 0;
@@ -48,8 +60,9 @@ Status cuda_indexer_workspace_size(const IndexerProblem& problem, IndexerAlgo,
   return Status::ok();
 }
 
-Status cuda_indexer_topk(const IndexerProblem& problem, IndexerAlgo, void* workspace,
+Status cuda_indexer_topk(const IndexerProblem& problem, IndexerAlgo algo, void* workspace,
                          std::size_t workspace_bytes, cudaStream_t stream) {
+  if (algo == IndexerAlgo::kFused) return cuda_indexer::launch_fused(problem, stream);
   auto* logits = static_cast<float*>(workspace);
   if (Status s = cuda_indexer::launch_logits(problem, logits, problem.num_keys, stream); !s) {
     return s;

@@ -18,17 +18,16 @@ In a torch process, preload the system libstdc++ (see bench/run_h200.sh):
 """
 import argparse
 import ctypes
-import datetime
-import json
 import math
-import os
-import statistics
 import sys
 import traceback
 
 import torch
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from litetopk_bench_common import (CLibrary, LiteTopKError, Progress, add_common_arguments,
+                                   print_results, require_cuda, result_record, time_cuda,
+                                   write_results)
+
 D = 128
 FP8_PEAK_TFLOPS = 1322.0  # torch._scaled_mm 8192^3 on this H200 (shared/H200.md)
 KI = 1024
@@ -86,30 +85,19 @@ class IndexerProblem(ctypes.Structure):
     ]
 
 
-class LiteTopKError(RuntimeError):
-    pass
-
-
-class LiteTopK:
+class LiteTopK(CLibrary):
     """The indexer part of liblitetopk_c.so's C API."""
 
     def __init__(self, path):
-        lib = ctypes.CDLL(path)
+        super().__init__(path)
         problem_p = ctypes.POINTER(IndexerProblem)
-        lib.litetopk_last_error.restype = ctypes.c_char_p
-        lib.litetopk_version.restype = ctypes.c_char_p
+        lib = self.lib
         lib.litetopk_indexer_topk_workspace_size.argtypes = [
             problem_p, ctypes.c_int32, ctypes.c_int64, ctypes.POINTER(ctypes.c_size_t)]
         lib.litetopk_indexer_topk.argtypes = [
             problem_p, ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p, ctypes.c_size_t,
             ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
         lib.litetopk_indexer_topk_dispatch.argtypes = [problem_p]
-        self.lib = lib
-        self.version = lib.litetopk_version().decode()
-
-    def _check(self, rc, what):
-        if rc != 0:
-            raise LiteTopKError(f"{what}: {self.lib.litetopk_last_error().decode()}")
 
     def workspace_size(self, problem, algo):
         size = ctypes.c_size_t(0)
@@ -124,33 +112,6 @@ class LiteTopK:
 
     def dispatch(self, problem):
         return ALGO_NAMES.get(self.lib.litetopk_indexer_topk_dispatch(ctypes.byref(problem)), "?")
-
-
-def parse_shape(text):
-    """'TxSxHxK' -> (T, S, H, K)."""
-    try:
-        t, s, h, k = (int(part) for part in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"shape must be TxSxHxK (e.g. 8192x131072x64x2048), got {text}")
-    return t, s, h, k
-
-
-def time_cuda(run, warmup, iters):
-    """Median and min milliseconds of run()."""
-    for _ in range(warmup):
-        run()
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    torch.cuda._sleep(1_000_000)  # let the host queue ahead so launch overhead is not timed
-    for i in range(iters):
-        starts[i].record()
-        run()
-        ends[i].record()
-    torch.cuda.synchronize()
-    times = [start.elapsed_time(end) for start, end in zip(starts, ends)]
-    return statistics.median(times), min(times)
 
 
 def make_inputs(T, S, H, seed):
@@ -263,7 +224,7 @@ def bench_shape(lib, shape, args, progress):
             row["verified"][algo] = not mismatch
             if mismatch:
                 row["notes"][algo] = "MISMATCH: " + mismatch
-            median, fastest = time_cuda(run, args.warmup, args.iters)
+            median, fastest = time_cuda(lambda _: run(), args.warmup, args.iters)
         except LiteTopKError as error:
             row["notes"][algo] = str(error)
             print(f"  error: {error}", flush=True)
@@ -316,24 +277,12 @@ def markdown_table(rows):
 
 
 def main():
-    today = datetime.date.today().isoformat()
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--lib", default=os.path.join(REPO, "build/release/liblitetopk_c.so"))
+    add_common_arguments(parser, "indexer", "TxSxHxK", "8192x131072x64x2048", iters=5, warmup=2)
     parser.add_argument("--shapes-quick", action="store_true",
                         help="only the two smallest shapes (T=8192, S=64K, H=64 and 32)")
-    parser.add_argument("--shapes", nargs="*", type=parse_shape, default=[],
-                        help="extra shapes, TxSxHxK (e.g. 8192x131072x64x2048)")
-    parser.add_argument("--only-shapes", action="store_true",
-                        help="run only --shapes, not the default list")
-    parser.add_argument("--iters", type=int, default=5)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out",
-                        default=os.path.join(REPO, f"bench/results/indexer_h200_{today}.json"))
-    parser.add_argument("--md", help="write the markdown table to this file")
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        sys.exit("indexer_bench.py needs a CUDA GPU")
+    require_cuda("indexer_bench.py")
     torch.backends.cuda.matmul.allow_tf32 = False  # the check's reference scores in full fp32
 
     lib = LiteTopK(args.lib)
@@ -341,13 +290,7 @@ def main():
         shapes = list(args.shapes)
     else:
         shapes = (QUICK_SHAPES if args.shapes_quick else DEFAULT_SHAPES) + args.shapes
-    steps = len(shapes) * (1 + len(TIMED_ALGOS))
-    step = 0
-
-    def progress(text):
-        nonlocal step
-        step += 1
-        print(f"[{step}/{steps}] {text} ...", flush=True)
+    progress = Progress(len(shapes) * (1 + len(TIMED_ALGOS)))
 
     rows = []
     for shape in shapes:
@@ -363,32 +306,18 @@ def main():
                          "deepgemm": None})
         torch.cuda.empty_cache()
 
-    record = {
-        "what": "DSA indexer + top-k, causal chunk (ks=0, ke=S-T+t+1), D=128, random normal fp8 "
-                "q/kv, kv_scale U(0.5,1.5), weights N(0,1)/sqrt(H): litetopk unfused and fused "
-                "(no state: cold start), CUDA events, median of iters after warmup; TFLOP/s = "
-                "2 * valid pairs * H * D / time; deepgemm: anchor numbers "
-                "(shared/anchors/h200_dsa_deepgemm_torchtopk.json)",
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "device": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "litetopk": lib.version,
-        "fp8_peak_tflops": FP8_PEAK_TFLOPS,
-        "iters": args.iters,
-        "warmup": args.warmup,
-        "rows": rows,
-    }
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(record, f, indent=1)
+    record = result_record(
+        "DSA indexer + top-k, causal chunk (ks=0, ke=S-T+t+1), D=128, random normal fp8 "
+        "q/kv, kv_scale U(0.5,1.5), weights N(0,1)/sqrt(H): litetopk unfused and fused "
+        "(no state: cold start), CUDA events, median of iters after warmup; TFLOP/s = "
+        "2 * valid pairs * H * D / time; deepgemm: anchor numbers "
+        "(shared/anchors/h200_dsa_deepgemm_torchtopk.json)",
+        lib, args, rows, fp8_peak_tflops=FP8_PEAK_TFLOPS)
     table = markdown_table(rows)
-    if args.md:
-        with open(args.md, "w") as f:
-            f.write(f"{record['device']}, {record['date']}, torch {record['torch']}, litetopk "
-                    f"{record['litetopk']}\n\n{table}")
-    print(f"wrote {args.out}" + (f" and {args.md}" if args.md else ""))
-    print()
-    print(table, end="")
+    write_results(record, table, args,
+                  f"{record['device']}, {record['date']}, torch {record['torch']}, litetopk "
+                  f"{record['litetopk']}")
+    print_results(table, args)
     if any(not ok for row in rows for ok in row["verified"].values()):
         sys.exit(1)
 

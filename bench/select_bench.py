@@ -14,16 +14,15 @@ In a torch process, preload the system libstdc++ (see bench/run_h200.sh):
 """
 import argparse
 import ctypes
-import datetime
-import json
 import math
 import os
-import statistics
 import sys
 
 import torch
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from litetopk_bench_common import (CLibrary, Progress, add_common_arguments, print_results,
+                                   require_cuda, result_record, time_cuda, write_results)
+
 # (batch, n, k): the targets of the select_topk issue.
 DEFAULT_SHAPES = [
     (4096, 200000, 1024),
@@ -59,25 +58,18 @@ class SelectProblem(ctypes.Structure):
     ]
 
 
-class LiteTopK:
-    """The C API of liblitetopk_c.so."""
+class LiteTopK(CLibrary):
+    """The select part of liblitetopk_c.so's C API."""
 
     def __init__(self, path):
-        lib = ctypes.CDLL(path)
+        super().__init__(path)
         problem_p = ctypes.POINTER(SelectProblem)
-        lib.litetopk_last_error.restype = ctypes.c_char_p
-        lib.litetopk_version.restype = ctypes.c_char_p
+        lib = self.lib
         lib.litetopk_select_topk_workspace_size.argtypes = [
             problem_p, ctypes.c_int32, ctypes.POINTER(ctypes.c_size_t)]
         lib.litetopk_select_topk.argtypes = [
             problem_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
         lib.litetopk_select_topk_dispatch.argtypes = [problem_p]
-        self.lib = lib
-        self.version = lib.litetopk_version().decode()
-
-    def _check(self, rc, what):
-        if rc != 0:
-            raise RuntimeError(f"{what}: {self.lib.litetopk_last_error().decode()}")
 
     def workspace_size(self, problem, algo):
         size = ctypes.c_size_t(0)
@@ -91,32 +83,6 @@ class LiteTopK:
 
     def dispatch(self, problem):
         return ALGO_NAMES[self.lib.litetopk_select_topk_dispatch(ctypes.byref(problem))]
-
-
-def parse_shape(text):
-    """'BxNxK' -> (B, N, K)."""
-    try:
-        batch, n, k = (int(part) for part in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"shape must be BxNxK (e.g. 64x131072x2048), got {text}")
-    return batch, n, k
-
-
-def time_cuda(run, inputs, warmup, iters):
-    """Median and min milliseconds of run(input), rotating through `inputs`."""
-    for i in range(warmup):
-        run(inputs[i % len(inputs)])
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    torch.cuda._sleep(1_000_000)  # let the host queue ahead so launch overhead is not timed
-    for i in range(iters):
-        starts[i].record()
-        run(inputs[(warmup + i) % len(inputs)])
-        ends[i].record()
-    torch.cuda.synchronize()
-    times = [start.elapsed_time(end) for start, end in zip(starts, ends)]
-    return statistics.median(times), min(times)
 
 
 def make_inputs(batch, n, seed):
@@ -172,7 +138,8 @@ def bench_shape(lib, batch, n, k, args, progress):
         progress(f"{method} {batch}x{n} k={k}")
         try:
             run = torch_topk if method == "torch.topk" else litetopk_run(method)
-            median, fastest = time_cuda(run, inputs, args.warmup, args.iters)
+            median, fastest = time_cuda(lambda i: run(inputs[i % len(inputs)]), args.warmup,
+                                        args.iters)
         except RuntimeError as error:
             row["errors"][method] = str(error)
             print(f"  error: {error}", flush=True)
@@ -246,64 +213,34 @@ def plot(rows, path):
 
 
 def main():
-    today = datetime.date.today().isoformat()
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--lib", default=os.path.join(REPO, "build/release/liblitetopk_c.so"))
-    parser.add_argument("--shapes", nargs="*", type=parse_shape, default=[],
-                        help="extra shapes, BxNxK (e.g. 8192x131072x2048)")
-    parser.add_argument("--only-shapes", action="store_true",
-                        help="run only --shapes, not the default table")
-    parser.add_argument("--iters", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=os.path.join(REPO, f"bench/results/select_h200_{today}.json"))
-    parser.add_argument("--md", help="write the markdown table to this file")
+    add_common_arguments(parser, "select", "BxNxK", "8192x131072x2048", iters=20, warmup=3)
     parser.add_argument("--png", help="bar plot file (default: --out with .png)")
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        sys.exit("select_bench.py needs a CUDA GPU")
+    require_cuda("select_bench.py")
 
     lib = LiteTopK(args.lib)
     shapes = args.shapes if args.only_shapes else DEFAULT_SHAPES + args.shapes
     # Per shape: each method, then the verification.
-    steps = sum(len(METHODS) + (1 if k <= SAMPLE_FILTER_MAX_K else 0) for _, _, k in shapes)
-    step = 0
-
-    def progress(text):
-        nonlocal step
-        step += 1
-        print(f"[{step}/{steps}] {text} ...", flush=True)
+    progress = Progress(
+        sum(len(METHODS) + (1 if k <= SAMPLE_FILTER_MAX_K else 0) for _, _, k in shapes))
 
     rows = []
     for batch, n, k in shapes:
         rows.append(bench_shape(lib, batch, n, k, args, progress))
         torch.cuda.empty_cache()
 
-    record = {
-        "what": "top-k of random normal fp32 rows (unsorted): torch.topk vs litetopk radix, "
-                "sample-filter and auto; CUDA events, median of iters after warmup, inputs "
-                "rotated through copies totalling >= 256 MB",
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "device": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "litetopk": lib.version,
-        "iters": args.iters,
-        "warmup": args.warmup,
-        "rows": rows,
-    }
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(record, f, indent=1)
+    record = result_record(
+        "top-k of random normal fp32 rows (unsorted): torch.topk vs litetopk radix, "
+        "sample-filter and auto; CUDA events, median of iters after warmup, inputs "
+        "rotated through copies totalling >= 256 MB", lib, args, rows)
     table = markdown_table(rows)
-    if args.md:
-        with open(args.md, "w") as f:
-            f.write(f"{record['device']}, {record['date']}, torch {record['torch']}\n\n{table}")
+    write_results(record, table, args,
+                  f"{record['device']}, {record['date']}, torch {record['torch']}")
     png = args.png or os.path.splitext(args.out)[0] + ".png"
     if plot(rows, png):
         print(f"wrote {png}")
-    print(f"wrote {args.out}" + (f" and {args.md}" if args.md else ""))
-    print()
-    print(table, end="")
+    print_results(table, args)
     if not all(row["verified"] for row in rows):
         sys.exit(1)
 

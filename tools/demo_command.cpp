@@ -1,15 +1,19 @@
 // `litetopk demo`: a few default shapes, every algorithm of one backend, each verified against the
-// CPU reference, and a table of times and speedups.
+// CPU reference, then the DSA indexer on one causal chunk, and a table of times and speedups.
 #include <algorithm>
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
 #include "environment.h"
+#include "indexer_runner.h"
+#include "indexer_verify.h"
+#include "indexer_workload.h"
 #include "report.h"
 #include "runner.h"
 #include "verify.h"
@@ -25,22 +29,43 @@ struct DemoShape {
   int64_t k;
 };
 
-// What the demo runs on one backend. The first variant is the baseline of the speedups.
+// What the demo runs on one backend. The first variant (and the first indexer run) is the
+// baseline of the speedups.
 struct DemoPlan {
   std::vector<DemoShape> shapes;
   std::vector<Variant> variants;
   int64_t verify_rows;  // per shape; the CPU reference on big GPU shapes is slow
+  IndexerSpec indexer;  // causal ranges
+  std::vector<IndexerRunOptions> indexer_runs;
   BenchOptions bench;
   BenchOptions quick_bench;
 };
+
+IndexerSpec causal_indexer(int64_t T, int64_t S, int64_t H, int64_t k) {
+  IndexerSpec spec;
+  spec.T = T;
+  spec.S = S;
+  spec.H = H;
+  spec.k = k;
+  spec.ranges = IndexerRanges::kCausal;
+  spec.seed = 42;
+  return spec;
+}
 
 DemoPlan gpu_plan() {
   const auto gpu = [](SelectAlgo algo) {
     return Variant{Backend::kGpu, algo, CpuSelectAlgo::kFast};
   };
+  const auto gpu_indexer = [](IndexerAlgo algo) {
+    IndexerRunOptions options;
+    options.algo = algo;
+    return options;
+  };
   return {{{256, 524288, 256}, {64, 131072, 2048}, {8, int64_t{1} << 20, 8192}},
           {gpu(SelectAlgo::kRadix), gpu(SelectAlgo::kSampleFilter), gpu(SelectAlgo::kAuto)},
           4,
+          causal_indexer(2048, 32768, 64, 2048),
+          {gpu_indexer(IndexerAlgo::kUnfused), gpu_indexer(IndexerAlgo::kFused)},
           {true, 3, 20},
           {true, 1, 5}};
 }
@@ -49,11 +74,79 @@ DemoPlan cpu_plan() {
   const auto cpu = [](CpuSelectAlgo algo) {
     return Variant{Backend::kCpu, SelectAlgo::kAuto, algo};
   };
+  IndexerRunOptions cpu_indexer;
+  cpu_indexer.on_cpu = true;
   return {{{64, 131072, 2048}, {16, int64_t{1} << 20, 1024}},
           {cpu(CpuSelectAlgo::kReference), cpu(CpuSelectAlgo::kFast)},
           std::numeric_limits<int64_t>::max(),
+          causal_indexer(16, 4096, 64, 256),
+          {cpu_indexer},
           {true, 1, 5},
           {true, 0, 2}};
+}
+
+// The "[step/steps] what ... outcome" lines.
+class Progress {
+ public:
+  explicit Progress(std::size_t steps) : steps_(steps) {}
+  void start(const std::string& what) {
+    std::cout << '[' << ++step_ << '/' << steps_ << "] " << what << " ... " << std::flush;
+  }
+  // Ends the line with "error"; the status goes to stderr.
+  void fail(const Status& status) {
+    std::cout << "error\n";
+    std::cerr << "  " << status.to_string() << '\n';
+  }
+  // Ends the line with the time, and MISMATCH when `mismatch` is not empty (it goes to stderr).
+  // True when it is empty.
+  bool finish(double ms, const std::string& mismatch) {
+    std::cout << fixed(ms, 3) << " ms" << (mismatch.empty() ? "" : ", MISMATCH") << '\n';
+    if (!mismatch.empty()) std::cerr << "  " << mismatch << '\n';
+    return mismatch.empty();
+  }
+
+ private:
+  std::size_t steps_;
+  std::size_t step_ = 0;
+};
+
+// "1.53x" against the baseline's time, or "-".
+std::string speedup(double baseline_ms, double ms) {
+  return baseline_ms > 0 && ms > 0 ? fixed(baseline_ms / ms, 2) + "x" : "-";
+}
+
+// The plan's indexer runs on one causal chunk, each checked on a few queries like
+// `litetopk indexer --verify`: a table row each. False when one failed.
+bool run_indexer_steps(const DemoPlan& plan, const BenchOptions& bench, Progress* progress,
+                       Table* table) {
+  const IndexerWorkload workload = make_indexer_workload(plan.indexer);
+  const IndexerChecker checker(workload, indexer_verify_queries(plan.indexer.T), kIndexerTolRel);
+  const std::string label = "indexer " + indexer_shape_label(plan.indexer);
+  const std::string baseline = indexer_run_name(plan.indexer_runs.front());
+  bool all_ok = true;
+  double baseline_ms = 0;
+  for (IndexerRunOptions options : plan.indexer_runs) {
+    options.bench = bench;
+    const std::string name = indexer_run_name(options);
+    progress->start("indexer " + name + ' ' + indexer_shape_label(plan.indexer));
+    IndexerRun run;
+    if (Status s = run_indexer(workload, options, &run); !s) {
+      progress->fail(s);
+      table->add_row({label, name, "error"});
+      all_ok = false;
+      continue;
+    }
+    const std::string mismatch = checker.check(run.indices.data());
+    const double ms = run.timing.median_ms;
+    if (name == baseline) baseline_ms = ms;
+    all_ok = progress->finish(ms, mismatch) && all_ok;
+    const double tflops = teraflops_per_second(workload.flops(), ms);
+    table->add_row({label, name == run.algo ? name : name + " (" + run.algo + ")", fixed(ms, 3),
+                    "-", fixed(tflops, tflops < 10 ? 3 : 1),
+                    options.on_cpu ? "-" : fixed(static_cast<double>(run.workspace_bytes) / 1e6, 1),
+                    speedup(baseline_ms, ms), mismatch.empty() ? "yes" : "NO"});
+  }
+  return all_ok;
 }
 
 int run_demo(const std::string& device, bool quick) {
@@ -67,19 +160,20 @@ int run_demo(const std::string& device, bool quick) {
   const DemoPlan plan = on_gpu ? gpu_plan() : cpu_plan();
   const BenchOptions bench = quick ? plan.quick_bench : plan.bench;
   const CpuInfo cpu = probe_cpu();
+  const std::size_t indexer_queries = indexer_verify_queries(plan.indexer.T).size();
   std::cout << "litetopk demo on "
             << (on_gpu ? gpu.device.name
                        : cpu.model + " (CPU, " + std::to_string(cpu.hardware_threads) + " threads)")
-            << ": exact top-k of random normal fp32 rows, median of " << bench.iters
-            << " runs, checked against the CPU reference ("
+            << ": exact top-k of random normal fp32 rows and the DSA lightning indexer + top-k "
+               "on random fp8 inputs (a causal chunk), median of "
+            << bench.iters << " runs, checked against the CPU reference ("
             << (on_gpu ? "rows 0.." + std::to_string(plan.verify_rows - 1) + " of each shape"
                        : std::string("every row"))
-            << ")\n\n";
+            << "; " << indexer_queries << " queries of the indexer)\n\n";
 
   const std::string baseline = variant_name(plan.variants.front());
-  Table table({"shape", "algo", "ms", "GB/s", "vs " + baseline, "exact"}, 2);
-  const std::size_t steps = plan.shapes.size() * plan.variants.size();
-  std::size_t step = 0;
+  Table table({"shape", "algo", "ms", "GB/s", "TFLOP/s", "aux MB", "speedup", "exact"}, 2);
+  Progress progress(plan.shapes.size() * plan.variants.size() + plan.indexer_runs.size());
   bool all_ok = true;
   for (const DemoShape& shape : plan.shapes) {
     WorkloadSpec spec;
@@ -100,12 +194,10 @@ int run_demo(const std::string& device, bool quick) {
     double baseline_ms = 0;
     for (const Variant& variant : plan.variants) {
       const std::string name = variant_name(variant);
-      std::cout << '[' << ++step << '/' << steps << "] " << name << ' ' << label << " ... "
-                << std::flush;
+      progress.start(name + ' ' + label);
       RunResult result;
       if (Status s = runner.run(variant, &result); !s) {
-        std::cout << "error\n";
-        std::cerr << "  " << s.to_string() << '\n';
+        progress.fail(s);
         table.add_row({label, name, "error"});
         all_ok = false;
         continue;
@@ -114,17 +206,20 @@ int run_demo(const std::string& device, bool quick) {
           compare_topk(problem, result.indices.data(), reference.data(), rows);
       const double ms = result.timing.median_ms;
       if (name == baseline) baseline_ms = ms;
-      std::cout << fixed(ms, 3) << " ms" << (mismatch.empty() ? "" : ", MISMATCH") << '\n';
-      if (!mismatch.empty()) std::cerr << "  " << mismatch << '\n';
-      all_ok = all_ok && mismatch.empty();
+      all_ok = progress.finish(ms, mismatch) && all_ok;
       table.add_row({label, name == result.algo ? name : name + " (" + result.algo + ")",
-                     fixed(ms, 3), fixed(gigabytes_per_second(workload.bytes_read(), ms), 1),
-                     baseline_ms > 0 && ms > 0 ? fixed(baseline_ms / ms, 2) + "x" : "-",
-                     mismatch.empty() ? "yes" : "NO"});
+                     fixed(ms, 3), fixed(gigabytes_per_second(workload.bytes_read(), ms), 1), "-",
+                     "-", speedup(baseline_ms, ms), mismatch.empty() ? "yes" : "NO"});
     }
   }
+  all_ok = run_indexer_steps(plan, bench, &progress, &table) && all_ok;
   std::cout << '\n';
   table.print(std::cout);
+  std::cout << "\nspeedup: against " << baseline << " on the same shape";
+  if (plan.indexer_runs.size() > 1) {
+    std::cout << ", the indexer against " << indexer_run_name(plan.indexer_runs.front());
+  }
+  std::cout << (on_gpu ? "; aux MB: the indexer's workspace" : "") << '\n';
   std::cout << (all_ok ? "\nall results exact\n" : "\nFAILED: see the errors above\n");
   return all_ok ? kExitOk : kExitFailure;
 }

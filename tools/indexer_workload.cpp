@@ -63,6 +63,11 @@ std::string indexer_spec_error(const IndexerSpec& spec) {
   return "";
 }
 
+std::string indexer_shape_label(const IndexerSpec& spec) {
+  return "T=" + std::to_string(spec.T) + " S=" + std::to_string(spec.S) +
+         " H=" + std::to_string(spec.H) + " k=" + std::to_string(spec.k);
+}
+
 int64_t IndexerWorkload::valid_pairs() const {
   int64_t pairs = 0;
   for (std::size_t t = 0; t < ks.size(); ++t) pairs += ke[t] - ks[t];

@@ -34,6 +34,8 @@ struct IndexerSpec {
 // "" when the spec can be generated, else why not (causal needs S >= T; sizes must be >= 1 and S
 // must fit the int32 ranges).
 std::string indexer_spec_error(const IndexerSpec& spec);
+// "T=2048 S=32768 H=64 k=2048"
+std::string indexer_shape_label(const IndexerSpec& spec);
 
 struct IndexerWorkload {
   IndexerSpec spec;

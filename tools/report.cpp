@@ -4,6 +4,7 @@
 #include <ctime>
 #include <fstream>
 #include <iomanip>
+#include <iostream>
 #include <ostream>
 #include <sstream>
 
@@ -53,6 +54,10 @@ double gigabytes_per_second(std::size_t bytes, double ms) {
   return ms > 0 ? static_cast<double>(bytes) / (ms * 1e6) : 0.0;
 }
 
+double teraflops_per_second(double flops, double ms) {
+  return ms > 0 ? flops / (ms * 1e-3) / 1e12 : 0.0;
+}
+
 std::string utc_timestamp() {
   const std::time_t now = std::time(nullptr);
   std::tm utc{};
@@ -62,12 +67,17 @@ std::string utc_timestamp() {
   return text;
 }
 
-Status write_json_file(const std::string& path, const nlohmann::ordered_json& record) {
+bool write_json_record(const std::string& path, const nlohmann::ordered_json& record) {
   std::ofstream file(path);
   file << record.dump(2) << '\n';
   file.close();
-  if (!file) return Status(StatusCode::kInvalidArgument, "cannot write the JSON file " + path);
-  return Status::ok();
+  if (!file) {
+    const Status error(StatusCode::kInvalidArgument, "cannot write the JSON file " + path);
+    std::cerr << "litetopk: error: " << error.to_string() << '\n';
+    return false;
+  }
+  std::cout << "wrote " << path << '\n';
+  return true;
 }
 
 }  // namespace litetopk::tools

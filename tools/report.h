@@ -30,9 +30,11 @@ std::string fixed(double value, int digits);
 // "256x524288 k=256"
 std::string shape_label(int64_t batch, int64_t n, int64_t k);
 double gigabytes_per_second(std::size_t bytes, double ms);
+double teraflops_per_second(double flops, double ms);
 // The current UTC time, ISO 8601 ("2026-11-29T11:12:13Z").
 std::string utc_timestamp();
-// Writes `record` (pretty-printed) to `path`.
-Status write_json_file(const std::string& path, const nlohmann::ordered_json& record);
+// Writes `record` (pretty-printed) to `path` and prints "wrote <path>"; on failure prints the error
+// to stderr and returns false.
+bool write_json_record(const std::string& path, const nlohmann::ordered_json& record);
 
 }  // namespace litetopk::tools

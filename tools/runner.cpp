@@ -1,7 +1,6 @@
 #include "runner.h"
 
 #include <algorithm>
-#include <chrono>
 
 namespace litetopk::tools {
 
@@ -9,19 +8,6 @@ namespace {
 
 constexpr std::size_t kRotationBytes = std::size_t{256} << 20;
 constexpr std::size_t kMaxRotationCopies = 1024;
-// Poison for outputs: an unwritten slot reads as a negative index that is not -1.
-constexpr int kPoisonByte = 0xab;
-
-Timing summarize(std::vector<double> samples_ms) {
-  Timing timing;
-  if (samples_ms.empty()) return timing;
-  std::sort(samples_ms.begin(), samples_ms.end());
-  const std::size_t mid = samples_ms.size() / 2;
-  timing.median_ms =
-      samples_ms.size() % 2 ? samples_ms[mid] : (samples_ms[mid - 1] + samples_ms[mid]) / 2;
-  timing.min_ms = samples_ms.front();
-  return timing;
-}
 
 std::size_t copies_for(std::size_t bytes) {
   if (bytes == 0 || bytes >= kRotationBytes) return 1;
@@ -100,20 +86,13 @@ Status SelectionRunner::run_gpu(SelectAlgo algo, RunResult* result) {
   }
   if (!bench_.enabled) return Status::ok();
 
-  detail::DeviceTimer timer;
-  std::vector<double> samples;
-  for (int i = 0; i < bench_.warmup + bench_.iters; ++i) {
-    p.scores = score_copies_[static_cast<std::size_t>(i + 1) % score_copies_.size()].data();
-    if (Status s = timer.start(); !s) return s;
-    if (Status s = select_topk(p, workspace.data(), workspace_bytes, nullptr, options); !s) {
-      return s;
-    }
-    float ms = 0;
-    if (Status s = timer.stop(&ms); !s) return s;
-    if (i >= bench_.warmup) samples.push_back(ms);
-  }
-  result->timing = summarize(std::move(samples));
-  return Status::ok();
+  return time_on_device(
+      bench_,
+      [&](int i) {
+        p.scores = score_copies_[static_cast<std::size_t>(i + 1) % score_copies_.size()].data();
+        return select_topk(p, workspace.data(), workspace_bytes, nullptr, options);
+      },
+      &result->timing);
 }
 
 Status SelectionRunner::run_cpu(CpuSelectAlgo algo, RunResult* result) {
@@ -129,16 +108,7 @@ Status SelectionRunner::run_cpu(CpuSelectAlgo algo, RunResult* result) {
 
   std::vector<int32_t> scratch(result->indices.size());
   p.indices = scratch.data();
-  std::vector<double> samples;
-  for (int i = 0; i < bench_.warmup + bench_.iters; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    if (Status s = select_topk_cpu(p, algo); !s) return s;
-    const std::chrono::duration<double, std::milli> elapsed =
-        std::chrono::steady_clock::now() - start;
-    if (i >= bench_.warmup) samples.push_back(elapsed.count());
-  }
-  result->timing = summarize(std::move(samples));
-  return Status::ok();
+  return time_on_host(bench_, [&](int) { return select_topk_cpu(p, algo); }, &result->timing);
 }
 
 }  // namespace litetopk::tools

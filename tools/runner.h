@@ -7,6 +7,7 @@
 
 #include "core/device_memory.h"
 #include "litetopk/select.h"
+#include "timing.h"
 
 namespace litetopk::tools {
 
@@ -22,17 +23,6 @@ struct Variant {
 std::string variant_name(const Variant& variant);
 // Parses variant_name's output; "auto" is the GPU's cost model.
 bool parse_variant(const std::string& name, Variant* variant);
-
-struct BenchOptions {
-  bool enabled = false;
-  int warmup = 3;
-  int iters = 20;
-};
-
-struct Timing {
-  double median_ms = 0;
-  double min_ms = 0;
-};
 
 struct RunResult {
   std::string algo;              // what ran: "auto" resolved to the algorithm it dispatched

@@ -179,11 +179,7 @@ int run_select(const SelectArgs& args) {
         {"rows_per_s", timed_json(rows_per_s)},
         {"verified", verified ? Json(*verified) : Json()},  // null: not checked
     };
-    if (Status s = write_json_file(args.json_path, record); !s) {
-      std::cerr << "litetopk: error: " << s.to_string() << '\n';
-      return kExitFailure;
-    }
-    std::cout << "wrote " << args.json_path << '\n';
+    if (!write_json_record(args.json_path, record)) return kExitFailure;
   }
   return verified.value_or(true) ? kExitOk : kExitFailure;
 }
@@ -222,13 +218,7 @@ void add_select_command(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--seed", args->seed, "Generator seed")->capture_default_str();
   cmd->add_flag("--verify", args->verify, "Compare with the CPU reference (all rows)");
-  cmd->add_flag("--bench", args->bench.enabled, "Time it: median over --iters after --warmup");
-  cmd->add_option("--iters", args->bench.iters, "Timed iterations")
-      ->check(CLI::Range(1, 1000000))
-      ->capture_default_str();
-  cmd->add_option("--warmup", args->bench.warmup, "Untimed iterations first")
-      ->check(CLI::Range(0, 1000000))
-      ->capture_default_str();
+  add_bench_options(cmd, &args->bench);
   cmd->add_option("--json", args->json_path, "Write a JSON record to this file");
   cmd->callback([args, exit_code] { *exit_code = run_select(*args); });
 }

@@ -4,6 +4,7 @@
 #include "core/format.h"
 #include "core/indexer_backend.h"
 #include "core/indexer_validation.h"
+#include "core/workspace.h"
 #include "litetopk/indexer.h"
 
 namespace litetopk {
@@ -94,14 +95,7 @@ Status indexer_topk(const IndexerProblem& problem, void* workspace, std::size_t 
   if (Status s = resolve_algo(problem, options.algo, &algo); !s) return s;
   std::size_t needed = 0;
   if (Status s = detail::cuda_indexer_workspace_size(problem, algo, &needed); !s) return s;
-  if (workspace_bytes < needed) {
-    return Status(StatusCode::kWorkspaceTooSmall,
-                  detail::concat("workspace_bytes must be >= ", needed, " for this problem, got ",
-                                 workspace_bytes));
-  }
-  if (needed > 0 && workspace == nullptr) {
-    return detail::invalid_argument("workspace must not be null (", needed, " bytes needed)");
-  }
+  if (Status s = detail::check_workspace(needed, workspace, workspace_bytes); !s) return s;
   if (problem.num_queries == 0) return Status::ok();
   return detail::cuda_indexer_topk(problem, algo, workspace, workspace_bytes, stream);
 }

@@ -3,6 +3,7 @@
 
 #include "core/format.h"
 #include "core/select_backend.h"
+#include "core/workspace.h"
 #include "litetopk/select.h"
 
 namespace litetopk {
@@ -77,14 +78,8 @@ Status select_topk(const SelectProblem& problem, void* workspace, std::size_t wo
   std::size_t needed = 0;
   status = detail::cuda_select_workspace_size(problem, algo, &needed);
   if (!status) return status;
-  if (workspace_bytes < needed) {
-    return Status(StatusCode::kWorkspaceTooSmall,
-                  detail::concat("workspace_bytes must be >= ", needed, " for this problem, got ",
-                                 workspace_bytes));
-  }
-  if (needed > 0 && workspace == nullptr) {
-    return detail::invalid_argument("workspace must not be null (", needed, " bytes needed)");
-  }
+  status = detail::check_workspace(needed, workspace, workspace_bytes);
+  if (!status) return status;
   if (options.validate_ranges && (problem.row_starts || problem.row_ends)) {
     status = detail::cuda_validate_select_ranges(problem, stream);
     if (!status) return status;

@@ -4,13 +4,13 @@
 //    thread's gate are counted with one shared-memory atomic per warp, then (after the step's one
 //    barrier) written behind the buffer's count. The step counters are triple-buffered so that one
 //    barrier per step suffices.
-// 2. When a step would overflow the buffer, compact() keeps exactly the best k entries (a range
-//    select over the buffer: 2048 equal-width bins over [min, max] of the entries, refined inside
-//    the bin that holds the k-th entry, so skewed scores never pile into one bin; then survivors
-//    past position k move into the holes left before it)
-//    and raises the gate to the k-th kept entry; the step is then filtered again with the new gate
-//    (it fits: the capacity is at least k plus one step). The gate only rises, and the buffer never
-//    drops an entry that can still be in the answer.
+// 2. When a step would overflow the buffer, compact() keeps exactly the best k entries and raises
+//    the gate to the k-th kept entry; the step is then filtered again with the new gate (it fits:
+//    the capacity is at least k plus one step). The k-th entry comes from a range select: 2048
+//    equal-width bins over [min, max] of the entries, refined inside the bin that holds the k-th,
+//    so concentrated scores never pile into a few contended bins. Survivors past position k then
+//    move into the holes left before it. The gate only rises, and the buffer never drops an entry
+//    that can still be in the answer.
 // 3. emit(): the final range select writes the best k entries (and -1 padding) to the output.
 #pragma once
 

@@ -1,0 +1,133 @@
+"""What bench/select_bench.py and bench/indexer_bench.py share: loading liblitetopk_c.so through
+ctypes, the common command-line options, CUDA-event timing, progress lines and writing the results
+(JSON and a markdown table). Imported by both; not a script of its own."""
+import argparse
+import ctypes
+import datetime
+import json
+import os
+import statistics
+import sys
+
+import torch
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class LiteTopKError(RuntimeError):
+    """A litetopk C API call failed; the message ends with litetopk_last_error()."""
+
+
+class CLibrary:
+    """liblitetopk_c.so (include/litetopk/c_api.h): the version and the status check of every
+    call. Subclasses declare the argument types of the calls they make."""
+
+    def __init__(self, path):
+        lib = ctypes.CDLL(path)
+        lib.litetopk_last_error.restype = ctypes.c_char_p
+        lib.litetopk_version.restype = ctypes.c_char_p
+        self.lib = lib
+        self.version = lib.litetopk_version().decode()
+
+    def _check(self, rc, what):
+        if rc != 0:
+            raise LiteTopKError(f"{what}: {self.lib.litetopk_last_error().decode()}")
+
+
+def shape_parser(layout, example):
+    """An argparse type for shapes written like `layout` ('BxNxK'): 'AxBxC' -> (A, B, C)."""
+    def parse(text):
+        try:
+            parts = tuple(int(part) for part in text.lower().split("x"))
+        except ValueError:
+            parts = ()
+        if len(parts) != len(layout.split("x")):
+            raise argparse.ArgumentTypeError(
+                f"shape must be {layout} (e.g. {example}), got {text}")
+        return parts
+    return parse
+
+
+def add_common_arguments(parser, name, layout, example, iters, warmup):
+    """--lib, --shapes (written like `layout`, e.g. `example`), --only-shapes, --iters, --warmup,
+    --seed, --out (default bench/results/<name>_h200_<date>.json) and --md."""
+    today = datetime.date.today().isoformat()
+    parser.add_argument("--lib", default=os.path.join(REPO, "build/release/liblitetopk_c.so"))
+    parser.add_argument("--shapes", nargs="*", type=shape_parser(layout, example), default=[],
+                        help=f"extra shapes, {layout} (e.g. {example})")
+    parser.add_argument("--only-shapes", action="store_true",
+                        help="run only --shapes, not the default ones")
+    parser.add_argument("--iters", type=int, default=iters)
+    parser.add_argument("--warmup", type=int, default=warmup)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out",
+                        default=os.path.join(REPO, f"bench/results/{name}_h200_{today}.json"))
+    parser.add_argument("--md", help="write the markdown table to this file")
+
+
+def require_cuda(script):
+    if not torch.cuda.is_available():
+        sys.exit(f"{script} needs a CUDA GPU")
+
+
+def time_cuda(run, warmup, iters):
+    """Median and min milliseconds of run(i) over the last `iters` of i = 0 .. warmup + iters - 1,
+    timed with CUDA events."""
+    for i in range(warmup):
+        run(i)
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    torch.cuda._sleep(1_000_000)  # let the host queue ahead so launch overhead is not timed
+    for i in range(iters):
+        starts[i].record()
+        run(warmup + i)
+        ends[i].record()
+    torch.cuda.synchronize()
+    times = [start.elapsed_time(end) for start, end in zip(starts, ends)]
+    return statistics.median(times), min(times)
+
+
+class Progress:
+    """Numbered progress lines: '[step/steps] text ...'."""
+
+    def __init__(self, steps):
+        self.steps = steps
+        self.step = 0
+
+    def __call__(self, text):
+        self.step += 1
+        print(f"[{self.step}/{self.steps}] {text} ...", flush=True)
+
+
+def result_record(what, lib, args, rows, **extra):
+    """The JSON record of a run: what was measured, when, where, with which versions, `extra`,
+    the timing options and the rows."""
+    return {
+        "what": what,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "litetopk": lib.version,
+        **extra,
+        "iters": args.iters,
+        "warmup": args.warmup,
+        "rows": rows,
+    }
+
+
+def write_results(record, table, args, md_title):
+    """Writes the record to --out and, with --md, the markdown table under `md_title`."""
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(record, f, indent=1)
+    if args.md:
+        with open(args.md, "w") as f:
+            f.write(f"{md_title}\n\n{table}")
+
+
+def print_results(table, args):
+    """Says which files were written, then prints the table."""
+    print(f"wrote {args.out}" + (f" and {args.md}" if args.md else ""))
+    print()
+    print(table, end="")

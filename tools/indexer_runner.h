@@ -1,0 +1,40 @@
+// Runs indexer_topk (one GPU algorithm) or indexer_topk_cpu on an IndexerWorkload, keeping the
+// first run's indices for verification and timing more runs when benchmarking.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "indexer_workload.h"
+#include "litetopk/indexer.h"
+#include "timing.h"
+
+namespace litetopk::tools {
+
+struct IndexerRunOptions {
+  bool on_cpu = false;                    // indexer_topk_cpu; else indexer_topk with `algo`
+  IndexerAlgo algo = IndexerAlgo::kAuto;  // GPU only
+  int64_t candidate_capacity = 0;         // GPU only: IndexerOptions::candidate_capacity
+  // GPU only: carry an IndexerState across the runs (the first starts cold).
+  bool state = false;
+  BenchOptions bench;
+};
+
+// "cpu" or the GPU algorithm's name, as requested.
+std::string indexer_run_name(const IndexerRunOptions& options);
+
+struct IndexerRun {
+  std::string algo;                   // what ran ("auto" resolved to its dispatch)
+  std::vector<int32_t> indices;       // [T, k], host: the first run's
+  std::vector<int32_t> warm_indices;  // with state and bench: the last timed run's
+  Timing timing;                      // when benchmarked
+  std::size_t workspace_bytes = 0;    // GPU only
+  std::size_t state_bytes = 0;        // GPU only, with state
+};
+
+// Uploads `w` (GPU), runs it once and, with options.bench.enabled, times more runs.
+Status run_indexer(const IndexerWorkload& w, const IndexerRunOptions& options, IndexerRun* run);
+
+}  // namespace litetopk::tools

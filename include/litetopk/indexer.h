@@ -43,8 +43,9 @@ bool parse_indexer_algo(const char* name, IndexerAlgo* algo);
 
 // Per-layer state carried from one prefill chunk to the next (the "hot sample": key positions
 // the previous chunk selected). Caller-owned device memory of indexer_state_bytes(); zero it
-// (or call indexer_state_reset) before the first chunk of a sequence. Optional: without it, or
-// with a useless one, results are still exact.
+// (or call indexer_state_reset) before the first chunk of a sequence. Not read by this build's
+// kernels yet (the fused kernel starts cold). Optional: without it, or with a useless one,
+// results are still exact.
 struct IndexerState {
   void* data = nullptr;
   std::size_t bytes = 0;
@@ -55,8 +56,8 @@ Status indexer_state_reset(const IndexerState& state, cudaStream_t stream);
 struct IndexerOptions {
   IndexerAlgo algo = IndexerAlgo::kAuto;
   const IndexerState* state = nullptr;
-  // Candidate slots per query in the fused kernel's workspace; 0 picks the default. Tests set a
-  // tiny capacity to force the overflow path (which stays exact).
+  // Candidate slots per query in the fused kernel; 0 picks the default (k + 512, compacted
+  // whenever it fills). Other values are rejected with kUnsupported in this build.
   int64_t candidate_capacity = 0;
 };
 

@@ -68,6 +68,14 @@ Status check_options(const IndexerOptions& options) {
     return detail::invalid_argument("options.candidate_capacity must be >= 0, got ",
                                     options.candidate_capacity);
   }
+  if (options.candidate_capacity > 0) {
+    // Not silently ignored: the fused kernel's buffer is fixed at k + 512 candidates per query
+    // (it compacts whenever that fills, so it never overflows).
+    return Status(StatusCode::kUnsupported,
+                  detail::concat("options.candidate_capacity is not supported yet (got ",
+                                 options.candidate_capacity,
+                                 "); pass 0: the fused buffer holds k + 512 candidates"));
+  }
   if (options.state != nullptr && options.state->data == nullptr && options.state->bytes > 0) {
     return detail::invalid_argument("options.state->data is null");
   }

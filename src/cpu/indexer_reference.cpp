@@ -7,15 +7,14 @@
 //    ks), at most kIndexerChunkFloats per chunk, and run select_topk_cpu (kFast) on each chunk.
 #include <algorithm>
 #include <cstdint>
-#include <exception>
 #include <limits>
-#include <new>
 #include <vector>
 
 #include "core/format.h"
 #include "core/indexer_validation.h"
 #include "cpu/indexer_cpu.h"
 #include "cpu/indexer_scores.h"
+#include "cpu/run_guarded.h"
 #include "litetopk/indexer.h"
 #include "litetopk/select.h"
 
@@ -48,18 +47,6 @@ void add_items(std::vector<WorkItem>* items, int64_t t, int64_t row, int64_t beg
   }
 }
 
-template <typename Fn>
-Status run_guarded(const char* what, Fn&& fn) {
-  try {
-    return fn();
-  } catch (const std::bad_alloc&) {
-    return Status(StatusCode::kInternal, detail::concat(what, ": out of host memory"));
-  } catch (const std::exception& e) {
-    return Status(StatusCode::kInternal, detail::concat(what, ": ", e.what()));
-  } catch (...) {
-    return Status(StatusCode::kInternal, detail::concat(what, ": unknown exception"));
-  }
-}
 
 Status topk_chunks(const IndexerProblem& p, int64_t max_chunk_floats, int num_threads) {
   const cpu::IndexerScorer scorer(p);
@@ -145,7 +132,7 @@ Status indexer_logits_cpu(const IndexerProblem& p, float* logits, int64_t logits
   if (!status) return status;
   if (p.num_queries == 0 || p.num_keys == 0) return Status::ok();
 
-  return run_guarded("indexer_logits_cpu", [&] {
+  return cpu::run_guarded("indexer_logits_cpu", [&] {
     const cpu::IndexerScorer scorer(p);
     std::vector<WorkItem> items;
     for (int64_t t = 0; t < p.num_queries; ++t) add_items(&items, t, t, 0, p.num_keys);

@@ -1,11 +1,9 @@
 // select_topk_cpu: validation and dispatch to the CPU algorithms (all pointers are host pointers).
-#include <exception>
-#include <new>
-#include <system_error>
 #include <thread>
 
 #include "core/format.h"
 #include "cpu/cpu_algos.h"
+#include "cpu/run_guarded.h"
 #include "litetopk/select.h"
 
 namespace litetopk {
@@ -25,7 +23,7 @@ Status select_topk_cpu(const SelectProblem& problem, CpuSelectAlgo algo, int num
   }
   if (problem.batch == 0) return Status::ok();
 
-  try {
+  return cpu::run_guarded("select_topk_cpu", [&] {
     if (algo == CpuSelectAlgo::kReference) {
       cpu::select_reference_rows(problem);
     } else {
@@ -34,14 +32,8 @@ Status select_topk_cpu(const SelectProblem& problem, CpuSelectAlgo algo, int num
       if (threads < 1) threads = 1;
       cpu::select_fast_rows(problem, threads);
     }
-  } catch (const std::bad_alloc&) {
-    return Status(StatusCode::kInternal, "select_topk_cpu: out of host memory");
-  } catch (const std::exception& e) {
-    return Status(StatusCode::kInternal, detail::concat("select_topk_cpu: ", e.what()));
-  } catch (...) {
-    return Status(StatusCode::kInternal, "select_topk_cpu: unknown exception");
-  }
-  return Status::ok();
+    return Status::ok();
+  });
 }
 
 }  // namespace litetopk

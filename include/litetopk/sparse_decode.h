@@ -1,0 +1,301 @@
+// sparse_decode: decoding attention for one new query token per sequence that reads only the KV
+// blocks that can matter ("Faster Flash Decoding" style). Every key is kept twice over: a 2-bit
+// code per element (cheap to scan) and an fp8 e4m3 residual that rebuilds it. The kernel scans the
+// codes, keeps the blocks whose estimated best score is within `delta` of a pseudo-maximum taken
+// from exact scores, and runs exact attention over the kept blocks only.
+//
+// ---- The KV cache (SparseKvCache) ----
+// head_dim D = 128. Per sequence b and KV head h, the tokens are cut into blocks of BS tokens
+// (BS = block_size, 128 or 256). Block j holds tokens [j*BS, (j+1)*BS). With len = lengths[b]:
+//   full blocks   nf = floor(len / BS): keys quantized (codes, scales, residuals), values.
+//   open block    tokens [nf*BS, len), nt = len - nf*BS in [0, BS): keys in full precision in
+//                 tail_keys (cache dtype), values in block nf's value slot. When an append fills
+//                 it, it is quantized into block nf's slot and the tail starts over.
+//
+// Storage is in block slots: every array below is [slots, ...] with the same slot index for a
+// given (b, h, j):
+//   contiguous (block_table == null): slot = (b * num_kv_heads + h) * max_blocks + j, so the
+//                 arrays are [batch, kv_heads, max_blocks, ...]; slots = batch*kv_heads*max_blocks
+//   paged:        slot = block_table[b * max_blocks + j] * num_kv_heads + h, so the arrays are
+//                 [num_pages, kv_heads, ...] (one page holds block j of every KV head of one
+//                 sequence); slots = num_pages * kv_heads. Table entries of blocks 0..ceil(len/BS)-1
+//                 (0..ceil((len+1)/BS)-1 for an append) must be valid pages in [0, num_pages).
+//                 Writers (append, conversion) need distinct pages for the blocks they write;
+//                 decode only reads, so sequences may share the pages of full blocks (a prefix).
+// Per slot:
+//   key_codes      [BS, D/4] bytes: token t, channel c in byte t*D/4 + c/4, bits 2*(c%4)..+1.
+//                  code q in {0,1,2,3} means level L = q - 1.5 in {-1.5, -0.5, +0.5, +1.5}.
+//   key_scales     [D] of the cache dtype: s_c, one symmetric scale per channel per block.
+//   key_residuals  [BS, D] fp8 e4m3 (OCP, as torch.float8_e4m3fn): R, in units of s_c.
+//   values         [BS, D] of the cache dtype (full precision).
+// tail_keys is per sequence, not per slot: [batch, kv_heads, BS, D] of the cache dtype; its row i
+// is token nf*BS + i.
+//
+// Quantizing a block (append, conversion, and the CPU reference, bit for bit), per channel c over
+// the block's BS keys k (exact in fp32), all arithmetic fp32 round-to-nearest:
+//   amax = max_t |k_t|
+//   s    = to_dtype(0.5f * amax); if s == 0 and amax > 0, s = the dtype's smallest subnormal
+//   x    = s > 0 ? k / s : 0                               (|x| <= 2, up to subnormal s)
+//   q    = (x >= -1) + (x >= 0) + (x >= 1),  L = q - 1.5   (the nearest level)
+//   R    = e4m3(x - L)                                     (|R| <= 0.5 for normal s)
+// and the rebuilt key is
+//   key  = s * (L + R)
+// which is exact in fp32: L + R is a multiple of 2^-9 below 4 (it is even exact in fp16) and s has
+// at most 11 significant bits. The 2-bit estimate of a key is s * L (no residual).
+//   Why s = amax/2 with levels +-0.5, +-1.5: it is the uniform 4-level quantizer over [-amax, amax]
+//   (cells of width s). Every key is within s/2 of its level, so the 2-bit estimate of a dot
+//   product is off by at most sum_c |q_c| s_c / 2, and the residual lies in [-0.5, 0.5] s, the
+//   smallest range of any 4-level scheme that covers [-amax, amax]. That matters most: the e4m3
+//   residual's error is proportional to the residual, and it sets the rebuilt keys' accuracy.
+//   The alternative s = amax/1.5 (outer levels at +-amax) estimates the token that sets a
+//   channel's maximum exactly instead of at 0.75 amax (better block selection at small delta)
+//   but has 1/3 larger residuals (measured: about 40% larger output error at delta = inf).
+//   MSE-optimal clipped scales would underestimate the outlier keys a sparse scan must not miss.
+//   0.5f * amax is exact in the normal range, so s is exact too.
+//   Scales have the cache dtype: fp16 for an fp16 cache; bf16 for a bf16 cache, whose keys may
+//   exceed fp16's range (the scale's own precision does not affect the rebuild: the residual is
+//   taken against the rounded scale).
+//   Why the residual is stored in units of s: the raw residual k - s*L spans the whole fp16 range
+//   (up to 16376 for keys near 65504, beyond e4m3's 448) and underflows e4m3 (below 2^-9) for small
+//   keys; x - L lies in [-0.5, 0.5] whatever the key's magnitude. It costs no extra scale, and a
+//   kernel can fold s into the query once per block: q.key = sum_c (q_c s_c) (L + R).
+//   Accuracy: e4m3 keeps 3 mantissa bits, so |key - k| <= s * (|x - L| / 16 + 2^-10) <= s/32 +
+//   s/1024 (about 1% relative error in RMS for Gaussian keys). Keys must be finite (the CPU
+//   functions reject others; the GPU does not check).
+//
+// Memory per token per KV head (full blocks, D = 128): codes D/4 = 32 B, residuals D = 128 B,
+// values 2D = 256 B, scales 2D/BS B (2 B at BS = 128, 1 B at 256): 418 B (BS = 128) and 417 B
+// (BS = 256), 0.816 and 0.814 of fp16 K+V (4D = 512 B). Plus per sequence and KV head the tail
+// buffer, 2*BS*D B (32 KiB at BS = 128), and the unfilled part of the open block's value slot.
+// sparse_kv_bytes_per_token() gives the per-token figure.
+//
+// ---- Sparse decode (SparseDecodeProblem) ----
+// One query token per sequence: q [batch, num_q_heads, D] of the cache dtype; query head i reads
+// KV head i / G, G = num_q_heads / num_kv_heads in 1..16. With scale = softmax_scale (0 means
+// 1/sqrt(D)) the exact logit of token t for head i is l_t = scale * q_i . key_t (rebuilt keys in
+// full blocks, tail keys in the open block). For each (b, KV head h):
+//   1. Pseudo-max: pm_i = max of the exact logits of the anchor tokens: block 0, block nf-1 (when
+//      nf >= 1) and the open block's tokens. These are exact scores, never 2-bit estimates: the
+//      pseudo-max is a lower bound of the true maximum, so it never raises the bar.
+//   2. Estimate: for each full block j, e_ij = scale * max over the block's tokens of q_i . (s*L).
+//   3. Keep block j when it is an anchor or e_ij >= pm_i - delta for at least one query head i of
+//      the group (the block is read once for the whole group, so every head of the group then
+//      attends to it). The open block is always read. delta = +infinity keeps every block.
+//   4. Exact attention over the kept blocks only: softmax of the exact logits of their tokens (and
+//      the open block's), weighted sum of the values. lse (optional) = log sum exp of those logits.
+// delta is in natural-log units of the softmax weight: a block is kept when its estimated best
+// weight exp(e) is at least exp(-delta) times the pseudo-max's weight exp(pm) (delta = 5 keeps
+// blocks down to e^-5 = 0.0067 of it). A kernel that works in log2 units (exp2 of l * log2(e))
+// compares e2 >= pm2 - delta * log2(e) with e2 = e * log2(e), pm2 = pm * log2(e); delta2 = delta *
+// 1.4427. Note what delta does not bound: the dropped mass is at most (tokens in dropped blocks) *
+// exp(-delta) of the pseudo-max's weight when the estimates are exact, so a long flat tail can
+// hold much mass below the threshold.
+// A sequence with len = 0 gets an all-zero output and lse = -infinity.
+//
+// ---- Dense baseline (DenseKvCache, DenseDecodeProblem) ----
+// keys and values [batch, kv_heads, capacity, D] of one dtype, with element strides (the channel
+// stride is 1), lengths [batch]; plain softmax attention over tokens [0, len). The same contract
+// as sparse decode with every block kept, over the original keys.
+//
+// ---- CPU functions (host pointers) ----
+// The references the GPU kernels are tested against, in fp64: quantization (bit-exact), append,
+// sparse decode (block decisions in fp64), dense decode, and fidelity metrics. They validate like
+// the GPU calls and also check the host-visible lengths, block table and key finiteness. A GPU
+// kernel estimating in fp32 may decide differently for a block whose estimate is within rounding
+// of pm - delta; its tests should accept either decision there.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "litetopk/status.h"
+#include "litetopk/types.h"
+
+namespace litetopk {
+
+constexpr int64_t kSparseDecodeHeadDim = 128;
+constexpr int64_t kSparseDecodeMaxGroupSize = 16;  // query heads per KV head
+
+// ---- the quantized cache ----
+
+struct SparseKvCache {
+  DType dtype = DType::kFloat16;  // values, tail keys, key scales and queries: fp16 or bf16
+  int64_t batch = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = kSparseDecodeHeadDim;  // 128
+  int64_t block_size = 128;                 // BS: 128 or 256
+  int64_t max_blocks = 0;                   // capacity of each sequence, in blocks (>= 1)
+  const int32_t* block_table = nullptr;     // [batch, max_blocks] page ids, or null (contiguous)
+  int64_t num_pages = 0;                    // paged only: pages in the pool
+  int32_t* lengths = nullptr;               // [batch] tokens per sequence (append increments)
+  uint8_t* key_codes = nullptr;             // [slots, BS, D/4]
+  void* key_scales = nullptr;               // [slots, D] of dtype
+  uint8_t* key_residuals = nullptr;         // [slots, BS, D] e4m3
+  void* values = nullptr;                   // [slots, BS, D] of dtype
+  void* tail_keys = nullptr;                // [batch, num_kv_heads, BS, D] of dtype
+};
+
+// Bytes of each array of a cache of this shape (dtype, batch, num_kv_heads, head_dim, block_size,
+// max_blocks, block_table/num_pages); the pointers are not looked at.
+struct SparseKvCacheBytes {
+  std::size_t key_codes = 0, key_scales = 0, key_residuals = 0, values = 0, tail_keys = 0;
+  std::size_t lengths = 0, block_table = 0;  // int32 [batch], [batch, max_blocks] (paged)
+  std::size_t total() const {
+    return key_codes + key_scales + key_residuals + values + tail_keys + lengths + block_table;
+  }
+};
+Status sparse_kv_cache_bytes(const SparseKvCache& shape, SparseKvCacheBytes* bytes);
+// Slots in the cache's arrays: batch * kv_heads * max_blocks (contiguous) or num_pages * kv_heads.
+int64_t sparse_kv_num_slots(const SparseKvCache& shape);
+// Bytes per token per KV head in a full block (codes + residuals + values + the block's scales
+// spread over its tokens) for a 2-byte dtype; 0 for an unsupported block_size or head_dim.
+double sparse_kv_bytes_per_token(int64_t block_size, int64_t head_dim = kSparseDecodeHeadDim);
+
+// ---- a dense fp16/bf16 cache (the input of conversion, the baseline's cache) ----
+
+struct DenseKvCache {
+  DType dtype = DType::kFloat16;  // fp16 or bf16 (fp32 is accepted by the CPU functions only)
+  int64_t batch = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = kSparseDecodeHeadDim;
+  int64_t capacity = 0;  // tokens per sequence
+  void* keys = nullptr;  // element (b, h, t, c) at b*batch_stride + h*head_stride + t*token_stride + c
+  void* values = nullptr;  // same layout and strides as keys
+  // Element strides; 0 means the contiguous [batch, kv_heads, capacity, D] value.
+  int64_t batch_stride = 0, head_stride = 0, token_stride = 0;
+  int32_t* lengths = nullptr;  // [batch], each in [0, capacity]
+};
+
+// ---- decode problems ----
+
+struct SparseDecodeProblem {
+  SparseKvCache cache;
+  const void* q = nullptr;   // [batch, num_q_heads, D] of cache.dtype
+  int64_t num_q_heads = 0;   // num_kv_heads * G, G in 1..16
+  float softmax_scale = 0;   // 0: 1/sqrt(head_dim); else finite and > 0
+  float delta = 5.0f;        // natural-log units, >= 0; +infinity keeps every block
+  void* out = nullptr;       // [batch, num_q_heads, D] of out_dtype (fp32, fp16 or bf16)
+  DType out_dtype = DType::kFloat16;
+  float* lse = nullptr;      // optional [batch, num_q_heads]: natural-log log-sum-exp
+  // Optional [batch, num_kv_heads, max_blocks]: for j < ceil(len / BS), 1 when block j was read
+  // exactly (anchors and the open block always), 0 when skipped; later entries are not written.
+  uint8_t* kept_mask = nullptr;
+};
+
+struct DenseDecodeProblem {
+  DenseKvCache cache;
+  const void* q = nullptr;   // [batch, num_q_heads, D] of cache.dtype
+  int64_t num_q_heads = 0;
+  float softmax_scale = 0;   // 0: 1/sqrt(head_dim)
+  void* out = nullptr;       // [batch, num_q_heads, D] of out_dtype
+  DType out_dtype = DType::kFloat16;
+  float* lse = nullptr;      // optional [batch, num_q_heads]
+};
+
+struct DecodeOptions {
+  // KV blocks per split (flash-decoding work unit) on the GPU; 0 lets the kernel choose. The
+  // workspace size depends on it and on max_blocks, never on the current lengths, so one
+  // workspace serves a captured CUDA graph as the context grows.
+  int64_t blocks_per_split = 0;
+};
+
+// ---- validation (no pointer is dereferenced) ----
+// kInvalidArgument naming the argument, the expected and the actual value.
+Status validate_sparse_kv_cache(const SparseKvCache& cache);
+Status validate_dense_kv_cache(const DenseKvCache& cache);
+Status validate_sparse_decode_problem(const SparseDecodeProblem& problem);
+Status validate_dense_decode_problem(const DenseDecodeProblem& problem);
+// Host copies of the lengths (and of the block table when paged): 0 <= len <= max_blocks * BS
+// (< for an append: `extra_tokens` = 1) and valid pages for the blocks in use.
+Status validate_sparse_kv_lengths(const SparseKvCache& cache, const int32_t* host_lengths,
+                                  const int32_t* host_block_table, int64_t extra_tokens = 0);
+
+// ---- GPU (device pointers) ----
+// Not implemented in this build yet: each validates its arguments and returns kUnsupported.
+
+// Appends one token to every sequence: new_keys, new_values [batch, num_kv_heads, D] of
+// cache.dtype. Writes token lengths[b] (tail key, value slot), quantizes the block when the token
+// fills it, then lengths[b] += 1. A sequence already at capacity is left unchanged. Reads the
+// lengths on the device: valid inside a CUDA graph replayed at every step.
+Status sparse_kv_append(const SparseKvCache& cache, const void* new_keys, const void* new_values,
+                        cudaStream_t stream);
+// Builds the sparse cache from a dense one: tokens [0, dense.lengths[b]) of every sequence
+// (full blocks quantized, the rest to the tail, values copied), then cache.lengths = dense.lengths.
+Status sparse_kv_from_dense(const DenseKvCache& dense, const SparseKvCache& cache,
+                            cudaStream_t stream);
+Status sparse_decode_workspace_size(const SparseDecodeProblem& problem,
+                                    std::size_t* workspace_bytes,
+                                    const DecodeOptions& options = {});
+// No allocation, no synchronization: can be captured in a CUDA graph.
+Status sparse_decode(const SparseDecodeProblem& problem, void* workspace,
+                     std::size_t workspace_bytes, cudaStream_t stream,
+                     const DecodeOptions& options = {});
+Status dense_decode_workspace_size(const DenseDecodeProblem& problem, std::size_t* workspace_bytes,
+                                   const DecodeOptions& options = {});
+Status dense_decode(const DenseDecodeProblem& problem, void* workspace, std::size_t workspace_bytes,
+                    cudaStream_t stream, const DecodeOptions& options = {});
+
+// ---- CPU (host pointers) ----
+
+// sparse_kv_from_dense on the host: quantizes the full blocks, fills the tail and the value
+// slots, copies the lengths. Rejects non-finite keys in the tokens it reads.
+Status sparse_decode_quantize_cpu(const DenseKvCache& dense, const SparseKvCache& cache);
+// sparse_kv_append on the host; rejects (before writing anything) a sequence at capacity.
+Status sparse_kv_append_cpu(const SparseKvCache& cache, const void* new_keys,
+                            const void* new_values);
+// The cache as a dense fp32 cache: rebuilt keys s * (L + R) of the full blocks, tail keys and
+// values widened exactly; out.lengths = cache.lengths. `out` must be fp32 with out.capacity >=
+// max_blocks * BS and the same batch, num_kv_heads and head_dim.
+Status sparse_kv_rebuild_cpu(const SparseKvCache& cache, const DenseKvCache& out);
+
+// Optional per-head details of sparse_decode_cpu (host arrays, each may be null).
+struct SparseDecodeCpuDiagnostics {
+  double* pseudo_max = nullptr;      // [batch, num_q_heads]: pm_i (natural-log logits)
+  double* block_estimate = nullptr;  // [batch, num_q_heads, max_blocks]: e_ij of full blocks
+                                     // (-infinity beyond them)
+  double* kept_fraction = nullptr;   // [1]: kept full blocks / full blocks over every (b, h)
+};
+// The reference of the sparse kernel (steps 1-4 above), in fp64.
+Status sparse_decode_cpu(const SparseDecodeProblem& problem,
+                         const SparseDecodeCpuDiagnostics& diagnostics = {});
+// Dense attention in fp64 over the dense cache (fp16, bf16 or fp32: use sparse_kv_rebuild_cpu for
+// the rebuilt keys).
+Status dense_decode_cpu(const DenseDecodeProblem& problem);
+
+// ---- fidelity of a decode result ----
+
+struct DecodeFidelityProblem {
+  DenseDecodeProblem reference;  // cache (original keys), q, num_q_heads, softmax_scale; its out
+                                 // and lse are not used
+  const void* out = nullptr;     // the result to judge: [batch, num_q_heads, D] of out_dtype
+  DType out_dtype = DType::kFloat32;
+  // Optional: the kept_mask of the run, [batch, num_kv_heads, mask_blocks]; null means every
+  // block was read. block_size: the sparse cache's BS.
+  const uint8_t* kept_mask = nullptr;
+  int64_t block_size = 128;
+  int64_t mask_blocks = 0;
+};
+
+struct DecodeFidelity {
+  double rel_l2 = 0;            // ||out - ref||_2 / ||ref||_2 over every (b, head, channel)
+  double max_head_rel_l2 = 0;   // the worst (b, head) of the same ratio
+  double kept_fraction = 1;     // kept full blocks / full blocks (1 when there are none)
+  double kept_mass_mean = 1;    // reference softmax mass in the read blocks, mean over (b, head)
+  double kept_mass_min = 1;     // ... and the smallest
+  // Recall of the blocks holding the top 1% of tokens (ceil(len / 100), at least 1) by reference
+  // weight: hits / blocks over every (b, head), and the worst (b, head).
+  double top1_recall = 1;
+  double top1_recall_min = 1;
+  // Recall of the heaviest 1% of blocks (ceil(blocks / 100), at least 1; the open block counts
+  // as a block) ranked by reference mass: hits / blocks over every (b, head), and the worst.
+  double top1_block_recall = 1;
+  double top1_block_recall_min = 1;
+  // Bytes a sparse kernel reads / bytes a dense fp16 kernel reads (4 D per token): every full
+  // block's codes and scales, kept full blocks' residuals and values, the open block's keys and
+  // values in full precision. A model of the speed-up bound, not a measurement.
+  double read_fraction = 1;
+};
+// The reference is dense attention in fp64 over reference.cache.
+Status decode_fidelity_cpu(const DecodeFidelityProblem& problem, DecodeFidelity* fidelity);
+
+}  // namespace litetopk

@@ -1,0 +1,38 @@
+// Internal argument checks and resolved defaults for sparse_decode (public entry points:
+// validate_* in litetopk/sparse_decode.h). Every failure is kInvalidArgument naming the argument,
+// the expected and the actual value.
+#pragma once
+
+#include <cstdint>
+
+#include "litetopk/sparse_decode.h"
+
+namespace litetopk::detail {
+
+// The shape checks of validate_sparse_kv_cache without the pointer checks.
+Status validate_sparse_kv_shape(const SparseKvCache& cache);
+
+// validate_dense_kv_cache naming the fields with `prefix` ("dense.", "out.") instead of "cache.".
+Status validate_dense_kv_cache_as(const DenseKvCache& cache, const char* prefix);
+
+// Element strides of a dense cache with the 0 defaults resolved.
+struct DenseStrides {
+  int64_t batch = 0, head = 0, token = 0;
+};
+DenseStrides dense_strides(const DenseKvCache& cache);
+
+// softmax_scale with 0 resolved to 1/sqrt(head_dim), in double.
+double resolved_softmax_scale(float softmax_scale, int64_t head_dim);
+
+// Host lengths of a dense cache: 0 <= lengths[b] <= capacity.
+Status validate_dense_kv_lengths(const DenseKvCache& cache, const int32_t* host_lengths);
+
+// A conversion's two caches agree: same dtype, batch, num_kv_heads and head_dim.
+Status validate_dense_matches_sparse(const DenseKvCache& dense, const SparseKvCache& cache,
+                                     const char* dense_name);
+
+// The inputs of a fidelity check: the reference problem (its out/lse are not needed), the result
+// and its dtype, the mask and its shape.
+Status validate_fidelity_problem(const DecodeFidelityProblem& problem);
+
+}  // namespace litetopk::detail

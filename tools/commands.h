@@ -16,6 +16,7 @@ constexpr int kExitUsage = 2;    // bad command line
 void add_info_command(CLI::App& app, int* exit_code);
 void add_select_command(CLI::App& app, int* exit_code);
 void add_indexer_command(CLI::App& app, int* exit_code);
+void add_decode_command(CLI::App& app, int* exit_code);
 void add_demo_command(CLI::App& app, int* exit_code);
 
 }  // namespace litetopk::tools

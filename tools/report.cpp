@@ -1,6 +1,7 @@
 #include "report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 #include <fstream>
 #include <iomanip>
@@ -26,10 +27,15 @@ void Table::print(std::ostream& out) const {
     for (std::size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
   }
   for (std::size_t r = 0; r < rows_.size(); ++r) {
+    std::ostringstream line;
     for (std::size_t c = 0; c < widths.size(); ++c) {
-      out << (c < left_columns_ ? std::left : std::right) << std::setw(static_cast<int>(widths[c]))
-          << rows_[r][c] << (c + 1 < widths.size() ? "  " : "\n");
+      line << (c < left_columns_ ? std::left : std::right)
+           << std::setw(static_cast<int>(widths[c])) << rows_[r][c]
+           << (c + 1 < widths.size() ? "  " : "");
     }
+    std::string text = line.str();
+    text.erase(text.find_last_not_of(' ') + 1);  // empty trailing cells
+    out << text << '\n';
     if (r == 0) {
       std::size_t total = 2 * (widths.size() - 1);
       for (std::size_t w : widths) total += w;
@@ -41,6 +47,13 @@ void Table::print(std::ostream& out) const {
 std::string fixed(double value, int digits) {
   std::ostringstream out;
   out << std::fixed << std::setprecision(digits) << value;
+  return out.str();
+}
+
+std::string scientific(double value, int digits) {
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  std::ostringstream out;
+  out << std::scientific << std::setprecision(digits) << value;
   return out.str();
 }
 

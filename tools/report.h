@@ -27,6 +27,8 @@ class Table {
 
 // `value` with `digits` digits after the point.
 std::string fixed(double value, int digits);
+// `value` in scientific notation with `digits` digits after the point ("2.72e-02"), or "inf".
+std::string scientific(double value, int digits);
 // "256x524288 k=256"
 std::string shape_label(int64_t batch, int64_t n, int64_t k);
 double gigabytes_per_second(std::size_t bytes, double ms);

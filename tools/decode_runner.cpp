@@ -1,0 +1,261 @@
+#include "decode_runner.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+#include <utility>
+
+#include "cpu/sparse_decode_cpu.h"  // load_float, run_guarded
+
+namespace litetopk::tools {
+
+namespace {
+
+constexpr int64_t kD = kSparseDecodeHeadDim;
+constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+
+double elapsed_ms(std::chrono::steady_clock::time_point start) {
+  const std::chrono::duration<double, std::milli> elapsed =
+      std::chrono::steady_clock::now() - start;
+  return elapsed.count();
+}
+
+// One timed run when not benchmarking.
+BenchOptions timed_runs(const BenchOptions& bench) {
+  return bench.enabled ? bench : BenchOptions{true, 0, 1};
+}
+
+double rel_l2(const std::vector<float>& out, const std::vector<float>& ref) {
+  double err = 0, norm = 0;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const double e = static_cast<double>(out[i]) - static_cast<double>(ref[i]);
+    err += e * e;
+    norm += static_cast<double>(ref[i]) * static_cast<double>(ref[i]);
+  }
+  if (norm > 0) return std::sqrt(err / norm);
+  return err > 0 ? std::numeric_limits<double>::infinity() : 0.0;
+}
+
+}  // namespace
+
+std::string decode_spec_error(const DecodeSpec& spec) {
+  std::ostringstream error;
+  if (spec.dtype != DType::kFloat16 && spec.dtype != DType::kBFloat16) {
+    error << "dtype must be fp16 or bf16, got " << dtype_name(spec.dtype);
+  } else if (spec.batch < 1 || spec.context < 1 || spec.num_kv_heads < 1 ||
+             spec.num_q_heads < 1) {
+    error << "batch, context, kv-heads and q-heads must be >= 1";
+  } else if (spec.context > kMaxInt32 - 256) {
+    error << "context must be below 2^31 - 256 tokens (int32 lengths), got " << spec.context;
+  } else if (spec.num_q_heads % spec.num_kv_heads != 0 ||
+             spec.num_q_heads / spec.num_kv_heads > kSparseDecodeMaxGroupSize) {
+    error << "q-heads must be kv-heads (" << spec.num_kv_heads << ") times a group size in 1.."
+          << kSparseDecodeMaxGroupSize << ", got " << spec.num_q_heads;
+  } else if (spec.block_size != 128 && spec.block_size != 256) {
+    error << "block size must be 128 or 256, got " << spec.block_size;
+  }
+  return error.str();
+}
+
+const char* decode_pattern_label(cpu::DecodePattern pattern) {
+  switch (pattern) {
+    case cpu::DecodePattern::kNeedles: return "synthetic";
+    case cpu::DecodePattern::kFlat: return "flat";
+    case cpu::DecodePattern::kExtremes: return "extremes";
+  }
+  return "invalid";
+}
+
+bool parse_decode_pattern(const std::string& name, cpu::DecodePattern* pattern) {
+  for (const auto p : {cpu::DecodePattern::kNeedles, cpu::DecodePattern::kFlat}) {
+    if (name == decode_pattern_label(p)) {
+      *pattern = p;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string decode_shape_label(const DecodeSpec& spec) {
+  std::ostringstream label;
+  label << spec.batch << 'x' << spec.context << " kv=" << spec.num_kv_heads
+        << " q=" << spec.num_q_heads << " BS=" << spec.block_size;
+  return label.str();
+}
+
+std::string delta_label(float delta) {
+  if (std::isinf(delta)) return "inf";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", static_cast<double>(delta));
+  return text;
+}
+
+bool parse_delta(const std::string& text, float* delta) {
+  if (text == "inf") {
+    *delta = std::numeric_limits<float>::infinity();
+    return true;
+  }
+  char* end = nullptr;
+  const float value = std::strtof(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) || value < 0) {
+    return false;
+  }
+  *delta = value;
+  return true;
+}
+
+DecodeRunner::DecodeRunner(const DecodeSpec& spec)
+    : spec_(spec), cache_(spec.dtype, 0, 1, spec.block_size, 1, false) {}
+
+Status DecodeRunner::prepare(bool selection_error) {
+  if (const std::string error = decode_spec_error(spec_); !error.empty()) {
+    return Status(StatusCode::kInvalidArgument, "decode spec: " + error);
+  }
+  if (prepared_) return Status(StatusCode::kInternal, "DecodeRunner::prepare called twice");
+  return cpu::run_guarded("DecodeRunner::prepare", [&]() -> Status {
+    cpu::DecodeWorkloadSpec w;
+    w.pattern = spec_.pattern;
+    w.dtype = spec_.dtype;
+    w.num_kv_heads = spec_.num_kv_heads;
+    w.group_size = spec_.num_q_heads / spec_.num_kv_heads;
+    w.lengths.assign(static_cast<std::size_t>(spec_.batch), static_cast<int32_t>(spec_.context));
+    w.seed = spec_.seed;
+    auto start = std::chrono::steady_clock::now();
+    workload_ = cpu::make_decode_workload(w);
+    generate_ms_ = elapsed_ms(start);
+
+    start = std::chrono::steady_clock::now();
+    Status status = cpu::quantize_workload(&workload_, spec_.block_size, false, &cache_);
+    quantize_ms_ = elapsed_ms(start);
+    if (!status) return status;
+    const SparseKvCache view = cache_.view();
+    out_.assign(static_cast<std::size_t>(workload_.batch * workload_.num_q_heads * kD), 0.0f);
+    kept_mask_.assign(
+        static_cast<std::size_t>(workload_.batch * workload_.num_kv_heads * view.max_blocks), 0);
+
+    if (selection_error) {
+      // Dense attention over the rebuilt keys: an fp32 cache and an fp32 copy of the queries
+      // (the same values), since a dense cache's queries have its dtype.
+      DenseKvCache rebuilt;
+      rebuilt.dtype = DType::kFloat32;
+      rebuilt.batch = workload_.batch;
+      rebuilt.num_kv_heads = workload_.num_kv_heads;
+      rebuilt.capacity = view.max_blocks * view.block_size;
+      std::vector<float> keys(
+          static_cast<std::size_t>(rebuilt.batch * rebuilt.num_kv_heads * rebuilt.capacity * kD));
+      std::vector<float> values(keys.size());
+      std::vector<int32_t> lengths(static_cast<std::size_t>(rebuilt.batch));
+      rebuilt.keys = keys.data();
+      rebuilt.values = values.data();
+      rebuilt.lengths = lengths.data();
+      if (!(status = sparse_kv_rebuild_cpu(view, rebuilt))) return status;
+      std::vector<float> q32(workload_.q.size());
+      for (std::size_t i = 0; i < q32.size(); ++i) {
+        q32[i] = cpu::load_float(workload_.q.data(), workload_.dtype, static_cast<int64_t>(i));
+      }
+      rebuilt_out_.assign(out_.size(), 0.0f);
+      DenseDecodeProblem p;
+      p.cache = rebuilt;
+      p.q = q32.data();
+      p.num_q_heads = workload_.num_q_heads;
+      p.softmax_scale = workload_.softmax_scale;
+      p.out = rebuilt_out_.data();
+      p.out_dtype = DType::kFloat32;
+      if (!(status = dense_decode_cpu(p))) return status;
+    }
+    prepared_ = true;
+    return Status::ok();
+  });
+}
+
+Status DecodeRunner::run_dense(const BenchOptions& bench, DecodeRow* row) {
+  if (!prepared_) return Status(StatusCode::kInternal, "DecodeRunner: run before prepare");
+  *row = DecodeRow{};
+  row->dense = true;
+  const DenseDecodeProblem p = workload_.dense_problem(out_.data(), DType::kFloat32);
+  Status status = time_on_host(timed_runs(bench), [&](int) { return dense_decode_cpu(p); },
+                               &row->timing);
+  if (!status) return status;
+  DecodeFidelityProblem f;
+  f.reference = workload_.dense_problem(nullptr, DType::kFloat32);
+  f.out = out_.data();
+  f.out_dtype = DType::kFloat32;
+  f.block_size = spec_.block_size;
+  if (!(status = decode_fidelity_cpu(f, &row->fidelity))) return status;
+  row->fidelity.read_fraction = 1.0;  // the dense kernel reads the dense cache
+  return Status::ok();
+}
+
+Status DecodeRunner::run_sparse(float delta, const BenchOptions& bench, DecodeRow* row) {
+  if (!prepared_) return Status(StatusCode::kInternal, "DecodeRunner: run before prepare");
+  *row = DecodeRow{};
+  row->delta = delta;
+  const SparseKvCache view = cache_.view();
+  SparseDecodeProblem p;
+  p.cache = view;
+  p.q = workload_.q.data();
+  p.num_q_heads = workload_.num_q_heads;
+  p.softmax_scale = workload_.softmax_scale;
+  p.delta = delta;
+  p.out = out_.data();
+  p.out_dtype = DType::kFloat32;
+  p.kept_mask = kept_mask_.data();
+  Status status = time_on_host(timed_runs(bench), [&](int) { return sparse_decode_cpu(p); },
+                               &row->timing);
+  if (!status) return status;
+  DecodeFidelityProblem f;
+  f.reference = workload_.dense_problem(nullptr, DType::kFloat32);
+  f.out = out_.data();
+  f.out_dtype = DType::kFloat32;
+  f.kept_mask = kept_mask_.data();
+  f.block_size = spec_.block_size;
+  f.mask_blocks = view.max_blocks;
+  if (!(status = decode_fidelity_cpu(f, &row->fidelity))) return status;
+  if (!rebuilt_out_.empty()) row->selection_rel_l2 = rel_l2(out_, rebuilt_out_);
+  return Status::ok();
+}
+
+DecodeCacheMemory DecodeRunner::memory() const {
+  DecodeCacheMemory m;
+  SparseKvCacheBytes bytes;
+  if (sparse_kv_cache_bytes(cache_.shape, &bytes)) m.sparse_bytes = bytes.total();
+  m.dense_bytes = static_cast<std::size_t>(workload_.batch * workload_.num_kv_heads *
+                                           workload_.capacity * 2 * kD) *
+                  dtype_size(spec_.dtype);
+  m.per_token_bytes = sparse_kv_bytes_per_token(spec_.block_size);
+  m.per_token_dense_bytes =
+      static_cast<double>(2 * kD) * static_cast<double>(dtype_size(spec_.dtype));
+  return m;
+}
+
+Status sparse_decode_gpu_status(const DecodeSpec& spec) {
+  if (const std::string error = decode_spec_error(spec); !error.empty()) {
+    return Status(StatusCode::kInvalidArgument, "decode spec: " + error);
+  }
+  // Aligned host stand-ins for the device arrays: the call validates the shape and the pointers'
+  // alignment, and reads none of them.
+  alignas(64) static unsigned char stand_in[64];
+  SparseDecodeProblem p;
+  p.cache.dtype = spec.dtype;
+  p.cache.batch = spec.batch;
+  p.cache.num_kv_heads = spec.num_kv_heads;
+  p.cache.block_size = spec.block_size;
+  p.cache.max_blocks = (spec.context + spec.block_size - 1) / spec.block_size;
+  p.cache.lengths = reinterpret_cast<int32_t*>(stand_in);
+  p.cache.key_codes = stand_in;
+  p.cache.key_scales = stand_in;
+  p.cache.key_residuals = stand_in;
+  p.cache.values = stand_in;
+  p.cache.tail_keys = stand_in;
+  p.q = stand_in;
+  p.num_q_heads = spec.num_q_heads;
+  p.out = stand_in;
+  p.out_dtype = DType::kFloat32;
+  std::size_t workspace_bytes = 0;
+  return sparse_decode_workspace_size(p, &workspace_bytes);
+}
+
+}  // namespace litetopk::tools

@@ -1,0 +1,98 @@
+// Sparse decoding on a synthetic workload with the CPU references, shared by `litetopk decode` and
+// `litetopk demo`: generate the dense cache and queries (cpu/sparse_decode_workload.h), quantize
+// them into the sparse cache with sparse_decode_quantize_cpu, run sparse_decode_cpu at each delta
+// and dense_decode_cpu, time the runs and judge each output against fp64 dense attention.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cpu/sparse_decode_workload.h"
+#include "litetopk/sparse_decode.h"
+#include "timing.h"
+
+namespace litetopk::tools {
+
+struct DecodeSpec {
+  cpu::DecodePattern pattern = cpu::DecodePattern::kNeedles;  // "synthetic" or "flat"
+  DType dtype = DType::kFloat16;                              // fp16 or bf16
+  int64_t batch = 1;
+  int64_t context = 32768;  // tokens in every sequence
+  int64_t num_kv_heads = 2;  // the defaults: the trade-off table of docs/sparse_decode.md
+  int64_t num_q_heads = 8;   // num_kv_heads * G, G in 1..16
+  int64_t block_size = 128;
+  uint64_t seed = 3;
+};
+
+// What is wrong with the spec, or "" when it is valid.
+std::string decode_spec_error(const DecodeSpec& spec);
+// "synthetic" (cpu::DecodePattern::kNeedles) or "flat"; parse_decode_pattern reads them back.
+const char* decode_pattern_label(cpu::DecodePattern pattern);
+bool parse_decode_pattern(const std::string& name, cpu::DecodePattern* pattern);
+// "1x32768 kv=2 q=8 BS=128"
+std::string decode_shape_label(const DecodeSpec& spec);
+// "5", "0.5", "inf"; parse_delta reads a number >= 0 or "inf".
+std::string delta_label(float delta);
+bool parse_delta(const std::string& text, float* delta);
+
+struct DecodeRow {
+  bool dense = false;  // dense_decode_cpu over the original keys; else sparse_decode_cpu at delta
+  float delta = std::numeric_limits<float>::infinity();
+  // Against fp64 dense attention over the original keys. For the dense row only rel_l2 and
+  // max_head_rel_l2 are measured; the block and mass figures are those of reading everything
+  // (read_fraction 1: the dense cache's own bytes).
+  DecodeFidelity fidelity;
+  // Sparse rows, when prepared with selection_error: rel L2 against dense attention over the same
+  // rebuilt keys (the selection's own error, without the quantization's); else -1.
+  double selection_rel_l2 = -1;
+  Timing timing;  // one run, or the median of bench.iters after bench.warmup
+};
+
+struct DecodeCacheMemory {
+  std::size_t sparse_bytes = 0;  // every array of the sparse cache, tail buffer and lengths too
+  std::size_t dense_bytes = 0;   // keys + values of the same capacity in the cache dtype
+  double per_token_bytes = 0;    // full blocks, per token per KV head (sparse_kv_bytes_per_token)
+  double per_token_dense_bytes = 0;  // 4 * D
+};
+
+class DecodeRunner {
+ public:
+  explicit DecodeRunner(const DecodeSpec& spec);
+  DecodeRunner(const DecodeRunner&) = delete;
+  DecodeRunner& operator=(const DecodeRunner&) = delete;
+
+  // Generates the workload and quantizes it (both timed: generate_ms, quantize_ms). With
+  // `selection_error`, also runs dense attention over the rebuilt keys (fp64, once), the reference
+  // of DecodeRow::selection_rel_l2. Call once, before the runs.
+  Status prepare(bool selection_error);
+  // Each times one run, or bench.iters runs after bench.warmup when bench.enabled, then judges
+  // the output of the last one.
+  Status run_dense(const BenchOptions& bench, DecodeRow* row);
+  Status run_sparse(float delta, const BenchOptions& bench, DecodeRow* row);
+
+  const DecodeSpec& spec() const { return spec_; }
+  DecodeCacheMemory memory() const;
+  double generate_ms() const { return generate_ms_; }
+  double quantize_ms() const { return quantize_ms_; }
+
+ private:
+  DecodeSpec spec_;
+  cpu::DecodeWorkload workload_;
+  cpu::HostSparseCache cache_;
+  std::vector<float> rebuilt_out_;  // dense attention over the rebuilt keys (fp32)
+  std::vector<float> out_;          // [batch, num_q_heads, D] fp32
+  std::vector<uint8_t> kept_mask_;  // [batch, num_kv_heads, max_blocks]
+  bool prepared_ = false;
+  double generate_ms_ = 0;
+  double quantize_ms_ = 0;
+};
+
+// The answer of the GPU entry point (sparse_decode_workspace_size) for a problem of the spec's
+// shape: kUnsupported until the sparse-decoding kernels are in the build. It only validates, so
+// it is asked with host stand-ins for the device pointers; nothing is read or allocated.
+Status sparse_decode_gpu_status(const DecodeSpec& spec);
+
+}  // namespace litetopk::tools

@@ -179,12 +179,9 @@ Status DecodeRunner::run_dense(const BenchOptions& bench, DecodeRow* row) {
   Status status = time_on_host(timed_runs(bench), [&](int) { return dense_decode_cpu(p); },
                                &row->timing);
   if (!status) return status;
-  DecodeFidelityProblem f;
-  f.reference = workload_.dense_problem(nullptr, DType::kFloat32);
-  f.out = out_.data();
-  f.out_dtype = DType::kFloat32;
-  f.block_size = spec_.block_size;
-  if (!(status = decode_fidelity_cpu(f, &row->fidelity))) return status;
+  status = decode_fidelity_cpu(workload_.fidelity_problem(out_.data(), nullptr, spec_.block_size, 0),
+                               &row->fidelity);
+  if (!status) return status;
   row->fidelity.read_fraction = 1.0;  // the dense kernel reads the dense cache
   return Status::ok();
 }
@@ -194,26 +191,15 @@ Status DecodeRunner::run_sparse(float delta, const BenchOptions& bench, DecodeRo
   *row = DecodeRow{};
   row->delta = delta;
   const SparseKvCache view = cache_.view();
-  SparseDecodeProblem p;
-  p.cache = view;
-  p.q = workload_.q.data();
-  p.num_q_heads = workload_.num_q_heads;
-  p.softmax_scale = workload_.softmax_scale;
-  p.delta = delta;
-  p.out = out_.data();
-  p.out_dtype = DType::kFloat32;
-  p.kept_mask = kept_mask_.data();
+  const SparseDecodeProblem p =
+      workload_.sparse_problem(view, delta, out_.data(), kept_mask_.data());
   Status status = time_on_host(timed_runs(bench), [&](int) { return sparse_decode_cpu(p); },
                                &row->timing);
   if (!status) return status;
-  DecodeFidelityProblem f;
-  f.reference = workload_.dense_problem(nullptr, DType::kFloat32);
-  f.out = out_.data();
-  f.out_dtype = DType::kFloat32;
-  f.kept_mask = kept_mask_.data();
-  f.block_size = spec_.block_size;
-  f.mask_blocks = view.max_blocks;
-  if (!(status = decode_fidelity_cpu(f, &row->fidelity))) return status;
+  status = decode_fidelity_cpu(
+      workload_.fidelity_problem(out_.data(), kept_mask_.data(), spec_.block_size, view.max_blocks),
+      &row->fidelity);
+  if (!status) return status;
   if (!rebuilt_out_.empty()) row->selection_rel_l2 = rel_l2(out_, rebuilt_out_);
   return Status::ok();
 }

@@ -256,6 +256,32 @@ DenseDecodeProblem DecodeWorkload::dense_problem(void* out, DType out_dtype) {
   return p;
 }
 
+SparseDecodeProblem DecodeWorkload::sparse_problem(const SparseKvCache& cache, float delta,
+                                                   float* out, uint8_t* kept_mask) {
+  SparseDecodeProblem p;
+  p.cache = cache;
+  p.q = q.data();
+  p.num_q_heads = num_q_heads;
+  p.softmax_scale = softmax_scale;
+  p.delta = delta;
+  p.out = out;
+  p.out_dtype = DType::kFloat32;
+  p.kept_mask = kept_mask;
+  return p;
+}
+
+DecodeFidelityProblem DecodeWorkload::fidelity_problem(const float* out, const uint8_t* kept_mask,
+                                                       int64_t block_size, int64_t mask_blocks) {
+  DecodeFidelityProblem f;
+  f.reference = dense_problem(nullptr, DType::kFloat32);
+  f.out = out;
+  f.out_dtype = DType::kFloat32;
+  f.kept_mask = kept_mask;
+  f.block_size = block_size;
+  f.mask_blocks = mask_blocks;
+  return f;
+}
+
 DecodeWorkload make_decode_workload(const DecodeWorkloadSpec& spec) {
   if (spec.dtype != DType::kFloat16 && spec.dtype != DType::kBFloat16) {
     throw std::invalid_argument("make_decode_workload: dtype must be float16 or bfloat16");
@@ -420,26 +446,15 @@ Status sparse_decode_tradeoff_cpu(const DecodeWorkloadSpec& spec, int64_t block_
     std::vector<float> out(out_size);
     std::vector<uint8_t> mask(static_cast<std::size_t>(w.batch * w.num_kv_heads * view.max_blocks));
     for (float delta : deltas) {
-      SparseDecodeProblem p;
-      p.cache = view;
-      p.q = w.q.data();
-      p.num_q_heads = w.num_q_heads;
-      p.softmax_scale = w.softmax_scale;
-      p.delta = delta;
-      p.out = out.data();
-      p.out_dtype = DType::kFloat32;
-      p.kept_mask = mask.data();
-      if (!(status = sparse_decode_cpu(p))) return status;
+      if (!(status = sparse_decode_cpu(w.sparse_problem(view, delta, out.data(), mask.data())))) {
+        return status;
+      }
       TradeoffRow row;
       row.delta = delta;
-      DecodeFidelityProblem f;
-      f.reference = w.dense_problem(nullptr, DType::kFloat32);
-      f.out = out.data();
-      f.out_dtype = DType::kFloat32;
-      f.kept_mask = mask.data();
-      f.block_size = block_size;
-      f.mask_blocks = view.max_blocks;
-      if (!(status = decode_fidelity_cpu(f, &row.vs_original))) return status;
+      status = decode_fidelity_cpu(
+          w.fidelity_problem(out.data(), mask.data(), block_size, view.max_blocks),
+          &row.vs_original);
+      if (!status) return status;
       row.rel_l2_vs_rebuilt = rel_l2(out, rebuilt_out);
       rows->push_back(row);
     }

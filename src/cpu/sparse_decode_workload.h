@@ -76,6 +76,13 @@ struct DecodeWorkload {
   // Contiguous views over the vectors (valid while the workload lives and is not resized).
   DenseKvCache dense();
   DenseDecodeProblem dense_problem(void* out, DType out_dtype);
+  // Sparse decode of these queries over `cache` (fp32 output; kept_mask may be null).
+  SparseDecodeProblem sparse_problem(const SparseKvCache& cache, float delta, float* out,
+                                     uint8_t* kept_mask);
+  // Fidelity of an fp32 output against fp64 dense attention over these keys (kept_mask, when
+  // given, has mask_blocks blocks per sequence and head).
+  DecodeFidelityProblem fidelity_problem(const float* out, const uint8_t* kept_mask,
+                                         int64_t block_size, int64_t mask_blocks);
 };
 
 // Deterministic in the spec. Throws std::invalid_argument on a bad spec (a length < 0 or above

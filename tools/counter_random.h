@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "cpu/indexer_scores.h"
+#include "cpu/parallel_for.h"
 
 namespace litetopk::tools {
 

@@ -14,6 +14,7 @@
 #include "core/indexer_validation.h"
 #include "cpu/indexer_cpu.h"
 #include "cpu/indexer_scores.h"
+#include "cpu/parallel_for.h"
 #include "cpu/run_guarded.h"
 #include "litetopk/indexer.h"
 #include "litetopk/select.h"

@@ -19,7 +19,7 @@
 
 #include "core/format.h"
 #include "core/sparse_decode_validation.h"
-#include "cpu/indexer_scores.h"  // hardware_threads, parallel_for
+#include "cpu/parallel_for.h"
 #include "cpu/sparse_decode_cpu.h"
 #include "litetopk/sparse_decode.h"
 

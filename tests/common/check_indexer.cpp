@@ -12,6 +12,7 @@
 #include "common/indexer_testing.h"
 #include "core/fp8_e4m3.h"
 #include "cpu/indexer_scores.h"
+#include "cpu/parallel_for.h"
 
 namespace litetopk::testing {
 

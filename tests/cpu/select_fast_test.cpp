@@ -52,6 +52,30 @@ TEST(FastVsReferenceLarge, OneLongRow) {
   expect_fast_matches_reference(c, {0});
 }
 
+// Fewer rows than threads: each row is split into segments filtered in parallel and merged. Every
+// pattern and mode, with ranges (segments of uneven rows) and a k that spans several segments.
+TEST(FastVsReferenceLarge, SplitRowsEveryPatternAndMode) {
+  for (Pattern pattern : {Pattern::kRandomNormal, Pattern::kTiesAtKth, Pattern::kAscending,
+                          Pattern::kDescending, Pattern::kConstant, Pattern::kNanInfSprinkled,
+                          Pattern::kFewDistinct}) {
+    for (int mode = 0; mode < 8; ++mode) {  // bits: smallest, sorted, deterministic
+      SelectCase c;
+      c.name = std::string("split_") + pattern_name(pattern) + "_" + std::to_string(mode);
+      c.batch = 2;
+      c.n = 300001;
+      c.k = mode % 2 == 0 ? 1000 : 70000;
+      c.pattern = pattern;
+      c.largest = (mode & 1) == 0;
+      c.sorted = (mode & 2) != 0;
+      c.deterministic = (mode & 4) != 0;
+      c.with_ranges = mode >= 4;
+      c.seed = static_cast<uint64_t>(mode) + 100;
+      SCOPED_TRACE(c.name);
+      expect_fast_matches_reference(c, {8});
+    }
+  }
+}
+
 TEST(FastVsReferenceLarge, ManyShortRows) {
   SelectCase c;
   c.name = "many_short_rows";

@@ -136,35 +136,8 @@ Status DecodeRunner::prepare(bool selection_error) {
     kept_mask_.assign(
         static_cast<std::size_t>(workload_.batch * workload_.num_kv_heads * view.max_blocks), 0);
 
-    if (selection_error) {
-      // Dense attention over the rebuilt keys: an fp32 cache and an fp32 copy of the queries
-      // (the same values), since a dense cache's queries have its dtype.
-      DenseKvCache rebuilt;
-      rebuilt.dtype = DType::kFloat32;
-      rebuilt.batch = workload_.batch;
-      rebuilt.num_kv_heads = workload_.num_kv_heads;
-      rebuilt.capacity = view.max_blocks * view.block_size;
-      std::vector<float> keys(
-          static_cast<std::size_t>(rebuilt.batch * rebuilt.num_kv_heads * rebuilt.capacity * kD));
-      std::vector<float> values(keys.size());
-      std::vector<int32_t> lengths(static_cast<std::size_t>(rebuilt.batch));
-      rebuilt.keys = keys.data();
-      rebuilt.values = values.data();
-      rebuilt.lengths = lengths.data();
-      if (!(status = sparse_kv_rebuild_cpu(view, rebuilt))) return status;
-      std::vector<float> q32(workload_.q.size());
-      for (std::size_t i = 0; i < q32.size(); ++i) {
-        q32[i] = cpu::load_float(workload_.q.data(), workload_.dtype, static_cast<int64_t>(i));
-      }
-      rebuilt_out_.assign(out_.size(), 0.0f);
-      DenseDecodeProblem p;
-      p.cache = rebuilt;
-      p.q = q32.data();
-      p.num_q_heads = workload_.num_q_heads;
-      p.softmax_scale = workload_.softmax_scale;
-      p.out = rebuilt_out_.data();
-      p.out_dtype = DType::kFloat32;
-      if (!(status = dense_decode_cpu(p))) return status;
+    if (selection_error && !(status = workload_.dense_over_rebuilt(view, &rebuilt_out_))) {
+      return status;
     }
     prepared_ = true;
     return Status::ok();

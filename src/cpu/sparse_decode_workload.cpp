@@ -282,6 +282,38 @@ DecodeFidelityProblem DecodeWorkload::fidelity_problem(const float* out, const u
   return f;
 }
 
+Status DecodeWorkload::dense_over_rebuilt(const SparseKvCache& cache,
+                                          std::vector<float>* out) const {
+  // An fp32 cache and an fp32 copy of the queries (the same values): a dense cache's queries
+  // have its dtype.
+  DenseKvCache rebuilt;
+  rebuilt.dtype = DType::kFloat32;
+  rebuilt.batch = batch;
+  rebuilt.num_kv_heads = num_kv_heads;
+  rebuilt.capacity = cache.max_blocks * cache.block_size;
+  std::vector<float> rebuilt_keys(
+      static_cast<std::size_t>(batch * num_kv_heads * rebuilt.capacity * kD));
+  std::vector<float> rebuilt_values(rebuilt_keys.size());
+  std::vector<int32_t> rebuilt_lengths(static_cast<std::size_t>(batch));
+  rebuilt.keys = rebuilt_keys.data();
+  rebuilt.values = rebuilt_values.data();
+  rebuilt.lengths = rebuilt_lengths.data();
+  if (Status status = sparse_kv_rebuild_cpu(cache, rebuilt); !status) return status;
+  std::vector<float> q32(q.size());
+  for (std::size_t i = 0; i < q32.size(); ++i) {
+    q32[i] = load_float(q.data(), dtype, static_cast<int64_t>(i));
+  }
+  out->assign(static_cast<std::size_t>(batch * num_q_heads * kD), 0.0f);
+  DenseDecodeProblem p;
+  p.cache = rebuilt;
+  p.q = q32.data();
+  p.num_q_heads = num_q_heads;
+  p.softmax_scale = softmax_scale;
+  p.out = out->data();
+  p.out_dtype = DType::kFloat32;
+  return dense_decode_cpu(p);
+}
+
 DecodeWorkload make_decode_workload(const DecodeWorkloadSpec& spec) {
   if (spec.dtype != DType::kFloat16 && spec.dtype != DType::kBFloat16) {
     throw std::invalid_argument("make_decode_workload: dtype must be float16 or bfloat16");
@@ -414,33 +446,9 @@ Status sparse_decode_tradeoff_cpu(const DecodeWorkloadSpec& spec, int64_t block_
     if (!status) return status;
     const SparseKvCache view = cache.view();
 
-    // Dense attention over the rebuilt keys (fp32 cache, fp32 query holding the same values).
-    const int64_t rebuilt_capacity = view.max_blocks * block_size;
-    std::vector<float> rebuilt_keys(static_cast<std::size_t>(w.batch * w.num_kv_heads *
-                                                             rebuilt_capacity * kD));
-    std::vector<float> rebuilt_values(rebuilt_keys.size());
-    std::vector<int32_t> rebuilt_lengths(static_cast<std::size_t>(w.batch));
-    DenseKvCache rebuilt;
-    rebuilt.dtype = DType::kFloat32;
-    rebuilt.batch = w.batch;
-    rebuilt.num_kv_heads = w.num_kv_heads;
-    rebuilt.capacity = rebuilt_capacity;
-    rebuilt.keys = rebuilt_keys.data();
-    rebuilt.values = rebuilt_values.data();
-    rebuilt.lengths = rebuilt_lengths.data();
-    if (!(status = sparse_kv_rebuild_cpu(view, rebuilt))) return status;
-    std::vector<float> q32(w.q.size());
-    for (std::size_t i = 0; i < q32.size(); ++i) q32[i] = load_float(w.q.data(), w.dtype, static_cast<int64_t>(i));
-    const std::size_t out_size = static_cast<std::size_t>(w.batch * w.num_q_heads * kD);
-    std::vector<float> rebuilt_out(out_size);
-    DenseDecodeProblem dense_rebuilt;
-    dense_rebuilt.cache = rebuilt;
-    dense_rebuilt.q = q32.data();
-    dense_rebuilt.num_q_heads = w.num_q_heads;
-    dense_rebuilt.softmax_scale = w.softmax_scale;
-    dense_rebuilt.out = rebuilt_out.data();
-    dense_rebuilt.out_dtype = DType::kFloat32;
-    if (!(status = dense_decode_cpu(dense_rebuilt))) return status;
+    std::vector<float> rebuilt_out;
+    if (!(status = w.dense_over_rebuilt(view, &rebuilt_out))) return status;
+    const std::size_t out_size = rebuilt_out.size();
 
     rows->clear();
     std::vector<float> out(out_size);

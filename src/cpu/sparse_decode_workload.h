@@ -83,6 +83,9 @@ struct DecodeWorkload {
   // given, has mask_blocks blocks per sequence and head).
   DecodeFidelityProblem fidelity_problem(const float* out, const uint8_t* kept_mask,
                                          int64_t block_size, int64_t mask_blocks);
+  // Dense attention of these queries over the keys rebuilt from `cache` (code + residual), in
+  // fp32: the baseline that isolates the error of block selection from that of quantization.
+  Status dense_over_rebuilt(const SparseKvCache& cache, std::vector<float>* out) const;
 };
 
 // Deterministic in the spec. Throws std::invalid_argument on a bad spec (a length < 0 or above

@@ -1,6 +1,7 @@
 // Stand-ins for the CUDA backend in a build without CUDA: every GPU call says so.
 #include "core/select_backend.h"
 #include "core/device_memory.h"
+#include "core/decode_backend.h"
 #include "core/indexer_backend.h"
 #include "litetopk/device.h"
 
@@ -63,6 +64,29 @@ Status cuda_indexer_logits(const IndexerProblem&, float*, int64_t, cudaStream_t)
 }
 Status cuda_memset_async(void*, std::size_t bytes, cudaStream_t) {
   return bytes == 0 ? Status::ok() : not_compiled();
+}
+
+}  // namespace litetopk::detail
+
+namespace litetopk::detail {
+
+Status cuda_sparse_kv_append(const SparseKvCache&, const void*, const void*, cudaStream_t) {
+  return not_compiled();
+}
+Status cuda_sparse_kv_from_dense(const DenseKvCache&, const SparseKvCache&, cudaStream_t) {
+  return not_compiled();
+}
+std::size_t cuda_sparse_decode_workspace_size(const SparseDecodeProblem&, const DecodeOptions&) {
+  return 0;
+}
+Status cuda_sparse_decode(const SparseDecodeProblem&, void*, cudaStream_t, const DecodeOptions&) {
+  return not_compiled();
+}
+std::size_t cuda_dense_decode_workspace_size(const DenseDecodeProblem&, const DecodeOptions&) {
+  return 0;
+}
+Status cuda_dense_decode(const DenseDecodeProblem&, void*, cudaStream_t, const DecodeOptions&) {
+  return not_compiled();
 }
 
 }  // namespace litetopk::detail

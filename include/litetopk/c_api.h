@@ -119,6 +119,138 @@ int litetopk_indexer_topk_cpu(const litetopk_indexer_problem* problem);
 int litetopk_indexer_logits_cpu(const litetopk_indexer_problem* problem, float* logits,
                                 int64_t logits_stride);
 
+/* ---- sparse_decode: the sparse KV cache and decoding attention (see sparse_decode.h) ---- */
+
+/* Mirrors litetopk::SparseKvCache. Arrays are [slots, ...] (see sparse_decode.h for the layout
+ * and the bit-exact quantization rule); block_table NULL means contiguous. */
+typedef struct litetopk_sparse_kv_cache {
+  int32_t dtype; /* litetopk_dtype: fp16 or bf16 */
+  int64_t batch;
+  int64_t num_kv_heads;
+  int64_t head_dim;   /* 128 */
+  int64_t block_size; /* 128 or 256 */
+  int64_t max_blocks;
+  const int32_t* block_table; /* [batch, max_blocks] page ids, or NULL (contiguous) */
+  int64_t num_pages;          /* paged only */
+  int32_t* lengths;           /* [batch] */
+  uint8_t* key_codes;         /* [slots, BS, D/4] */
+  void* key_scales;           /* [slots, D] of dtype */
+  uint8_t* key_residuals;     /* [slots, BS, D] fp8 e4m3 */
+  void* values;               /* [slots, BS, D] of dtype */
+  void* tail_keys;            /* [batch, num_kv_heads, BS, D] of dtype */
+} litetopk_sparse_kv_cache;
+
+/* Mirrors litetopk::DenseKvCache: element (b, h, t, c) at b*batch_stride + h*head_stride +
+ * t*token_stride + c; strides 0 mean the contiguous [batch, kv_heads, capacity, D] values. */
+typedef struct litetopk_dense_kv_cache {
+  int32_t dtype; /* litetopk_dtype: fp16 or bf16 (fp32 on the CPU only) */
+  int64_t batch;
+  int64_t num_kv_heads;
+  int64_t head_dim;
+  int64_t capacity;
+  void* keys;
+  void* values;
+  int64_t batch_stride;
+  int64_t head_stride;
+  int64_t token_stride;
+  int32_t* lengths; /* [batch] */
+} litetopk_dense_kv_cache;
+
+/* Mirrors litetopk::SparseDecodeProblem. */
+typedef struct litetopk_sparse_decode_problem {
+  litetopk_sparse_kv_cache cache;
+  const void* q; /* [batch, num_q_heads, D] of cache.dtype */
+  int64_t num_q_heads;
+  float softmax_scale; /* 0: 1/sqrt(head_dim) */
+  float delta;         /* natural-log units, >= 0; INFINITY keeps every block (C++ default 5) */
+  void* out;           /* [batch, num_q_heads, D] of out_dtype */
+  int32_t out_dtype;   /* litetopk_dtype */
+  float* lse;          /* [batch, num_q_heads], may be NULL */
+  uint8_t* kept_mask;  /* [batch, num_kv_heads, max_blocks], may be NULL */
+} litetopk_sparse_decode_problem;
+
+/* Mirrors litetopk::DenseDecodeProblem. */
+typedef struct litetopk_dense_decode_problem {
+  litetopk_dense_kv_cache cache;
+  const void* q;
+  int64_t num_q_heads;
+  float softmax_scale;
+  void* out;
+  int32_t out_dtype;
+  float* lse; /* may be NULL */
+} litetopk_dense_decode_problem;
+
+/* Mirrors litetopk::DecodeOptions. Every decode call takes a pointer to it; NULL means the
+ * defaults (the same as a zeroed struct). */
+typedef struct litetopk_decode_options {
+  int64_t blocks_per_split; /* 0: the kernel chooses */
+} litetopk_decode_options;
+
+/* Mirrors litetopk::SparseKvCacheBytes (total: the sum of the others). */
+typedef struct litetopk_sparse_kv_bytes {
+  size_t key_codes, key_scales, key_residuals, values, tail_keys, lengths, block_table, total;
+} litetopk_sparse_kv_bytes;
+
+/* Bytes of each array of a cache of this shape; the pointers are not looked at. */
+int litetopk_sparse_kv_cache_bytes(const litetopk_sparse_kv_cache* shape,
+                                   litetopk_sparse_kv_bytes* bytes);
+/* Slots of the cache's arrays (0 for a NULL shape). */
+int64_t litetopk_sparse_kv_num_slots(const litetopk_sparse_kv_cache* shape);
+/* Bytes per token per KV head in a full block; 0 for an unsupported block_size or head_dim. */
+double litetopk_sparse_kv_bytes_per_token(int64_t block_size, int64_t head_dim);
+
+/* Device pointers; stream is a cudaStream_t (NULL: the default stream). No allocation and no
+ * synchronization: each can be captured in a CUDA graph. */
+/* Appends one token per sequence: new_keys, new_values [batch, num_kv_heads, D] of cache.dtype. */
+int litetopk_sparse_kv_append(const litetopk_sparse_kv_cache* cache, const void* new_keys,
+                              const void* new_values, void* stream);
+/* Builds the sparse cache from tokens [0, dense.lengths[b]) of a dense one. */
+int litetopk_sparse_kv_from_dense(const litetopk_dense_kv_cache* dense,
+                                  const litetopk_sparse_kv_cache* cache, void* stream);
+int litetopk_sparse_decode_workspace_size(const litetopk_sparse_decode_problem* problem,
+                                          const litetopk_decode_options* options,
+                                          size_t* workspace_bytes);
+int litetopk_sparse_decode(const litetopk_sparse_decode_problem* problem,
+                           const litetopk_decode_options* options, void* workspace,
+                           size_t workspace_bytes, void* stream);
+int litetopk_dense_decode_workspace_size(const litetopk_dense_decode_problem* problem,
+                                         const litetopk_decode_options* options,
+                                         size_t* workspace_bytes);
+int litetopk_dense_decode(const litetopk_dense_decode_problem* problem,
+                          const litetopk_decode_options* options, void* workspace,
+                          size_t workspace_bytes, void* stream);
+
+/* Host pointers: the CPU references (fp64). */
+int litetopk_sparse_kv_append_cpu(const litetopk_sparse_kv_cache* cache, const void* new_keys,
+                                  const void* new_values);
+/* out: an fp32 dense cache with capacity >= max_blocks * BS (rebuilt keys, values, lengths). */
+int litetopk_sparse_kv_rebuild_cpu(const litetopk_sparse_kv_cache* cache,
+                                   const litetopk_dense_kv_cache* out);
+/* Diagnostics (each may be NULL): pseudo_max [batch, num_q_heads], block_estimate [batch,
+ * num_q_heads, max_blocks], kept_fraction [1]. */
+int litetopk_sparse_decode_cpu(const litetopk_sparse_decode_problem* problem, double* pseudo_max,
+                               double* block_estimate, double* kept_fraction);
+int litetopk_dense_decode_cpu(const litetopk_dense_decode_problem* problem);
+
+/* Mirrors litetopk::DecodeFidelityProblem. */
+typedef struct litetopk_decode_fidelity_problem {
+  litetopk_dense_decode_problem reference; /* original keys; its out and lse are not used */
+  const void* out;                         /* [batch, num_q_heads, D] of out_dtype */
+  int32_t out_dtype;
+  const uint8_t* kept_mask; /* [batch, num_kv_heads, mask_blocks], or NULL (all read) */
+  int64_t block_size;
+  int64_t mask_blocks;
+} litetopk_decode_fidelity_problem;
+
+/* Mirrors litetopk::DecodeFidelity (see sparse_decode.h for each field). */
+typedef struct litetopk_decode_fidelity {
+  double rel_l2, max_head_rel_l2, kept_fraction, kept_mass_mean, kept_mass_min;
+  double top1_recall, top1_recall_min, top1_block_recall, top1_block_recall_min, read_fraction;
+} litetopk_decode_fidelity;
+
+int litetopk_decode_fidelity_cpu(const litetopk_decode_fidelity_problem* problem,
+                                 litetopk_decode_fidelity* fidelity);
+
 #ifdef __cplusplus
 }
 #endif

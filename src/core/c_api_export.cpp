@@ -8,6 +8,7 @@
 #include "litetopk/device.h"
 #include "litetopk/indexer.h"
 #include "litetopk/select.h"
+#include "litetopk/sparse_decode.h"
 
 namespace {
 
@@ -92,6 +93,89 @@ litetopk::Status indexer_options(int32_t algo, int64_t candidate_capacity,
   options->candidate_capacity = candidate_capacity;
   options->state = state;
   return litetopk::Status::ok();
+}
+
+litetopk::SparseKvCache to_cpp(const litetopk_sparse_kv_cache& c) {
+  litetopk::SparseKvCache p;
+  p.dtype = static_cast<litetopk::DType>(c.dtype);
+  p.batch = c.batch;
+  p.num_kv_heads = c.num_kv_heads;
+  p.head_dim = c.head_dim;
+  p.block_size = c.block_size;
+  p.max_blocks = c.max_blocks;
+  p.block_table = c.block_table;
+  p.num_pages = c.num_pages;
+  p.lengths = c.lengths;
+  p.key_codes = c.key_codes;
+  p.key_scales = c.key_scales;
+  p.key_residuals = c.key_residuals;
+  p.values = c.values;
+  p.tail_keys = c.tail_keys;
+  return p;
+}
+
+litetopk::DenseKvCache to_cpp(const litetopk_dense_kv_cache& c) {
+  litetopk::DenseKvCache p;
+  p.dtype = static_cast<litetopk::DType>(c.dtype);
+  p.batch = c.batch;
+  p.num_kv_heads = c.num_kv_heads;
+  p.head_dim = c.head_dim;
+  p.capacity = c.capacity;
+  p.keys = c.keys;
+  p.values = c.values;
+  p.batch_stride = c.batch_stride;
+  p.head_stride = c.head_stride;
+  p.token_stride = c.token_stride;
+  p.lengths = c.lengths;
+  return p;
+}
+
+litetopk::SparseDecodeProblem to_cpp(const litetopk_sparse_decode_problem& c) {
+  litetopk::SparseDecodeProblem p;
+  p.cache = to_cpp(c.cache);
+  p.q = c.q;
+  p.num_q_heads = c.num_q_heads;
+  p.softmax_scale = c.softmax_scale;
+  p.delta = c.delta;
+  p.out = c.out;
+  p.out_dtype = static_cast<litetopk::DType>(c.out_dtype);
+  p.lse = c.lse;
+  p.kept_mask = c.kept_mask;
+  return p;
+}
+
+litetopk::DenseDecodeProblem to_cpp(const litetopk_dense_decode_problem& c) {
+  litetopk::DenseDecodeProblem p;
+  p.cache = to_cpp(c.cache);
+  p.q = c.q;
+  p.num_q_heads = c.num_q_heads;
+  p.softmax_scale = c.softmax_scale;
+  p.out = c.out;
+  p.out_dtype = static_cast<litetopk::DType>(c.out_dtype);
+  p.lse = c.lse;
+  return p;
+}
+
+litetopk::DecodeFidelityProblem to_cpp(const litetopk_decode_fidelity_problem& c) {
+  litetopk::DecodeFidelityProblem p;
+  p.reference = to_cpp(c.reference);
+  p.out = c.out;
+  p.out_dtype = static_cast<litetopk::DType>(c.out_dtype);
+  p.kept_mask = c.kept_mask;
+  p.block_size = c.block_size;
+  p.mask_blocks = c.mask_blocks;
+  return p;
+}
+
+// NULL options mean the defaults.
+litetopk::DecodeOptions to_cpp(const litetopk_decode_options* c) {
+  litetopk::DecodeOptions o;
+  if (c != nullptr) o.blocks_per_split = c->blocks_per_split;
+  return o;
+}
+
+litetopk::Status null_argument(const char* name) {
+  return {litetopk::StatusCode::kInvalidArgument, std::string(name) + " must not be null"};
 }
 
 // Runs `body` (returning a Status) with exceptions turned into codes.
@@ -241,6 +325,158 @@ int litetopk_indexer_logits_cpu(const litetopk_indexer_problem* problem, float* 
   return guarded([&] {
     if (problem == nullptr) return null_problem();
     return litetopk::indexer_logits_cpu(to_cpp(*problem), logits, logits_stride);
+  });
+}
+
+int litetopk_sparse_kv_cache_bytes(const litetopk_sparse_kv_cache* shape,
+                                   litetopk_sparse_kv_bytes* bytes) {
+  return guarded([&] {
+    if (shape == nullptr) return null_argument("shape");
+    if (bytes == nullptr) return null_argument("bytes");
+    litetopk::SparseKvCacheBytes b;
+    if (litetopk::Status s = litetopk::sparse_kv_cache_bytes(to_cpp(*shape), &b); !s) return s;
+    bytes->key_codes = b.key_codes;
+    bytes->key_scales = b.key_scales;
+    bytes->key_residuals = b.key_residuals;
+    bytes->values = b.values;
+    bytes->tail_keys = b.tail_keys;
+    bytes->lengths = b.lengths;
+    bytes->block_table = b.block_table;
+    bytes->total = b.total();
+    return litetopk::Status::ok();
+  });
+}
+
+int64_t litetopk_sparse_kv_num_slots(const litetopk_sparse_kv_cache* shape) {
+  if (shape == nullptr) return 0;
+  try {
+    return litetopk::sparse_kv_num_slots(to_cpp(*shape));
+  } catch (...) {
+    return 0;
+  }
+}
+
+double litetopk_sparse_kv_bytes_per_token(int64_t block_size, int64_t head_dim) {
+  try {
+    return litetopk::sparse_kv_bytes_per_token(block_size, head_dim);
+  } catch (...) {
+    return 0;
+  }
+}
+
+int litetopk_sparse_kv_append(const litetopk_sparse_kv_cache* cache, const void* new_keys,
+                              const void* new_values, void* stream) {
+  return guarded([&] {
+    if (cache == nullptr) return null_argument("cache");
+    return litetopk::sparse_kv_append(to_cpp(*cache), new_keys, new_values,
+                                      static_cast<cudaStream_t>(stream));
+  });
+}
+
+int litetopk_sparse_kv_from_dense(const litetopk_dense_kv_cache* dense,
+                                  const litetopk_sparse_kv_cache* cache, void* stream) {
+  return guarded([&] {
+    if (dense == nullptr) return null_argument("dense");
+    if (cache == nullptr) return null_argument("cache");
+    return litetopk::sparse_kv_from_dense(to_cpp(*dense), to_cpp(*cache),
+                                          static_cast<cudaStream_t>(stream));
+  });
+}
+
+int litetopk_sparse_decode_workspace_size(const litetopk_sparse_decode_problem* problem,
+                                          const litetopk_decode_options* options,
+                                          size_t* workspace_bytes) {
+  return guarded([&] {
+    if (problem == nullptr) return null_problem();
+    return litetopk::sparse_decode_workspace_size(to_cpp(*problem), workspace_bytes,
+                                                  to_cpp(options));
+  });
+}
+
+int litetopk_sparse_decode(const litetopk_sparse_decode_problem* problem,
+                           const litetopk_decode_options* options, void* workspace,
+                           size_t workspace_bytes, void* stream) {
+  return guarded([&] {
+    if (problem == nullptr) return null_problem();
+    return litetopk::sparse_decode(to_cpp(*problem), workspace, workspace_bytes,
+                                   static_cast<cudaStream_t>(stream), to_cpp(options));
+  });
+}
+
+int litetopk_dense_decode_workspace_size(const litetopk_dense_decode_problem* problem,
+                                         const litetopk_decode_options* options,
+                                         size_t* workspace_bytes) {
+  return guarded([&] {
+    if (problem == nullptr) return null_problem();
+    return litetopk::dense_decode_workspace_size(to_cpp(*problem), workspace_bytes,
+                                                 to_cpp(options));
+  });
+}
+
+int litetopk_dense_decode(const litetopk_dense_decode_problem* problem,
+                          const litetopk_decode_options* options, void* workspace,
+                          size_t workspace_bytes, void* stream) {
+  return guarded([&] {
+    if (problem == nullptr) return null_problem();
+    return litetopk::dense_decode(to_cpp(*problem), workspace, workspace_bytes,
+                                  static_cast<cudaStream_t>(stream), to_cpp(options));
+  });
+}
+
+int litetopk_sparse_kv_append_cpu(const litetopk_sparse_kv_cache* cache, const void* new_keys,
+                                  const void* new_values) {
+  return guarded([&] {
+    if (cache == nullptr) return null_argument("cache");
+    return litetopk::sparse_kv_append_cpu(to_cpp(*cache), new_keys, new_values);
+  });
+}
+
+int litetopk_sparse_kv_rebuild_cpu(const litetopk_sparse_kv_cache* cache,
+                                   const litetopk_dense_kv_cache* out) {
+  return guarded([&] {
+    if (cache == nullptr) return null_argument("cache");
+    if (out == nullptr) return null_argument("out");
+    return litetopk::sparse_kv_rebuild_cpu(to_cpp(*cache), to_cpp(*out));
+  });
+}
+
+int litetopk_sparse_decode_cpu(const litetopk_sparse_decode_problem* problem, double* pseudo_max,
+                               double* block_estimate, double* kept_fraction) {
+  return guarded([&] {
+    if (problem == nullptr) return null_problem();
+    litetopk::SparseDecodeCpuDiagnostics diagnostics;
+    diagnostics.pseudo_max = pseudo_max;
+    diagnostics.block_estimate = block_estimate;
+    diagnostics.kept_fraction = kept_fraction;
+    return litetopk::sparse_decode_cpu(to_cpp(*problem), diagnostics);
+  });
+}
+
+int litetopk_dense_decode_cpu(const litetopk_dense_decode_problem* problem) {
+  return guarded([&] {
+    if (problem == nullptr) return null_problem();
+    return litetopk::dense_decode_cpu(to_cpp(*problem));
+  });
+}
+
+int litetopk_decode_fidelity_cpu(const litetopk_decode_fidelity_problem* problem,
+                                 litetopk_decode_fidelity* fidelity) {
+  return guarded([&] {
+    if (problem == nullptr) return null_problem();
+    if (fidelity == nullptr) return null_argument("fidelity");
+    litetopk::DecodeFidelity f;
+    if (litetopk::Status s = litetopk::decode_fidelity_cpu(to_cpp(*problem), &f); !s) return s;
+    fidelity->rel_l2 = f.rel_l2;
+    fidelity->max_head_rel_l2 = f.max_head_rel_l2;
+    fidelity->kept_fraction = f.kept_fraction;
+    fidelity->kept_mass_mean = f.kept_mass_mean;
+    fidelity->kept_mass_min = f.kept_mass_min;
+    fidelity->top1_recall = f.top1_recall;
+    fidelity->top1_recall_min = f.top1_recall_min;
+    fidelity->top1_block_recall = f.top1_block_recall;
+    fidelity->top1_block_recall_min = f.top1_block_recall_min;
+    fidelity->read_fraction = f.read_fraction;
+    return litetopk::Status::ok();
   });
 }
 

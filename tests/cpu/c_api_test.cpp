@@ -1,5 +1,7 @@
 // The C API (liblitetopk_c.so, what ctypes bindings load): the CPU entry points agree with the C++
-// API, flags map to the options, errors come back as codes with a message, nothing throws.
+// API, flags map to the options, errors come back as codes with a message, nothing throws; the
+// sparse-decode structs carry every field (the C and C++ calls give identical results), and the
+// GPU calls validate before reaching the backend.
 #include "litetopk/c_api.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +11,8 @@
 #include <vector>
 
 #include "common/select_testing.h"
+#include "common/sparse_decode_testing.h"
+#include "litetopk/sparse_decode.h"
 
 namespace litetopk::testing {
 namespace {
@@ -112,6 +116,287 @@ TEST(CApi, IndexerOptionsAreCheckedBeforeAnyDeviceWork) {
   problem.num_heads = 48;
   EXPECT_EQ(litetopk_indexer_topk_cpu(&problem), LITETOPK_INVALID_ARGUMENT);
   EXPECT_NE(std::string(litetopk_last_error()).find("num_heads"), std::string::npos);
+}
+
+litetopk_sparse_kv_cache c_cache(const SparseKvCache& p) {
+  litetopk_sparse_kv_cache c{};
+  c.dtype = static_cast<int32_t>(p.dtype);
+  c.batch = p.batch;
+  c.num_kv_heads = p.num_kv_heads;
+  c.head_dim = p.head_dim;
+  c.block_size = p.block_size;
+  c.max_blocks = p.max_blocks;
+  c.block_table = p.block_table;
+  c.num_pages = p.num_pages;
+  c.lengths = p.lengths;
+  c.key_codes = p.key_codes;
+  c.key_scales = p.key_scales;
+  c.key_residuals = p.key_residuals;
+  c.values = p.values;
+  c.tail_keys = p.tail_keys;
+  return c;
+}
+
+litetopk_dense_kv_cache c_dense(const DenseKvCache& p) {
+  litetopk_dense_kv_cache c{};
+  c.dtype = static_cast<int32_t>(p.dtype);
+  c.batch = p.batch;
+  c.num_kv_heads = p.num_kv_heads;
+  c.head_dim = p.head_dim;
+  c.capacity = p.capacity;
+  c.keys = p.keys;
+  c.values = p.values;
+  c.batch_stride = p.batch_stride;
+  c.head_stride = p.head_stride;
+  c.token_stride = p.token_stride;
+  c.lengths = p.lengths;
+  return c;
+}
+
+litetopk_sparse_decode_problem c_sparse_problem(const SparseDecodeProblem& p) {
+  litetopk_sparse_decode_problem c{};
+  c.cache = c_cache(p.cache);
+  c.q = p.q;
+  c.num_q_heads = p.num_q_heads;
+  c.softmax_scale = p.softmax_scale;
+  c.delta = p.delta;
+  c.out = p.out;
+  c.out_dtype = static_cast<int32_t>(p.out_dtype);
+  c.lse = p.lse;
+  c.kept_mask = p.kept_mask;
+  return c;
+}
+
+litetopk_dense_decode_problem c_dense_problem(const DenseDecodeProblem& p) {
+  litetopk_dense_decode_problem c{};
+  c.cache = c_dense(p.cache);
+  c.q = p.q;
+  c.num_q_heads = p.num_q_heads;
+  c.softmax_scale = p.softmax_scale;
+  c.out = p.out;
+  c.out_dtype = static_cast<int32_t>(p.out_dtype);
+  c.lse = p.lse;
+  return c;
+}
+
+// A small paged workload (lengths across block edges, two KV heads, G = 4) and its quantized
+// cache with room for appends.
+struct SmallDecode {
+  DecodeWorkload w;
+  HostSparseCache cache{DType::kFloat16, 0, 1, 128, 1, false};
+  SmallDecode() {
+    DecodeWorkloadSpec spec;
+    spec.num_kv_heads = 2;
+    spec.group_size = 4;
+    spec.lengths = {1000, 127, 0};
+    spec.seed = 77;
+    w = make_decode_workload(spec);
+    EXPECT_TRUE(quantize_workload(&w, 128, true, &cache, true).is_ok());
+  }
+};
+
+TEST(CApi, SparseDecodeCpuMatchesTheCppApi) {
+  SmallDecode d;
+  const std::size_t outputs = static_cast<std::size_t>(d.w.batch * d.w.num_q_heads);
+  const std::size_t mask_size =
+      static_cast<std::size_t>(d.w.batch * d.w.num_kv_heads * d.cache.shape.max_blocks);
+  std::vector<float> out_cpp(outputs * 128), out_c(outputs * 128, -1.0f);
+  std::vector<float> lse_cpp(outputs), lse_c(outputs, -1.0f);
+  std::vector<uint8_t> mask_cpp(mask_size, 7), mask_c(mask_size, 7);
+  std::vector<double> pm_cpp(outputs), pm_c(outputs);
+  double kept_cpp = -1, kept_c = -1;
+  SparseDecodeProblem p = d.w.sparse_problem(d.cache.view(), 2.0f, out_cpp.data(), mask_cpp.data());
+  p.lse = lse_cpp.data();
+  SparseDecodeCpuDiagnostics diagnostics;
+  diagnostics.pseudo_max = pm_cpp.data();
+  diagnostics.kept_fraction = &kept_cpp;
+  ASSERT_TRUE(sparse_decode_cpu(p, diagnostics).is_ok());
+  p.out = out_c.data();
+  p.lse = lse_c.data();
+  p.kept_mask = mask_c.data();
+  const litetopk_sparse_decode_problem cp = c_sparse_problem(p);
+  ASSERT_EQ(litetopk_sparse_decode_cpu(&cp, pm_c.data(), nullptr, &kept_c), LITETOPK_OK)
+      << litetopk_last_error();
+  EXPECT_EQ(out_c, out_cpp);
+  EXPECT_EQ(lse_c, lse_cpp);
+  EXPECT_EQ(mask_c, mask_cpp);
+  EXPECT_EQ(pm_c, pm_cpp);
+  EXPECT_EQ(kept_c, kept_cpp);
+  EXPECT_LT(kept_c, 1.0);  // delta = 2 skipped something: the mask comparison means something
+
+  // Dense decode and the fidelity of the sparse result, both ways.
+  std::vector<float> dense_cpp(outputs * 128), dense_c(outputs * 128, -1.0f);
+  DenseDecodeProblem dp = d.w.dense_problem(dense_cpp.data(), DType::kFloat32);
+  ASSERT_TRUE(dense_decode_cpu(dp).is_ok());
+  dp.out = dense_c.data();
+  const litetopk_dense_decode_problem cdp = c_dense_problem(dp);
+  ASSERT_EQ(litetopk_dense_decode_cpu(&cdp), LITETOPK_OK) << litetopk_last_error();
+  EXPECT_EQ(dense_c, dense_cpp);
+
+  const DecodeFidelityProblem fp =
+      d.w.fidelity_problem(out_cpp.data(), mask_cpp.data(), 128, d.cache.shape.max_blocks);
+  DecodeFidelity f;
+  ASSERT_TRUE(decode_fidelity_cpu(fp, &f).is_ok());
+  litetopk_decode_fidelity_problem cfp{};
+  cfp.reference = c_dense_problem(fp.reference);
+  cfp.out = fp.out;
+  cfp.out_dtype = static_cast<int32_t>(fp.out_dtype);
+  cfp.kept_mask = fp.kept_mask;
+  cfp.block_size = fp.block_size;
+  cfp.mask_blocks = fp.mask_blocks;
+  litetopk_decode_fidelity cf{};
+  ASSERT_EQ(litetopk_decode_fidelity_cpu(&cfp, &cf), LITETOPK_OK) << litetopk_last_error();
+  EXPECT_EQ(cf.rel_l2, f.rel_l2);
+  EXPECT_EQ(cf.max_head_rel_l2, f.max_head_rel_l2);
+  EXPECT_EQ(cf.kept_fraction, f.kept_fraction);
+  EXPECT_EQ(cf.kept_mass_mean, f.kept_mass_mean);
+  EXPECT_EQ(cf.kept_mass_min, f.kept_mass_min);
+  EXPECT_EQ(cf.top1_recall, f.top1_recall);
+  EXPECT_EQ(cf.top1_recall_min, f.top1_recall_min);
+  EXPECT_EQ(cf.top1_block_recall, f.top1_block_recall);
+  EXPECT_EQ(cf.top1_block_recall_min, f.top1_block_recall_min);
+  EXPECT_EQ(cf.read_fraction, f.read_fraction);
+  EXPECT_GT(cf.rel_l2, 0.0);
+}
+
+TEST(CApi, SparseKvAppendRebuildAndBytesMatchTheCppApi) {
+  SmallDecode a, b;  // identical caches
+  std::vector<uint16_t> keys(static_cast<std::size_t>(a.w.batch * a.w.num_kv_heads * 128));
+  std::vector<uint16_t> values(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    keys[i] = static_cast<uint16_t>(0x3000 + i % 1024);  // fp16 in [0.125, 0.25)
+    values[i] = static_cast<uint16_t>(0xb000 + i % 512);
+  }
+  const litetopk_sparse_kv_cache cb = c_cache(b.cache.view());
+  for (int step = 0; step < 2; ++step) {  // 127 -> 129 crosses a block edge
+    ASSERT_TRUE(sparse_kv_append_cpu(a.cache.view(), keys.data(), values.data()).is_ok());
+    ASSERT_EQ(litetopk_sparse_kv_append_cpu(&cb, keys.data(), values.data()), LITETOPK_OK)
+        << litetopk_last_error();
+  }
+  EXPECT_EQ(b.cache.lengths, (std::vector<int32_t>{1002, 129, 2}));
+  EXPECT_EQ(b.cache.lengths, a.cache.lengths);
+  EXPECT_EQ(b.cache.key_codes, a.cache.key_codes);
+  EXPECT_EQ(b.cache.key_scales, a.cache.key_scales);
+  EXPECT_EQ(b.cache.key_residuals, a.cache.key_residuals);
+  EXPECT_EQ(b.cache.values, a.cache.values);
+  EXPECT_EQ(b.cache.tail_keys, a.cache.tail_keys);
+
+  const int64_t capacity = a.cache.shape.max_blocks * 128;
+  const std::size_t elements = static_cast<std::size_t>(a.w.batch * a.w.num_kv_heads * capacity * 128);
+  std::vector<float> keys_cpp(elements), values_cpp(elements), keys_c(elements), values_c(elements);
+  std::vector<int32_t> lengths_cpp(3), lengths_c(3);
+  DenseKvCache out;
+  out.dtype = DType::kFloat32;
+  out.batch = a.w.batch;
+  out.num_kv_heads = a.w.num_kv_heads;
+  out.capacity = capacity;
+  out.keys = keys_cpp.data();
+  out.values = values_cpp.data();
+  out.lengths = lengths_cpp.data();
+  ASSERT_TRUE(sparse_kv_rebuild_cpu(a.cache.view(), out).is_ok());
+  out.keys = keys_c.data();
+  out.values = values_c.data();
+  out.lengths = lengths_c.data();
+  const litetopk_dense_kv_cache cout = c_dense(out);
+  ASSERT_EQ(litetopk_sparse_kv_rebuild_cpu(&cb, &cout), LITETOPK_OK) << litetopk_last_error();
+  EXPECT_EQ(keys_c, keys_cpp);
+  EXPECT_EQ(values_c, values_cpp);
+  EXPECT_EQ(lengths_c, lengths_cpp);
+
+  SparseKvCacheBytes bytes;
+  ASSERT_TRUE(sparse_kv_cache_bytes(a.cache.view(), &bytes).is_ok());
+  litetopk_sparse_kv_bytes cbytes{};
+  ASSERT_EQ(litetopk_sparse_kv_cache_bytes(&cb, &cbytes), LITETOPK_OK) << litetopk_last_error();
+  EXPECT_EQ(cbytes.key_codes, bytes.key_codes);
+  EXPECT_EQ(cbytes.key_scales, bytes.key_scales);
+  EXPECT_EQ(cbytes.key_residuals, bytes.key_residuals);
+  EXPECT_EQ(cbytes.values, bytes.values);
+  EXPECT_EQ(cbytes.tail_keys, bytes.tail_keys);
+  EXPECT_EQ(cbytes.lengths, bytes.lengths);
+  EXPECT_EQ(cbytes.block_table, bytes.block_table);
+  EXPECT_EQ(cbytes.total, bytes.total());
+  EXPECT_GT(cbytes.block_table, 0u);  // paged
+  EXPECT_EQ(litetopk_sparse_kv_num_slots(&cb), sparse_kv_num_slots(a.cache.view()));
+  EXPECT_EQ(litetopk_sparse_kv_num_slots(nullptr), 0);
+  EXPECT_EQ(litetopk_sparse_kv_bytes_per_token(128, 128), sparse_kv_bytes_per_token(128, 128));
+  EXPECT_EQ(litetopk_sparse_kv_bytes_per_token(64, 128), 0.0);
+}
+
+// Errors of the sparse-decode mirror: null structs, validation (the message names the argument),
+// then, with valid arguments, the backend: LITETOPK_NOT_COMPILED in a build without CUDA (with
+// CUDA the valid calls would run kernels on these host pointers, so only errors are tried).
+TEST(CApi, SparseDecodeErrorsAreCodesWithMessages) {
+  SmallDecode d;
+  litetopk_sparse_kv_cache cache = c_cache(d.cache.view());
+  DenseKvCache dense_cpp = d.w.dense();
+  litetopk_dense_kv_cache dense = c_dense(dense_cpp);
+  std::vector<uint16_t> token(static_cast<std::size_t>(d.w.batch * d.w.num_kv_heads * 128));
+  std::vector<float> out(static_cast<std::size_t>(d.w.batch * d.w.num_q_heads * 128));
+  litetopk_sparse_decode_problem sp = c_sparse_problem(d.w.sparse_problem(d.cache.view(), 5.0f, out.data(), nullptr));
+  litetopk_dense_decode_problem dp = c_dense_problem(d.w.dense_problem(out.data(), DType::kFloat32));
+  const auto message_has = [](const char* what) {
+    return std::string(litetopk_last_error()).find(what) != std::string::npos;
+  };
+  std::size_t bytes = 0;
+
+  EXPECT_EQ(litetopk_sparse_kv_append(nullptr, token.data(), token.data(), nullptr),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("cache")) << litetopk_last_error();
+  EXPECT_EQ(litetopk_sparse_kv_from_dense(&dense, nullptr, nullptr), LITETOPK_INVALID_ARGUMENT);
+  EXPECT_EQ(litetopk_sparse_decode_workspace_size(nullptr, nullptr, &bytes),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("problem")) << litetopk_last_error();
+  EXPECT_EQ(litetopk_dense_decode_cpu(nullptr), LITETOPK_INVALID_ARGUMENT);
+  EXPECT_EQ(litetopk_sparse_kv_cache_bytes(&cache, nullptr), LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("bytes")) << litetopk_last_error();
+  EXPECT_EQ(litetopk_decode_fidelity_cpu(nullptr, nullptr), LITETOPK_INVALID_ARGUMENT);
+
+  EXPECT_EQ(litetopk_sparse_kv_append(&cache, nullptr, token.data(), nullptr),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("new_keys must not be null")) << litetopk_last_error();
+  litetopk_sparse_kv_cache bad = cache;
+  bad.block_size = 64;
+  EXPECT_EQ(litetopk_sparse_kv_append(&bad, token.data(), token.data(), nullptr),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("block_size")) << litetopk_last_error();
+  EXPECT_EQ(litetopk_sparse_kv_append_cpu(&bad, token.data(), token.data()),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("block_size")) << litetopk_last_error();
+  litetopk_dense_kv_cache bad_dense = dense;
+  bad_dense.num_kv_heads = 1;
+  EXPECT_EQ(litetopk_sparse_kv_from_dense(&bad_dense, &cache, nullptr), LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("dense.num_kv_heads")) << litetopk_last_error();
+  litetopk_decode_options options{};
+  options.blocks_per_split = -1;
+  EXPECT_EQ(litetopk_sparse_decode_workspace_size(&sp, &options, &bytes),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("blocks_per_split")) << litetopk_last_error();
+  EXPECT_EQ(litetopk_dense_decode(&dp, &options, nullptr, 0, nullptr), LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("blocks_per_split")) << litetopk_last_error();
+  litetopk_sparse_decode_problem bad_sp = sp;
+  bad_sp.num_q_heads = 3;
+  EXPECT_EQ(litetopk_sparse_decode(&bad_sp, nullptr, nullptr, 0, nullptr),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("num_q_heads")) << litetopk_last_error();
+  bad_sp = sp;
+  bad_sp.delta = -1.0f;
+  EXPECT_EQ(litetopk_sparse_decode_cpu(&bad_sp, nullptr, nullptr, nullptr),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("delta")) << litetopk_last_error();
+  litetopk_dense_decode_problem bad_dp = dp;
+  bad_dp.out_dtype = 9;
+  EXPECT_EQ(litetopk_dense_decode_workspace_size(&bad_dp, nullptr, &bytes),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("out_dtype")) << litetopk_last_error();
+
+#ifndef LITETOPK_WITH_CUDA
+  EXPECT_EQ(litetopk_sparse_kv_append(&cache, token.data(), token.data(), nullptr),
+            LITETOPK_NOT_COMPILED);
+  EXPECT_TRUE(message_has("CUDA")) << litetopk_last_error();
+  EXPECT_EQ(litetopk_sparse_kv_from_dense(&dense, &cache, nullptr), LITETOPK_NOT_COMPILED);
+  EXPECT_EQ(litetopk_sparse_decode(&sp, nullptr, nullptr, 0, nullptr), LITETOPK_NOT_COMPILED);
+  EXPECT_EQ(litetopk_dense_decode(&dp, nullptr, nullptr, 0, nullptr), LITETOPK_NOT_COMPILED);
+#endif
 }
 
 }  // namespace

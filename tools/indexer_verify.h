@@ -12,7 +12,7 @@ namespace litetopk::tools {
 // Queries checked by verification: evenly spaced from the first to the last (the middle included).
 constexpr int64_t kIndexerVerifyQueries = 7;
 // The default relative score tolerance (see indexer_verify.cpp).
-constexpr double kIndexerTolRel = 2e-4;
+constexpr double kIndexerTolRel = 5e-4;
 
 // The first, middle and last among up to kIndexerVerifyQueries evenly spaced queries of T.
 std::vector<int64_t> indexer_verify_queries(int64_t T);

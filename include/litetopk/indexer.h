@@ -36,7 +36,7 @@ struct IndexerProblem {
 enum class IndexerAlgo : int {
   kAuto = 0,
   kUnfused = 1,  // logits kernel writes [T, S] fp32 into the workspace, then select_topk
-  kFused = 2,    // scores never leave the chip: Sample-Filter-Select in the epilogue
+  kFused = 2,    // scores never leave the chip: gate and candidate lists in the epilogue
 };
 const char* indexer_algo_name(IndexerAlgo algo);
 bool parse_indexer_algo(const char* name, IndexerAlgo* algo);
@@ -56,8 +56,10 @@ Status indexer_state_reset(const IndexerState& state, cudaStream_t stream);
 struct IndexerOptions {
   IndexerAlgo algo = IndexerAlgo::kAuto;
   const IndexerState* state = nullptr;
-  // Candidate slots per query in the fused kernel; 0 picks the default (k + 512, compacted
-  // whenever it fills). Other values are rejected with kUnsupported in this build.
+  // Candidates per list in the fused kernel (each of a block's two math warpgroups keeps one list
+  // per query; a list that fills is reduced to its k best, which raises the query's gate). 0
+  // picks the default: 4k when the lists fit in 2% of the [T, S] fp32 logits, less otherwise.
+  // Values below 2k are raised to 2k. Any value gives the exact result; small ones cost time.
   int64_t candidate_capacity = 0;
 };
 

@@ -68,14 +68,6 @@ Status check_options(const IndexerOptions& options) {
     return detail::invalid_argument("options.candidate_capacity must be >= 0, got ",
                                     options.candidate_capacity);
   }
-  if (options.candidate_capacity > 0) {
-    // Not silently ignored: the fused kernel's buffer is fixed at k + 512 candidates per query
-    // (it compacts whenever that fills, so it never overflows).
-    return Status(StatusCode::kUnsupported,
-                  detail::concat("options.candidate_capacity is not supported yet (got ",
-                                 options.candidate_capacity,
-                                 "); pass 0: the fused buffer holds k + 512 candidates"));
-  }
   if (options.state != nullptr && options.state->data == nullptr && options.state->bytes > 0) {
     return detail::invalid_argument("options.state->data is null");
   }
@@ -92,7 +84,8 @@ Status indexer_topk_workspace_size(const IndexerProblem& problem, std::size_t* w
   if (Status s = check_options(options); !s) return s;
   IndexerAlgo algo;
   if (Status s = resolve_algo(problem, options.algo, &algo); !s) return s;
-  return detail::cuda_indexer_workspace_size(problem, algo, workspace_bytes);
+  return detail::cuda_indexer_workspace_size(problem, algo, options.candidate_capacity,
+                                             workspace_bytes);
 }
 
 Status indexer_topk(const IndexerProblem& problem, void* workspace, std::size_t workspace_bytes,
@@ -102,10 +95,12 @@ Status indexer_topk(const IndexerProblem& problem, void* workspace, std::size_t 
   IndexerAlgo algo;
   if (Status s = resolve_algo(problem, options.algo, &algo); !s) return s;
   std::size_t needed = 0;
-  if (Status s = detail::cuda_indexer_workspace_size(problem, algo, &needed); !s) return s;
+  if (Status s = detail::cuda_indexer_workspace_size(problem, algo, options.candidate_capacity,
+                                                        &needed); !s) return s;
   if (Status s = detail::check_workspace(needed, workspace, workspace_bytes); !s) return s;
   if (problem.num_queries == 0) return Status::ok();
-  return detail::cuda_indexer_topk(problem, algo, workspace, workspace_bytes, stream);
+  return detail::cuda_indexer_topk(problem, algo, options.candidate_capacity, workspace,
+                                  workspace_bytes, stream);
 }
 
 Status indexer_logits(const IndexerProblem& problem, float* logits, int64_t logits_stride,

@@ -22,6 +22,12 @@ double indexer_tolerance_rel(int64_t D, int64_t H) {
   return n * u / (1.0 - n * u);
 }
 
+double indexer_tolerance_rel_gpu(int64_t D, int64_t H) {
+  const double n = static_cast<double>(H + 2);
+  const double u = std::ldexp(1.0, -24);
+  return static_cast<double>(D / 32) * std::ldexp(1.0, -13) + n * u / (1.0 - n * u);
+}
+
 namespace {
 
 std::size_t size(int64_t n) { return static_cast<std::size_t>(n); }

@@ -106,6 +106,15 @@ std::vector<IndexerCase> indexer_cases();
 // `rel_tol` > 0 overrides rel (for an accumulator with fewer bits than fp32).
 double indexer_tolerance_rel(int64_t D, int64_t H);
 
+// rel for the GPU kernels, whose fp8 wgmma accumulator is not fp32: Hopper's tensor cores add
+// each k = 32 group of exact fp8 products into the accumulator keeping about 13 fraction bits
+// (truncated; measured, and the reason DeepGEMM's fp8 GEMMs promote to fp32 every few k-steps).
+// Each of the D / 32 additions is then off by at most 2^-13 of |running sum| + |group sum|, both
+// <= sum_d |q_d kv_d|, so a head's dot product is off by at most (D / 32) 2^-13 sum_d |q_d kv_d|;
+// the head sum and the scalings are fp32 (gamma(H + 2) as above):
+//   rel_gpu = (D / 32) * 2^-13 + gamma(H + 2)   (about 4.9e-4)
+double indexer_tolerance_rel_gpu(int64_t D, int64_t H);
+
 // Oracle check of one result (host arrays [T, k]; values may be null), per query:
 // - valid count == min(k, number of non-NaN fp64 scores in [ks, ke)); the valid slots come first,
 //   then -1 (and NaN in values) up to k;

@@ -1,109 +1,275 @@
 // The fused indexer: scores and exact top-k in one kernel, without the [T, S] logits buffer.
 //
-// Pipeline of fused_indexer_kernel (one block = 4 queries over all of their keys, 8 warps):
-// 1. Stage the block's q, weights and ranges (QueryBlockScorer, shared with the logits kernel,
-//    so scores are bit-identical to the unfused path's).
-// 2. For each 128-key tile of the union of the queries' ranges: load the warps' A fragments; per
-//    query, score the tile and offer the in-range scores to that query's shared-memory candidate
-//    buffer (Sample-Filter-Select's CandidateBuffer): only scores at or above the query's gate
-//    enter; a full buffer is compacted to its best k, which raises the gate. Nothing is ever
-//    dropped that can still be in the answer, so the result is exact.
-// 3. Per query, a range select over the buffer writes the k best (indices relative to ks, fp32
-//    values) and -1 padding.
-// Auxiliary memory: none (no workspace).
+// Pipeline of fused_indexer_kernel (the scoring core of indexer_wgmma_sm90.cuh, one block per SM,
+// query blocks of 4 (H = 64) or 8 (H = 32) queries):
+// 1.-3. The core scores every key tile that meets some query of the block's ranges; math
+//    warpgroups 0 and 1 take alternate tiles.
+// 4. Filter (consume): a score inside the query's range whose composite (score key, key index)
+//    beats the query's gate is appended to the warpgroup's own candidate list for that query in
+//    the workspace: one warp ballot, one shared-memory atomic per warp and query, coalesced
+//    8-byte stores. Rejected scores cost one compare.
+// 5. After each tile (end_tile) a warpgroup whose list reached its capacity keeps the k best
+//    (candidate_list.cuh) and raises the query's gate to what they imply (shared by both
+//    warpgroups: k candidates beat anything at or below either gate). Nothing is dropped that can
+//    still be in the answer, so the result is exact whatever the capacity.
+// 6. Select: at the end of a query block the lists are handed to the side warps (mbarrier), and
+//    the math warpgroups go on with the next query block on the other of two list sets. Per
+//    query the side warps find the boundary of the k best of the union of its two lists and write
+//    those (indices relative to ks, fp32 values), -1 / NaN padded; then they reset the set's
+//    counts and gates and release it.
+// Auxiliary memory: the workspace of lists, blocks x 2 sets x 2 warpgroups x queries x slots.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cmath>
+
+#include "core/score_keys.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/indexer/candidate_list.cuh"
 #include "cuda/indexer/indexer_kernels.h"
-#include "cuda/select/candidate_buffer.cuh"
+#include "cuda/indexer/indexer_wgmma_sm90.cuh"
 
 namespace litetopk::cuda_indexer {
 namespace {
 
-constexpr int kQueries = 4;
-using Buffer = cuda_select::CandidateBuffer<kScorerThreads, kFusedMaxK + 2 * kScorerThreads,
-                                            kFusedMaxK>;
+using sm90core::CoreArgs;
+using sm90core::QueryBlockRanges;
 
-template <int kHeads>
-struct FusedStorage {
-  typename QueryBlockScorer<kHeads, kQueries>::Storage scorer;
-  typename Buffer::Storage buffers[kQueries];
+// Slots past the capacity: one tile can append at most 64 candidates per list before the check.
+constexpr int64_t kListSlack = sm90core::kTileKeys;
+constexpr uint64_t kInitialGate = keys::kAdmitAllValid - 1;  // admits every non-NaN score
+constexpr int kSets = 2;
+
+struct FusedArgs {
+  uint64_t* lists;   // [blocks, kSets, 2 groups, queries, slots]
+  int32_t slots;     // capacity + kListSlack
+  int32_t capacity;  // a list is reduced to its k best when it reaches this many
+  int32_t k;
+  int32_t* indices;
+  float* values;
 };
 
-template <int kHeads>
-__global__ void __launch_bounds__(kScorerThreads)
-    fused_indexer_kernel(const ScoreInputs in, const cuda_select::SelectArgs out) {
-  extern __shared__ __align__(16) unsigned char shared_raw[];
-  auto& storage = *reinterpret_cast<FusedStorage<kHeads>*>(shared_raw);
-  QueryBlockScorer<kHeads, kQueries> scorer(storage.scorer, in,
-                                            static_cast<int>(blockIdx.x) * kQueries);
-  const auto k = static_cast<uint32_t>(out.k);
-  if (threadIdx.x == 0) {
-    for (int qi = 0; qi < kQueries; ++qi) Buffer(storage.buffers[qi], k, false).reset(0);
+template <int kQueries>
+struct FusedShared {
+  uint32_t counts[kSets][2][kQueries];
+  uint64_t gate[kSets][kQueries];
+  ListScratch scratch[3];  // math warpgroup 0, 1, side warps
+  uint64_t set_full[kSets];
+  uint64_t set_empty[kSets];
+
+  __device__ void init() {
+    for (int s = 0; s < kSets; ++s) {
+      for (int qi = 0; qi < kQueries; ++qi) {
+        counts[s][0][qi] = counts[s][1][qi] = 0;
+        gate[s][qi] = kInitialGate;
+      }
+      sm90::mbarrier_init(&set_full[s], sm90core::kMathThreads / 32);
+      sm90::mbarrier_init(&set_empty[s], 3);
+    }
   }
-  scorer.stage();  // ends with a barrier, which also publishes the resets
-  const int queries = min(kQueries, in.num_queries - scorer.t0);
-  uint64_t gate[kQueries];
-  uint32_t steps[kQueries];
-#pragma unroll
-  for (int qi = 0; qi < kQueries; ++qi) {
-    gate[qi] = keys::kAdmitAllValid;
-    steps[qi] = 0;
+};
+
+template <int kQueries>
+struct TopkEpilogue {
+  const CoreArgs& args;
+  const FusedArgs& fused;
+  FusedShared<kQueries>& sh;
+  const QueryBlockRanges<kQueries>* ranges = nullptr;
+  uint64_t* lists = nullptr;  // this warpgroup's lists of the current set
+  int set = 0;
+  int group = 0;
+  int iteration = 0;
+
+  __device__ uint64_t* list_of(int s, int g, int qi) const {
+    const int64_t list = ((int64_t{blockIdx.x} * kSets + s) * 2 + g) * kQueries + qi;
+    return fused.lists + list * fused.slots;
   }
 
-  for (int tile = scorer.union_begin / kTileKeys * kTileKeys; tile < scorer.union_end;
-       tile += kTileKeys) {
-    scorer.load_tile(tile);
-#pragma unroll
-    for (int qi = 0; qi < kQueries; ++qi) {
-      if (qi >= queries) break;
-      float score0, score1;
-      scorer.score(qi, &score0, &score1);
-      cuda_select::ArrayItems<2> items;
-      if (scorer.quad_lane == 0) {
-        const int32_t begin = storage.scorer.range_begin[qi];
-        const int keys_of_thread[2] = {scorer.key0, scorer.key1};
-        const float scores[2] = {score0, score1};
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          items.key[i] = keys::key_from_f32_bits(__float_as_uint(scores[i]), true);
-          items.index[i] = static_cast<uint32_t>(keys_of_thread[i] - begin);
-          if (scorer.in_range(qi, keys_of_thread[i])) items.tie |= 1u << i;
-        }
-      }
-      Buffer(storage.buffers[qi], k, false).offer_step(steps[qi]++, items, gate[qi], [] {});
+  __device__ ListTeam<4> math_team(int math_thread) const {
+    return {sh.scratch[group], static_cast<uint32_t>(2 + group), math_thread % 128};
+  }
+
+  __device__ void begin_query_block(int, const QueryBlockRanges<kQueries>& r, int, int g) {
+    set = iteration % kSets;
+    sm90::mbarrier_wait(&sh.set_empty[set], ((iteration / kSets) & 1) ^ 1);
+    ++iteration;
+    ranges = &r;
+    group = g;
+    lists = list_of(set, g, 0);
+  }
+
+  __device__ __forceinline__ void consume(int qi, int key0, int key1, float score0, float score1,
+                                          int quad_lane) {
+    const int key = quad_lane == 0 ? key0 : key1;
+    const float score = quad_lane == 0 ? score0 : score1;
+    const uint64_t composite = keys::make_composite(
+        keys::key_from_f32_bits(__float_as_uint(score), true), static_cast<uint32_t>(key));
+    const uint64_t gate = *reinterpret_cast<volatile uint64_t*>(&sh.gate[set][qi]);
+    const bool admit =
+        quad_lane < 2 && key >= ranges->begin[qi] && key < ranges->end[qi] && composite > gate;
+    const uint32_t ballot = __ballot_sync(0xffffffffu, admit);
+    if (ballot == 0) return;
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    const int leader = __ffs(ballot) - 1;
+    uint32_t base = 0;
+    if (lane == leader) base = atomicAdd(&sh.counts[set][group][qi], __popc(ballot));
+    base = __shfl_sync(0xffffffffu, base, leader);
+    if (admit) {
+      lists[int64_t{qi} * fused.slots + base + __popc(ballot & ((1u << lane) - 1u))] = composite;
     }
   }
 
-  for (int qi = 0; qi < queries; ++qi) {
-    Buffer buffer(storage.buffers[qi], k, false);
-    buffer.finish_steps(steps[qi]);
-    buffer.template emit<cuda_select::Float32Scores>(out, scorer.t0 + qi);
-    __syncthreads();  // the next query's emit reuses nothing, but keeps the block in step
+  // A list that reached its capacity keeps its k best; the query's gate rises.
+  __device__ void end_tile(int) {
+    const ListTeam<4> team = math_team(static_cast<int>(threadIdx.x));
+    team.sync();
+    for (int qi = 0; qi < kQueries; ++qi) {
+      const uint32_t n = *reinterpret_cast<volatile uint32_t*>(&sh.counts[set][group][qi]);
+      if (n < static_cast<uint32_t>(fused.capacity)) continue;
+      const uint64_t gate = team.keep_best(lists + int64_t{qi} * fused.slots, n,
+                                           static_cast<uint32_t>(fused.k));
+      if (team.thread == 0) {
+        sh.counts[set][group][qi] = static_cast<uint32_t>(fused.k);
+        atomicMax(reinterpret_cast<unsigned long long*>(&sh.gate[set][qi]),
+                  static_cast<unsigned long long>(gate));
+      }
+      team.sync();
+    }
   }
+
+  // Hands the set's lists to the side warps.
+  __device__ void end_query_block(int, const QueryBlockRanges<kQueries>&, int math_thread, int) {
+    math_team(math_thread).sync();
+    if (threadIdx.x % 32 == 0) sm90::mbarrier_arrive(&sh.set_full[set]);
+  }
+
+  // 6. The side warps: the exact k best of each query of the block.
+  __device__ void side_work(int query_block, const QueryBlockRanges<kQueries>& r, int thread,
+                            int threads) {
+    const int s = iteration % kSets;
+    sm90::mbarrier_wait(&sh.set_full[s], (iteration / kSets) & 1);
+    ++iteration;
+    const ListTeam<3> team{sh.scratch[2], 4, thread};
+    const auto k = static_cast<uint32_t>(fused.k);
+    for (int qi = 0; qi < kQueries; ++qi) {
+      const int t = query_block * kQueries + qi;
+      if (t >= args.num_queries) break;
+      const uint64_t* const lists[2] = {list_of(s, 0, qi), list_of(s, 1, qi)};
+      const uint32_t n[2] = {sh.counts[s][0][qi], sh.counts[s][1][qi]};
+      int32_t* out_indices = fused.indices + int64_t{t} * fused.k;
+      float* out_values = fused.values != nullptr ? fused.values + int64_t{t} * fused.k : nullptr;
+      const int32_t begin = r.begin[qi];
+      auto write = [&](uint32_t position, uint64_t c) {
+        out_indices[position] = keys::composite_index(c) - begin;
+        if (out_values != nullptr) {
+          out_values[position] =
+              __uint_as_float(keys::f32_bits_from_key(keys::composite_key(c), true));
+        }
+      };
+      // Both lists whole when they hold at most k together, else the k best of their union.
+      typename ListTeam<3>::Boundary boundary{0, 0};
+      if (n[0] + n[1] > k) boundary = team.find_boundary(lists, n, k);
+      uint32_t written = team.for_each_kept(lists[0], n[0], boundary, 0, write);
+      written = team.for_each_kept(lists[1], n[1], boundary, written, write);
+      for (uint32_t i = written + thread; i < k; i += threads) {
+        out_indices[i] = -1;
+        if (out_values != nullptr) out_values[i] = NAN;
+      }
+    }
+    if (thread < kQueries) {
+      sh.counts[s][0][thread] = sh.counts[s][1][thread] = 0;
+      sh.gate[s][thread] = kInitialGate;
+    }
+    team.sync();
+    if (thread % 32 == 0) sm90::mbarrier_arrive(&sh.set_empty[s]);
+  }
+};
+
+template <int kHeads>
+__global__ void __launch_bounds__(sm90core::kThreads, 1)
+    fused_indexer_kernel(const __grid_constant__ CUtensorMap q_map,
+                         const __grid_constant__ CUtensorMap kv_map, const CoreArgs args,
+                         const FusedArgs fused) {
+  constexpr int kQueries = sm90core::Shape<kHeads>::kQueries;
+  extern __shared__ __align__(1024) unsigned char shared_raw[];
+  auto& core = *reinterpret_cast<sm90core::CoreStorage<kHeads>*>(shared_raw);
+  auto& sh = *reinterpret_cast<FusedShared<kQueries>*>(shared_raw + sizeof(core));
+  if (threadIdx.x == 0) sh.init();  // published by the core's barrier-init fence and barrier
+  TopkEpilogue<kQueries> epilogue{args, fused, sh};
+  sm90core::run_core<kHeads>(&q_map, &kv_map, args, core, epilogue);
+}
+
+int queries_per_block(const IndexerProblem& problem) {
+  return problem.num_heads == 64 ? sm90core::Shape<64>::kQueries : sm90core::Shape<32>::kQueries;
+}
+
+int64_t lists_per_block(const IndexerProblem& problem) {
+  return int64_t{kSets} * 2 * queries_per_block(problem);
 }
 
 template <int kHeads>
-Status launch(const IndexerProblem& problem, cudaStream_t stream) {
+Status launch(const IndexerProblem& problem, const FusedPlan& plan, void* workspace,
+              cudaStream_t stream) {
+  CoreLaunch core;
+  if (Status s = prepare_core_launch(problem, &core); !s) return s;
+  if (core.blocks > plan.blocks) core.blocks = plan.blocks;
   auto kernel = fused_indexer_kernel<kHeads>;
-  const int smem = static_cast<int>(sizeof(FusedStorage<kHeads>));
+  const int smem = static_cast<int>(sizeof(sm90core::CoreStorage<kHeads>) +
+                                    sizeof(FusedShared<sm90core::Shape<kHeads>::kQueries>));
   LITETOPK_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  cuda_select::SelectArgs out{};
-  out.k = static_cast<int32_t>(problem.k);
-  out.largest = true;
-  out.indices = problem.indices;
-  out.values = problem.values;
-  const auto blocks = static_cast<unsigned>((problem.num_queries + kQueries - 1) / kQueries);
-  kernel<<<blocks, kScorerThreads, smem, stream>>>(score_inputs(problem), out);
+  FusedArgs fused{static_cast<uint64_t*>(workspace),
+                  static_cast<int32_t>(plan.capacity + kListSlack),
+                  static_cast<int32_t>(plan.capacity),
+                  static_cast<int32_t>(problem.k),
+                  problem.indices,
+                  problem.values};
+  kernel<<<core.blocks, sm90core::kThreads, smem, stream>>>(core.q_map, core.kv_map, core.args,
+                                                            fused);
   LITETOPK_CUDA_TRY(cudaPeekAtLastError());
   return Status::ok();
 }
 
 }  // namespace
 
-Status launch_fused(const IndexerProblem& problem, cudaStream_t stream) {
+Status plan_fused(const IndexerProblem& problem, int64_t requested_capacity, FusedPlan* plan) {
+  int device = 0;
+  int sm_count = 0;
+  LITETOPK_CUDA_TRY(cudaGetDevice(&device));
+  LITETOPK_CUDA_TRY(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+  const int64_t query_blocks =
+      (problem.num_queries + queries_per_block(problem) - 1) / queries_per_block(problem);
+  plan->blocks = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(query_blocks, sm_count)));
+  const int64_t lists = plan->blocks * lists_per_block(problem);
+  // Two k's are the least a list needs (the merge appends one list's k best to the other's);
+  // the default aims at 4k within 2% of the [T, S] fp32 logits, and never below 2k.
+  const int64_t least = 2 * problem.k;
+  int64_t capacity = requested_capacity;
+  if (capacity == 0) {
+    const double budget = 0.02 * static_cast<double>(problem.num_queries) *
+                          static_cast<double>(problem.num_keys) * sizeof(float);
+    const auto fitting = static_cast<int64_t>(budget / (static_cast<double>(lists) * 8)) - kListSlack;
+    capacity = std::min<int64_t>(4 * problem.k, fitting) / 64 * 64;
+  }
+  plan->capacity = std::max(capacity, least);
+  plan->workspace_bytes =
+      static_cast<std::size_t>(lists * (plan->capacity + kListSlack)) * sizeof(uint64_t);
+  return Status::ok();
+}
+
+Status launch_fused(const IndexerProblem& problem, const FusedPlan& plan, void* workspace,
+                    cudaStream_t stream) {
   if (problem.num_queries == 0) return Status::ok();
-  return problem.num_heads == 64 ? launch<64>(problem, stream) : launch<32>(problem, stream);
+  if (problem.num_keys == 0) {
+    // Every range is empty: -1 indices and NaN values (all bits set is both).
+    const auto bytes = static_cast<std::size_t>(problem.num_queries * problem.k) * 4;
+    LITETOPK_CUDA_TRY(cudaMemsetAsync(problem.indices, 0xff, bytes, stream));
+    if (problem.values != nullptr) {
+      LITETOPK_CUDA_TRY(cudaMemsetAsync(problem.values, 0xff, bytes, stream));
+    }
+    return Status::ok();
+  }
+  return problem.num_heads == 64 ? launch<64>(problem, plan, workspace, stream)
+                                 : launch<32>(problem, plan, workspace, stream);
 }
 
 }  // namespace litetopk::cuda_indexer

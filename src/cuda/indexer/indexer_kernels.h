@@ -4,25 +4,39 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cuda/indexer/query_block_scorer.cuh"
+#include <cuda.h>
+
+#include "cuda/indexer/indexer_wgmma_sm90.cuh"
 #include "litetopk/indexer.h"
 
 namespace litetopk::cuda_indexer {
 
-inline ScoreInputs score_inputs(const IndexerProblem& problem) {
-  return {static_cast<const uint8_t*>(problem.q), static_cast<const uint8_t*>(problem.kv),
-          problem.kv_scale, problem.weights, problem.ks, problem.ke,
-          static_cast<int32_t>(problem.num_queries), static_cast<int32_t>(problem.num_keys)};
-}
+// What every launch of the scoring core (indexer_wgmma_sm90.cuh) needs: the TMA maps of q
+// ([T * H, 128] rows, boxes of one query block) and kv ([S, 128], boxes of one tile), the
+// arguments, and the persistent grid (one block per SM, at most one per query block).
+struct CoreLaunch {
+  CUtensorMap q_map;
+  CUtensorMap kv_map;
+  sm90core::CoreArgs args;
+  unsigned blocks = 0;
+};
+Status prepare_core_launch(const IndexerProblem& problem, CoreLaunch* launch);
 
 // Writes logits[t * stride + s] for t < T, s < S: the score inside [ks[t], ke[t]), -inf outside.
 Status launch_logits(const IndexerProblem& problem, float* logits, int64_t logits_stride,
                      cudaStream_t stream);
 
-// The fused kernel's largest k (larger k goes through the unfused path).
-constexpr int64_t kFusedMaxK = 2048;
+// The fused kernel's grid and candidate lists: `capacity` candidates per list (at least 2k; the
+// default, requested 0, aims at 4k within 2% of the [T, S] fp32 logits), and the workspace.
+struct FusedPlan {
+  unsigned blocks = 0;
+  int64_t capacity = 0;
+  std::size_t workspace_bytes = 0;
+};
+Status plan_fused(const IndexerProblem& problem, int64_t requested_capacity, FusedPlan* plan);
 
-// Scores and selects in one kernel, without a [T, S] buffer. k <= kFusedMaxK.
-Status launch_fused(const IndexerProblem& problem, cudaStream_t stream);
+// Scores and selects in one kernel, without a [T, S] buffer (fused_indexer_kernel.cu).
+Status launch_fused(const IndexerProblem& problem, const FusedPlan& plan, void* workspace,
+                    cudaStream_t stream);
 
 }  // namespace litetopk::cuda_indexer

@@ -1,9 +1,7 @@
 // The CUDA backend of indexer_topk. The unfused path: the logits kernel writes [T, S] fp32 into
 // the workspace, then select_topk picks each row's top k inside [ks, ke). The fused path: one
-// kernel scores and selects (fused_indexer_kernel.cu), with no workspace.
+// kernel scores and selects (fused_indexer_kernel.cu); its workspace holds candidate lists.
 #include <cuda_runtime_api.h>
-
-#include <string>
 
 #include "core/indexer_backend.h"
 #include "cuda/common/cuda_check.h"
@@ -39,14 +37,11 @@ SelectProblem logits_selection(const IndexerProblem& problem, const float* logit
 }  // namespace
 
 Status cuda_indexer_workspace_size(const IndexerProblem& problem, IndexerAlgo algo,
-                                   std::size_t* workspace_bytes) {
+                                   int64_t candidate_capacity, std::size_t* workspace_bytes) {
   if (algo == IndexerAlgo::kFused) {
-    if (problem.k > cuda_indexer::kFusedMaxK) {
-      return Status(StatusCode::kUnsupported,
-                    "k must be <= 2048 for algo fused in this build, got " +
-                        std::to_string(problem.k) + " (use auto or unfused)");
-    }
-    *workspace_bytes = 0;
+    cuda_indexer::FusedPlan plan;
+    if (Status s = cuda_indexer::plan_fused(problem, candidate_capacity, &plan); !s) return s;
+    *workspace_bytes = plan.workspace_bytes;
     return Status::ok();
   }
   // Sizing never reads the scores; any aligned non-null address stands in for the logits.
@@ -60,9 +55,14 @@ Status cuda_indexer_workspace_size(const IndexerProblem& problem, IndexerAlgo al
   return Status::ok();
 }
 
-Status cuda_indexer_topk(const IndexerProblem& problem, IndexerAlgo algo, void* workspace,
-                         std::size_t workspace_bytes, cudaStream_t stream) {
-  if (algo == IndexerAlgo::kFused) return cuda_indexer::launch_fused(problem, stream);
+Status cuda_indexer_topk(const IndexerProblem& problem, IndexerAlgo algo,
+                         int64_t candidate_capacity, void* workspace, std::size_t workspace_bytes,
+                         cudaStream_t stream) {
+  if (algo == IndexerAlgo::kFused) {
+    cuda_indexer::FusedPlan plan;
+    if (Status s = cuda_indexer::plan_fused(problem, candidate_capacity, &plan); !s) return s;
+    return cuda_indexer::launch_fused(problem, plan, workspace, stream);
+  }
   auto* logits = static_cast<float*>(workspace);
   if (Status s = cuda_indexer::launch_logits(problem, logits, problem.num_keys, stream); !s) {
     return s;

@@ -1,54 +1,93 @@
-// The DSA lightning-indexer logits, fp8 e4m3 on tensor cores:
+// The DSA lightning-indexer logits, fp8 e4m3 on Hopper tensor cores:
 //   logits[t, s] = kv_scale[s] * sum_h weights[t, h] * relu(dot(q[t, h], kv[s]))  in [ks, ke)
 // and -inf elsewhere. The unfused baseline: this kernel, then select_topk over the rows.
 //
-// Pipeline of logits_kernel (one block = kQueries queries x one chunk of keys, 8 warps):
-// 1. Stage the block's q, weights and ranges in shared memory (QueryBlockScorer::stage).
-// 2. For each 128-key tile of the chunk that meets some query's range: load the warps' A
-//    fragments, then per query score the tile (query_block_scorer.cuh) and let lane 0 of each quad
-//    write its two keys, -inf outside the query's range.
-// 3. Tiles outside every query's range are filled with -inf without any math.
+// Pipeline of logits_kernel (the scoring core of indexer_wgmma_sm90.cuh, one block per SM):
+// 1.-3. The core scores every key tile that meets some query of the block's ranges.
+// 4. Epilogue: quad lane 0 writes key0 and quad lane 1 writes key1 of each query row (a warp's
+//    eight rows make 32-byte segments), -inf outside the query's own range.
+// 5. The side warps write -inf over the keys the tiles do not cover, for every row of the block.
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
 #include <cmath>
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/indexer/indexer_kernels.h"
-#include "cuda/indexer/query_block_scorer.cuh"
+#include "cuda/indexer/indexer_wgmma_sm90.cuh"
 
 namespace litetopk::cuda_indexer {
 namespace {
 
-constexpr int kQueries = 4;  // queries per block
+using sm90core::CoreArgs;
+using sm90core::kTileKeys;
+using sm90core::QueryBlockRanges;
 
-template <int kHeads>
-__global__ void __launch_bounds__(kScorerThreads)
-    logits_kernel(const ScoreInputs in, int32_t chunk_keys, float* logits, int64_t stride) {
-  using Scorer = QueryBlockScorer<kHeads, kQueries>;
-  __shared__ typename Scorer::Storage storage;
-  Scorer scorer(storage, in, static_cast<int>(blockIdx.y) * kQueries);
-  scorer.stage();
-  const int chunk_begin = static_cast<int>(blockIdx.x) * chunk_keys;
-  const int chunk_end = min(chunk_begin + chunk_keys, in.num_keys);
-  const float neg_inf = -INFINITY;
-  const int queries = min(kQueries, in.num_queries - scorer.t0);
-  for (int tile = chunk_begin; tile < chunk_end; tile += kTileKeys) {
-    const bool needed = scorer.tile_needed(tile);
-    if (needed) scorer.load_tile(tile);
-    const int key0 = tile + scorer.warp * 16 + scorer.group;
-    const int key1 = key0 + 8;
-    for (int qi = 0; qi < queries; ++qi) {
-      float score0 = neg_inf;
-      float score1 = neg_inf;
-      if (needed) scorer.score(qi, &score0, &score1);
-      if (scorer.quad_lane == 0) {
-        float* row = logits + int64_t{scorer.t0 + qi} * stride;
-        if (key0 < chunk_end) row[key0] = needed && scorer.in_range(qi, key0) ? score0 : neg_inf;
-        if (key1 < chunk_end) row[key1] = needed && scorer.in_range(qi, key1) ? score1 : neg_inf;
+template <int kQueries>
+struct LogitsEpilogue {
+  const CoreArgs& args;
+  float* logits;
+  int64_t stride;
+  const QueryBlockRanges<kQueries>* ranges = nullptr;
+  int t0 = 0;
+
+  __device__ void begin_query_block(int query_block, const QueryBlockRanges<kQueries>& r, int,
+                                    int) {
+    ranges = &r;
+    t0 = query_block * kQueries;
+  }
+
+  __device__ __forceinline__ void consume(int qi, int key0, int key1, float score0, float score1,
+                                          int quad_lane) {
+    const int t = t0 + qi;
+    if (quad_lane > 1 || t >= args.num_queries) return;
+    const int key = quad_lane == 0 ? key0 : key1;
+    if (key >= args.num_keys) return;
+    const bool inside = key >= ranges->begin[qi] && key < ranges->end[qi];
+    logits[int64_t{t} * stride + key] = inside ? (quad_lane == 0 ? score0 : score1) : -INFINITY;
+  }
+
+  __device__ void end_tile(int) {}
+  __device__ void end_query_block(int, const QueryBlockRanges<kQueries>&, int, int) {}
+
+  // -inf over [0, first_key) and [first_key + 64 tiles, S) of every row of the block.
+  __device__ void side_work(int query_block, const QueryBlockRanges<kQueries>& r, int thread,
+                            int threads) {
+    const int covered_end = min(args.num_keys, r.first_key + r.num_tiles * kTileKeys);
+    const int covered_begin = r.num_tiles > 0 ? r.first_key : covered_end;
+    const int outside = covered_begin + (args.num_keys - covered_end);
+    for (int qi = 0; qi < kQueries; ++qi) {
+      const int t = query_block * kQueries + qi;
+      if (t >= args.num_queries) break;
+      float* row = logits + int64_t{t} * stride;
+      for (int i = thread; i < outside; i += threads) {
+        row[i < covered_begin ? i : covered_end + (i - covered_begin)] = -INFINITY;
       }
     }
   }
+};
+
+template <int kHeads>
+__global__ void __launch_bounds__(sm90core::kThreads, 1)
+    logits_kernel(const __grid_constant__ CUtensorMap q_map,
+                  const __grid_constant__ CUtensorMap kv_map, const CoreArgs args, float* logits,
+                  int64_t stride) {
+  extern __shared__ __align__(1024) unsigned char shared_raw[];
+  auto& storage = *reinterpret_cast<sm90core::CoreStorage<kHeads>*>(shared_raw);
+  LogitsEpilogue<sm90core::Shape<kHeads>::kQueries> epilogue{args, logits, stride};
+  sm90core::run_core<kHeads>(&q_map, &kv_map, args, storage, epilogue);
+}
+
+template <int kHeads>
+Status launch(const IndexerProblem& problem, float* logits, int64_t stride, cudaStream_t stream) {
+  CoreLaunch core;
+  if (Status s = prepare_core_launch(problem, &core); !s) return s;
+  auto kernel = logits_kernel<kHeads>;
+  const int smem = static_cast<int>(sizeof(sm90core::CoreStorage<kHeads>));
+  LITETOPK_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  kernel<<<core.blocks, sm90core::kThreads, smem, stream>>>(core.q_map, core.kv_map, core.args,
+                                                            logits, stride);
+  LITETOPK_CUDA_TRY(cudaPeekAtLastError());
+  return Status::ok();
 }
 
 }  // namespace
@@ -56,26 +95,8 @@ __global__ void __launch_bounds__(kScorerThreads)
 Status launch_logits(const IndexerProblem& problem, float* logits, int64_t logits_stride,
                      cudaStream_t stream) {
   if (problem.num_queries == 0 || problem.num_keys == 0) return Status::ok();
-  int device = 0;
-  int sm_count = 0;
-  LITETOPK_CUDA_TRY(cudaGetDevice(&device));
-  LITETOPK_CUDA_TRY(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
-  const int64_t query_blocks = (problem.num_queries + kQueries - 1) / kQueries;
-  const int64_t tiles = (problem.num_keys + kTileKeys - 1) / kTileKeys;
-  // Split the keys only as much as needed for about eight blocks per SM.
-  const int64_t splits = std::clamp<int64_t>(8 * sm_count / query_blocks, 1, tiles);
-  const int64_t chunk_tiles = (tiles + splits - 1) / splits;
-  const ScoreInputs in = score_inputs(problem);
-  const auto chunk_keys = static_cast<int32_t>(chunk_tiles * kTileKeys);
-  const dim3 grid(static_cast<unsigned>((tiles + chunk_tiles - 1) / chunk_tiles),
-                  static_cast<unsigned>(query_blocks));
-  if (problem.num_heads == 64) {
-    logits_kernel<64><<<grid, kScorerThreads, 0, stream>>>(in, chunk_keys, logits, logits_stride);
-  } else {
-    logits_kernel<32><<<grid, kScorerThreads, 0, stream>>>(in, chunk_keys, logits, logits_stride);
-  }
-  LITETOPK_CUDA_TRY(cudaPeekAtLastError());
-  return Status::ok();
+  return problem.num_heads == 64 ? launch<64>(problem, logits, logits_stride, stream)
+                                 : launch<32>(problem, logits, logits_stride, stream);
 }
 
 }  // namespace litetopk::cuda_indexer

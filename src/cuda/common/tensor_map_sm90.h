@@ -1,0 +1,18 @@
+// Host-side TMA descriptors (CUtensorMap) for the sm90 kernels. The driver's encoder is reached
+// through the runtime's entry-point query, so the library needs no link-time libcuda.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "litetopk/status.h"
+
+namespace litetopk::detail {
+
+// A 2-D map over `rows` rows of exactly 128 bytes (fp8 e4m3 head-dim rows) at `base` (16-byte
+// aligned), loaded in boxes of `box_rows` rows (<= 256) with the 128-byte swizzle. Rows past the
+// end read as zeros.
+Status make_row_tile_map(const void* base, uint64_t rows, uint32_t box_rows, CUtensorMap* map);
+
+}  // namespace litetopk::detail

@@ -1,0 +1,42 @@
+// Host side of the scoring core: tensor maps, arguments and grid (indexer_kernels.h).
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/tensor_map_sm90.h"
+#include "cuda/indexer/indexer_kernels.h"
+
+namespace litetopk::cuda_indexer {
+
+Status prepare_core_launch(const IndexerProblem& problem, CoreLaunch* launch) {
+  const int queries_per_block = problem.num_heads == 64 ? sm90core::Shape<64>::kQueries
+                                                        : sm90core::Shape<32>::kQueries;
+  const auto q_rows = static_cast<uint64_t>(problem.num_queries * problem.num_heads);
+  if (Status s = detail::make_row_tile_map(problem.q, q_rows, sm90core::kBankColumns * 2,
+                                           &launch->q_map);
+      !s) {
+    return s;
+  }
+  if (Status s = detail::make_row_tile_map(problem.kv, static_cast<uint64_t>(problem.num_keys),
+                                           sm90core::kTileKeys, &launch->kv_map);
+      !s) {
+    return s;
+  }
+  const int64_t query_blocks = (problem.num_queries + queries_per_block - 1) / queries_per_block;
+  launch->args = {problem.kv_scale,
+                  problem.weights,
+                  problem.ks,
+                  problem.ke,
+                  static_cast<int32_t>(problem.num_queries),
+                  static_cast<int32_t>(problem.num_keys),
+                  static_cast<int32_t>(query_blocks)};
+  int device = 0;
+  int sm_count = 0;
+  LITETOPK_CUDA_TRY(cudaGetDevice(&device));
+  LITETOPK_CUDA_TRY(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+  launch->blocks = static_cast<unsigned>(std::min<int64_t>(query_blocks, sm_count));
+  return Status::ok();
+}
+
+}  // namespace litetopk::cuda_indexer

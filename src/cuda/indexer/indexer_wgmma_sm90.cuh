@@ -1,0 +1,280 @@
+// The lightning indexer's scoring core on Hopper: warp-specialized fp8 wgmma over TMA-loaded KV
+// tiles, shared by the logits kernel and the fused top-k kernel (so both compute bit-identical
+// scores). An Epilogue policy decides what happens to each score.
+//
+// One persistent block per SM walks query blocks of kQueries queries (blockIdx.x, + gridDim.x, ...)
+// and, for each, the 64-key tiles covering the union of their ranges:
+// 1. Producer warp (warpgroup 2): per query block, stage the ranges and head weights, TMA the
+//    queries' q [kQueries * H, 128] into a double-buffered slot, then TMA the key tiles into a
+//    kKvStages-deep ring, each slot guarded by a full/empty mbarrier pair.
+// 2. Math warpgroups 0 and 1 take alternate tiles (ping-pong: one runs wgmma while the other runs
+//    its epilogue). Keys sit on the M side (64 per tile), query-heads on N: two banks of 128
+//    columns, each 4 wgmma m64n128k32 steps over the head dimension. The epilogue of bank 0 runs
+//    while bank 1 is still in the tensor cores.
+// 3. Epilogue per bank: relu (keeping NaN), head weights, the head sum (in-thread, then two quad
+//    shuffles), times kv_scale; then Epilogue::consume(query, key0, key1, score0, score1).
+// 4. The other three warps of warpgroup 2 run Epilogue::side_work for each query block (the logits
+//    kernel fills the keys outside the tiles with -inf there).
+#pragma once
+
+#include <cuda.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "cuda/common/wgmma_sm90.cuh"
+
+namespace litetopk::cuda_indexer::sm90core {
+
+constexpr int kHeadDim = 128;
+constexpr int kTileKeys = 64;
+constexpr int kKvStages = 8;
+constexpr int kQStages = 2;
+constexpr int kMathGroups = 2;
+constexpr int kMathThreads = kMathGroups * 128;
+constexpr int kThreads = kMathThreads + 128;
+constexpr int kBankColumns = 128;
+constexpr int kProducerRegisters = 72;
+constexpr int kMathRegisters = 216;
+
+template <int kHeads>
+struct Shape {
+  static constexpr int kQueries = 2 * kBankColumns / kHeads;  // 4 (H = 64) or 8 (H = 32)
+  static constexpr int kBankQueries = kQueries / 2;
+  static constexpr int kQRows = kQueries * kHeads;  // 256
+  static constexpr int kWeightsPerQuery = kHeads / 4;  // the head columns one thread holds
+};
+
+struct CoreArgs {
+  const float* kv_scale;
+  const float* weights;
+  const int32_t* ks;
+  const int32_t* ke;
+  int32_t num_queries;
+  int32_t num_keys;
+  int32_t num_query_blocks;
+};
+
+// The clamped ranges of a query block and the key tiles that cover their union.
+template <int kQueries>
+struct QueryBlockRanges {
+  int32_t begin[kQueries];
+  int32_t end[kQueries];
+  int32_t first_key;   // tile t covers keys [first_key + 64 t, + 64)
+  int32_t num_tiles;   // 0 when every range is empty
+};
+
+__device__ __forceinline__ void clamped_range(const CoreArgs& args, int t, int32_t* begin,
+                                              int32_t* end) {
+  int32_t b = 0;
+  int32_t e = 0;
+  if (t < args.num_queries) {
+    b = min(max(args.ks[t], 0), args.num_keys);
+    e = max(b, min(max(args.ke[t], 0), args.num_keys));
+  }
+  *begin = b;
+  *end = e;
+}
+
+// Computed by one warp (every lane gets the result).
+template <int kQueries>
+__device__ __forceinline__ void compute_ranges(const CoreArgs& args, int query_block, int lane,
+                                               QueryBlockRanges<kQueries>* out) {
+  int32_t b = 0;
+  int32_t e = 0;
+  if (lane < kQueries) clamped_range(args, query_block * kQueries + lane, &b, &e);
+  int32_t union_begin = b < e ? b : INT32_MAX;
+  int32_t union_end = b < e ? e : 0;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    union_begin = min(union_begin, __shfl_xor_sync(0xffffffffu, union_begin, offset));
+    union_end = max(union_end, __shfl_xor_sync(0xffffffffu, union_end, offset));
+  }
+#pragma unroll
+  for (int i = 0; i < kQueries; ++i) {
+    out->begin[i] = __shfl_sync(0xffffffffu, b, i);
+    out->end[i] = __shfl_sync(0xffffffffu, e, i);
+  }
+  if (union_begin >= union_end) {
+    out->first_key = 0;
+    out->num_tiles = 0;
+  } else {
+    out->first_key = union_begin / 16 * 16;
+    out->num_tiles = (union_end - out->first_key + kTileKeys - 1) / kTileKeys;
+  }
+}
+
+template <int kHeads>
+struct alignas(1024) CoreStorage {
+  using S = Shape<kHeads>;
+  uint8_t q[kQStages][S::kQRows * kHeadDim];
+  uint8_t kv[kKvStages][kTileKeys * kHeadDim];
+  float weights[kQStages][S::kQueries * kHeads];
+  QueryBlockRanges<S::kQueries> ranges[kQStages];
+  uint64_t q_full[kQStages];
+  uint64_t q_empty[kQStages];
+  uint64_t kv_full[kKvStages];
+  uint64_t kv_empty[kKvStages];
+};
+
+__device__ __forceinline__ float relu_keep_nan(float x) { return x < 0.0f ? 0.0f : x; }
+
+// The kernel body. Epilogue: constructed per block from (epilogue args, its shared storage); its
+// hooks are called by the math threads (begin_query_block, consume, end_tile, end_query_block,
+// with the math thread index 0..255 and warpgroup) and by the side warps (side_work).
+template <int kHeads, class Epilogue>
+__device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtensorMap* kv_map,
+                                         const CoreArgs& args, CoreStorage<kHeads>& s,
+                                         Epilogue& epilogue) {
+  using S = Shape<kHeads>;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kQStages; ++i) {
+      sm90::mbarrier_init(&s.q_full[i], 1);
+      sm90::mbarrier_init(&s.q_empty[i], kMathThreads / 32);
+    }
+    for (int i = 0; i < kKvStages; ++i) {
+      sm90::mbarrier_init(&s.kv_full[i], 1);
+      sm90::mbarrier_init(&s.kv_empty[i], 4);
+    }
+    sm90::fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (warp >= kMathThreads / 32) {
+    sm90::warpgroup_registers_decrease<kProducerRegisters>();
+    if (warp == kMathThreads / 32) {
+      // 1. The producer.
+      if (lane == 0) {
+        sm90::prefetch_tensor_map(q_map);
+        sm90::prefetch_tensor_map(kv_map);
+      }
+      uint32_t kv_iter = 0;
+      int it = 0;
+      for (int qb = blockIdx.x; qb < args.num_query_blocks; qb += gridDim.x, ++it) {
+        const int slot = it % kQStages;
+        sm90::mbarrier_wait(&s.q_empty[slot], ((it / kQStages) & 1) ^ 1);
+        QueryBlockRanges<S::kQueries> ranges;
+        compute_ranges(args, qb, lane, &ranges);
+        if (lane == 0) s.ranges[slot] = ranges;
+        const int t0 = qb * S::kQueries;
+        for (int i = lane; i < S::kQueries * kHeads; i += 32) {
+          const int t = t0 + i / kHeads;
+          s.weights[slot][i] =
+              t < args.num_queries ? args.weights[int64_t{t0} * kHeads + i] : 0.0f;
+        }
+        __threadfence_block();
+        __syncwarp();
+        if (lane == 0) {
+          sm90::mbarrier_arrive_expect_bytes(&s.q_full[slot], S::kQRows * kHeadDim);
+          sm90::tma_load_2d(s.q[slot], q_map, 0, t0 * kHeads, &s.q_full[slot]);
+          for (int tile = 0; tile < ranges.num_tiles; ++tile, ++kv_iter) {
+            const uint32_t stage = kv_iter % kKvStages;
+            sm90::mbarrier_wait(&s.kv_empty[stage], ((kv_iter / kKvStages) & 1) ^ 1);
+            sm90::mbarrier_arrive_expect_bytes(&s.kv_full[stage], kTileKeys * kHeadDim);
+            sm90::tma_load_2d(s.kv[stage], kv_map, 0, ranges.first_key + tile * kTileKeys,
+                              &s.kv_full[stage]);
+          }
+        }
+        kv_iter = __shfl_sync(0xffffffffu, kv_iter, 0);
+      }
+    } else {
+      // 4. The side warps.
+      const int side_thread = static_cast<int>(threadIdx.x) - kMathThreads - 32;
+      for (int qb = blockIdx.x; qb < args.num_query_blocks; qb += gridDim.x) {
+        QueryBlockRanges<S::kQueries> ranges;
+        compute_ranges(args, qb, lane, &ranges);
+        epilogue.side_work(qb, ranges, side_thread, 96);
+      }
+    }
+    return;
+  }
+
+  // 2. The math warpgroups.
+  sm90::warpgroup_registers_increase<kMathRegisters>();
+  const int group = warp / 4;
+  const int math_thread = static_cast<int>(threadIdx.x);
+  const int row0 = (warp % 4) * 16 + lane / 4;
+  const int quad_lane = lane % 4;
+  uint32_t kv_base = 0;
+  int it = 0;
+  for (int qb = blockIdx.x; qb < args.num_query_blocks; qb += gridDim.x, ++it) {
+    const int slot = it % kQStages;
+    sm90::mbarrier_wait(&s.q_full[slot], (it / kQStages) & 1);
+    const QueryBlockRanges<S::kQueries>& ranges = s.ranges[slot];
+    const int num_tiles = ranges.num_tiles;
+    const int first_key = ranges.first_key;
+    float weights[S::kQueries][S::kWeightsPerQuery];
+#pragma unroll
+    for (int qi = 0; qi < S::kQueries; ++qi) {
+#pragma unroll
+      for (int j = 0; j < kHeads / 8; ++j) {
+        const float2 w = *reinterpret_cast<const float2*>(
+            &s.weights[slot][qi * kHeads + j * 8 + quad_lane * 2]);
+        weights[qi][2 * j] = w.x;
+        weights[qi][2 * j + 1] = w.y;
+      }
+    }
+    epilogue.begin_query_block(qb, ranges, math_thread, group);
+    for (int tile = group; tile < num_tiles; tile += kMathGroups) {
+      const uint32_t iter = kv_base + static_cast<uint32_t>(tile);
+      const uint32_t stage = iter % kKvStages;
+      const int key0 = first_key + tile * kTileKeys + row0;
+      const int key1 = key0 + 8;
+      const float scale0 = key0 < args.num_keys ? __ldg(args.kv_scale + key0) : 0.0f;
+      const float scale1 = key1 < args.num_keys ? __ldg(args.kv_scale + key1) : 0.0f;
+      sm90::mbarrier_wait(&s.kv_full[stage], (iter / kKvStages) & 1);
+      float acc[2][64];
+#pragma unroll
+      for (int bank = 0; bank < 2; ++bank) {
+        sm90::fence_accumulators(acc[bank]);
+        sm90::wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kHeadDim / 32; ++kk) {
+          const uint64_t a = sm90::swizzled_tile_descriptor(s.kv[stage] + kk * 32);
+          const uint64_t b = sm90::swizzled_tile_descriptor(
+              s.q[slot] + bank * kBankColumns * kHeadDim + kk * 32);
+          sm90::wgmma_m64n128k32_e4m3(acc[bank], a, b, kk > 0);
+        }
+        sm90::wgmma_commit();
+      }
+#pragma unroll
+      for (int bank = 0; bank < 2; ++bank) {
+        if (bank == 0) {
+          sm90::wgmma_wait<1>();
+        } else {
+          sm90::wgmma_wait<0>();
+          if (lane == 0) sm90::mbarrier_arrive(&s.kv_empty[stage]);
+        }
+        sm90::fence_accumulators(acc[bank]);
+        // 3. Head sums of the bank's queries.
+#pragma unroll
+        for (int bq = 0; bq < S::kBankQueries; ++bq) {
+          const int qi = bank * S::kBankQueries + bq;
+          float sum0 = 0.0f;
+          float sum1 = 0.0f;
+#pragma unroll
+          for (int j = 0; j < kHeads / 8; ++j) {
+            const int c = (bq * kHeads / 8 + j) * 4;
+            const float w0 = weights[qi][2 * j];
+            const float w1 = weights[qi][2 * j + 1];
+            sum0 += relu_keep_nan(acc[bank][c]) * w0 + relu_keep_nan(acc[bank][c + 1]) * w1;
+            sum1 += relu_keep_nan(acc[bank][c + 2]) * w0 + relu_keep_nan(acc[bank][c + 3]) * w1;
+          }
+          sum0 += __shfl_xor_sync(0xffffffffu, sum0, 1);
+          sum1 += __shfl_xor_sync(0xffffffffu, sum1, 1);
+          sum0 += __shfl_xor_sync(0xffffffffu, sum0, 2);
+          sum1 += __shfl_xor_sync(0xffffffffu, sum1, 2);
+          epilogue.consume(qi, key0, key1, sum0 * scale0, sum1 * scale1, quad_lane);
+        }
+      }
+      epilogue.end_tile(group);
+    }
+    kv_base += static_cast<uint32_t>(num_tiles);
+    epilogue.end_query_block(qb, ranges, math_thread, group);
+    if (lane == 0) sm90::mbarrier_arrive(&s.q_empty[slot]);
+  }
+}
+
+}  // namespace litetopk::cuda_indexer::sm90core

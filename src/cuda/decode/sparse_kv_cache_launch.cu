@@ -1,14 +1,37 @@
-// Host entry points of the sparse KV cache writers (append, conversion from a dense cache).
-// Placeholder until the kernels land: each says kUnsupported.
+// Host entry points of the sparse KV cache writers (core/decode_backend.h): the checks that
+// validation leaves to the backend (alignment of the new token's rows), the empty batch, then the
+// kernels of sparse_kv_append.cu and sparse_kv_from_dense.cu.
+#include <cstdint>
+
 #include "core/decode_backend.h"
+#include "core/format.h"
+#include "cuda/decode/sparse_kv_writers.h"
 
 namespace litetopk::detail {
+namespace {
 
-Status cuda_sparse_kv_append(const SparseKvCache&, const void*, const void*, cudaStream_t) {
-  return Status(StatusCode::kUnsupported, "sparse_kv_append: not implemented yet");
+// The kernels move rows as 16-byte vectors.
+Status check_vector_aligned(const void* pointer, const char* name) {
+  if (reinterpret_cast<std::uintptr_t>(pointer) % 16 != 0) {
+    return invalid_argument(name, " must be 16-byte aligned, got address ", pointer);
+  }
+  return Status::ok();
 }
-Status cuda_sparse_kv_from_dense(const DenseKvCache&, const SparseKvCache&, cudaStream_t) {
-  return Status(StatusCode::kUnsupported, "sparse_kv_from_dense: not implemented yet");
+
+}  // namespace
+
+Status cuda_sparse_kv_append(const SparseKvCache& cache, const void* new_keys,
+                             const void* new_values, cudaStream_t stream) {
+  if (Status s = check_vector_aligned(new_keys, "new_keys"); !s) return s;
+  if (Status s = check_vector_aligned(new_values, "new_values"); !s) return s;
+  if (cache.batch == 0) return Status::ok();
+  return cuda_kv::launch_sparse_kv_append(cache, new_keys, new_values, stream);
+}
+
+Status cuda_sparse_kv_from_dense(const DenseKvCache& dense, const SparseKvCache& cache,
+                                 cudaStream_t stream) {
+  if (cache.batch == 0) return Status::ok();
+  return cuda_kv::launch_sparse_kv_from_dense(dense, cache, stream);
 }
 
 }  // namespace litetopk::detail

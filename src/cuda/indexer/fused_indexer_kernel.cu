@@ -8,7 +8,7 @@
 //    beats the query's gate is appended to the warpgroup's own candidate list for that query in
 //    the workspace: one warp ballot, one shared-memory atomic per warp and query, coalesced
 //    8-byte stores. Rejected scores cost one compare.
-// 5. After each tile (end_tile) a warpgroup whose list reached its capacity keeps the k best
+// 5. Every 8 tiles (end_tile) a warpgroup whose list reached its capacity keeps the k best
 //    (candidate_list.cuh) and raises the query's gate to what they imply (shared by both
 //    warpgroups: k candidates beat anything at or below either gate). Nothing is dropped that can
 //    still be in the answer, so the result is exact whatever the capacity.
@@ -35,8 +35,10 @@ namespace {
 using sm90core::CoreArgs;
 using sm90core::QueryBlockRanges;
 
-// Slots past the capacity: one tile can append at most 64 candidates per list before the check.
-constexpr int64_t kListSlack = sm90core::kTileKeys;
+// The lists are checked against their capacity every kCheckTiles tiles of a warpgroup (a check is
+// a warpgroup barrier); in between a list can grow by at most 64 candidates per tile.
+constexpr int kCheckTiles = 8;
+constexpr int64_t kListSlack = int64_t{kCheckTiles} * sm90core::kTileKeys;
 constexpr uint64_t kInitialGate = keys::kAdmitAllValid - 1;  // admits every non-NaN score
 constexpr int kSets = 2;
 
@@ -79,6 +81,7 @@ struct TopkEpilogue {
   int set = 0;
   int group = 0;
   int iteration = 0;
+  int tiles_since_check = 0;
 
   __device__ uint64_t* list_of(int s, int g, int qi) const {
     const int64_t list = ((int64_t{blockIdx.x} * kSets + s) * 2 + g) * kQueries + qi;
@@ -98,29 +101,48 @@ struct TopkEpilogue {
     lists = list_of(set, g, 0);
   }
 
-  __device__ __forceinline__ void consume(int qi, int key0, int key1, float score0, float score1,
-                                          int quad_lane) {
+  template <int kBankQueries>
+  __device__ __forceinline__ void consume_bank(int first_query, const float (&scores0)[kBankQueries],
+                                               const float (&scores1)[kBankQueries], int key0,
+                                               int key1, int quad_lane) {
     const int key = quad_lane == 0 ? key0 : key1;
-    const float score = quad_lane == 0 ? score0 : score1;
-    const uint64_t composite = keys::make_composite(
-        keys::key_from_f32_bits(__float_as_uint(score), true), static_cast<uint32_t>(key));
-    const uint64_t gate = *reinterpret_cast<volatile uint64_t*>(&sh.gate[set][qi]);
-    const bool admit =
-        quad_lane < 2 && key >= ranges->begin[qi] && key < ranges->end[qi] && composite > gate;
-    const uint32_t ballot = __ballot_sync(0xffffffffu, admit);
-    if (ballot == 0) return;
+    uint64_t composite[kBankQueries];
+    bool admit[kBankQueries];
+    bool any = false;
+#pragma unroll
+    for (int bq = 0; bq < kBankQueries; ++bq) {
+      const int qi = first_query + bq;
+      const float score = quad_lane == 0 ? scores0[bq] : scores1[bq];
+      composite[bq] = keys::make_composite(keys::key_from_f32_bits(__float_as_uint(score), true),
+                                           static_cast<uint32_t>(key));
+      const uint64_t gate = *reinterpret_cast<volatile uint64_t*>(&sh.gate[set][qi]);
+      admit[bq] = quad_lane < 2 && key >= ranges->begin[qi] && key < ranges->end[qi] &&
+                  composite[bq] > gate;
+      any |= admit[bq];
+    }
+    if (!__any_sync(0xffffffffu, any)) return;  // the common case once the gates have risen
     const int lane = static_cast<int>(threadIdx.x) % 32;
-    const int leader = __ffs(ballot) - 1;
-    uint32_t base = 0;
-    if (lane == leader) base = atomicAdd(&sh.counts[set][group][qi], __popc(ballot));
-    base = __shfl_sync(0xffffffffu, base, leader);
-    if (admit) {
-      lists[int64_t{qi} * fused.slots + base + __popc(ballot & ((1u << lane) - 1u))] = composite;
+#pragma unroll
+    for (int bq = 0; bq < kBankQueries; ++bq) {
+      const int qi = first_query + bq;
+      const uint32_t ballot = __ballot_sync(0xffffffffu, admit[bq]);
+      if (ballot == 0) continue;
+      const int leader = __ffs(ballot) - 1;
+      uint32_t base = 0;
+      if (lane == leader) base = atomicAdd(&sh.counts[set][group][qi], __popc(ballot));
+      base = __shfl_sync(0xffffffffu, base, leader);
+      if (admit[bq]) {
+        lists[int64_t{qi} * fused.slots + base + __popc(ballot & ((1u << lane) - 1u))] =
+            composite[bq];
+      }
     }
   }
 
-  // A list that reached its capacity keeps its k best; the query's gate rises.
+  // Every kCheckTiles tiles, a list that reached its capacity keeps its k best; the query's gate
+  // rises.
   __device__ void end_tile(int) {
+    if (++tiles_since_check < kCheckTiles) return;
+    tiles_since_check = 0;
     const ListTeam<4> team = math_team(static_cast<int>(threadIdx.x));
     team.sync();
     for (int qi = 0; qi < kQueries; ++qi) {

@@ -12,7 +12,8 @@
 //    columns, each 4 wgmma m64n128k32 steps over the head dimension. The epilogue of bank 0 runs
 //    while bank 1 is still in the tensor cores.
 // 3. Epilogue per bank: relu (keeping NaN), head weights, the head sum (in-thread, then two quad
-//    shuffles), times kv_scale; then Epilogue::consume(query, key0, key1, score0, score1).
+//    shuffles), times kv_scale; then Epilogue::consume_bank with the bank's queries' scores of
+//    keys key0 and key1 = key0 + 8.
 // 4. The other three warps of warpgroup 2 run Epilogue::side_work for each query block (the logits
 //    kernel fills the keys outside the tiles with -inf there).
 #pragma once
@@ -117,10 +118,16 @@ struct alignas(1024) CoreStorage {
   uint64_t kv_empty[kKvStages];
 };
 
-__device__ __forceinline__ float relu_keep_nan(float x) { return x < 0.0f ? 0.0f : x; }
+// max(0, x) that keeps NaN (a NaN input must give a NaN score, which is never selected): one
+// max.NaN instruction.
+__device__ __forceinline__ float relu_keep_nan(float x) {
+  float y;
+  asm("max.NaN.f32 %0, %1, 0f00000000;" : "=f"(y) : "f"(x));
+  return y;
+}
 
 // The kernel body. Epilogue: constructed per block from (epilogue args, its shared storage); its
-// hooks are called by the math threads (begin_query_block, consume, end_tile, end_query_block,
+// hooks are called by the math threads (begin_query_block, consume_bank, end_tile, end_query_block,
 // with the math thread index 0..255 and warpgroup) and by the side warps (side_work).
 template <int kHeads, class Epilogue>
 __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtensorMap* kv_map,
@@ -131,7 +138,7 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
   const int lane = static_cast<int>(threadIdx.x) % 32;
   if (threadIdx.x == 0) {
     for (int i = 0; i < kQStages; ++i) {
-      sm90::mbarrier_init(&s.q_full[i], 1);
+      sm90::mbarrier_init(&s.q_full[i], 32);  // every producer lane publishes its stores
       sm90::mbarrier_init(&s.q_empty[i], kMathThreads / 32);
     }
     for (int i = 0; i < kKvStages; ++i) {
@@ -164,11 +171,13 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
           s.weights[slot][i] =
               t < args.num_queries ? args.weights[int64_t{t0} * kHeads + i] : 0.0f;
         }
-        __threadfence_block();
-        __syncwarp();
         if (lane == 0) {
           sm90::mbarrier_arrive_expect_bytes(&s.q_full[slot], S::kQRows * kHeadDim);
           sm90::tma_load_2d(s.q[slot], q_map, 0, t0 * kHeads, &s.q_full[slot]);
+        } else {
+          sm90::mbarrier_arrive(&s.q_full[slot]);
+        }
+        if (lane == 0) {
           for (int tile = 0; tile < ranges.num_tiles; ++tile, ++kv_iter) {
             const uint32_t stage = kv_iter % kKvStages;
             sm90::mbarrier_wait(&s.kv_empty[stage], ((kv_iter / kKvStages) & 1) ^ 1);
@@ -248,7 +257,10 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
           if (lane == 0) sm90::mbarrier_arrive(&s.kv_empty[stage]);
         }
         sm90::fence_accumulators(acc[bank]);
-        // 3. Head sums of the bank's queries.
+        // 3. Head sums of the bank's queries (all of them before the epilogue sees any, so that
+        // the shuffle latencies overlap).
+        float scores0[S::kBankQueries];
+        float scores1[S::kBankQueries];
 #pragma unroll
         for (int bq = 0; bq < S::kBankQueries; ++bq) {
           const int qi = bank * S::kBankQueries + bq;
@@ -262,12 +274,22 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
             sum0 += relu_keep_nan(acc[bank][c]) * w0 + relu_keep_nan(acc[bank][c + 1]) * w1;
             sum1 += relu_keep_nan(acc[bank][c + 2]) * w0 + relu_keep_nan(acc[bank][c + 3]) * w1;
           }
-          sum0 += __shfl_xor_sync(0xffffffffu, sum0, 1);
-          sum1 += __shfl_xor_sync(0xffffffffu, sum1, 1);
-          sum0 += __shfl_xor_sync(0xffffffffu, sum0, 2);
-          sum1 += __shfl_xor_sync(0xffffffffu, sum1, 2);
-          epilogue.consume(qi, key0, key1, sum0 * scale0, sum1 * scale1, quad_lane);
+          scores0[bq] = sum0;
+          scores1[bq] = sum1;
         }
+#pragma unroll
+        for (int bq = 0; bq < S::kBankQueries; ++bq) {
+          scores0[bq] += __shfl_xor_sync(0xffffffffu, scores0[bq], 1);
+          scores1[bq] += __shfl_xor_sync(0xffffffffu, scores1[bq], 1);
+        }
+#pragma unroll
+        for (int bq = 0; bq < S::kBankQueries; ++bq) {
+          scores0[bq] += __shfl_xor_sync(0xffffffffu, scores0[bq], 2);
+          scores1[bq] += __shfl_xor_sync(0xffffffffu, scores1[bq], 2);
+          scores0[bq] *= scale0;
+          scores1[bq] *= scale1;
+        }
+        epilogue.consume_bank(bank * S::kBankQueries, scores0, scores1, key0, key1, quad_lane);
       }
       epilogue.end_tile(group);
     }

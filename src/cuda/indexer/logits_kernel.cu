@@ -36,14 +36,21 @@ struct LogitsEpilogue {
     t0 = query_block * kQueries;
   }
 
-  __device__ __forceinline__ void consume(int qi, int key0, int key1, float score0, float score1,
-                                          int quad_lane) {
-    const int t = t0 + qi;
-    if (quad_lane > 1 || t >= args.num_queries) return;
+  template <int kBankQueries>
+  __device__ __forceinline__ void consume_bank(int first_query, const float (&scores0)[kBankQueries],
+                                               const float (&scores1)[kBankQueries], int key0,
+                                               int key1, int quad_lane) {
     const int key = quad_lane == 0 ? key0 : key1;
-    if (key >= args.num_keys) return;
-    const bool inside = key >= ranges->begin[qi] && key < ranges->end[qi];
-    logits[int64_t{t} * stride + key] = inside ? (quad_lane == 0 ? score0 : score1) : -INFINITY;
+    if (quad_lane > 1 || key >= args.num_keys) return;
+#pragma unroll
+    for (int bq = 0; bq < kBankQueries; ++bq) {
+      const int qi = first_query + bq;
+      const int t = t0 + qi;
+      if (t >= args.num_queries) return;
+      const bool inside = key >= ranges->begin[qi] && key < ranges->end[qi];
+      logits[int64_t{t} * stride + key] =
+          inside ? (quad_lane == 0 ? scores0[bq] : scores1[bq]) : -INFINITY;
+    }
   }
 
   __device__ void end_tile(int) {}

@@ -1,20 +1,144 @@
-// Host entry points of the decode attention kernels (dense and sparse flash-decoding).
-// Placeholder until the kernels land: each says kUnsupported.
+// Host entry points of the decode attention kernels (core/decode_backend.h): the split plan, the
+// workspace layout and the launch order.
+//
+// Splits are sized from the cache's capacity and the GPU, never from the lengths (which live on
+// the device): about two CTAs per SM over all (sequence, KV head) pairs, so that one CUDA graph
+// stays valid as the context grows (splits past a length exit at once).
+//   dense:  tokens per split = 64 * blocks_per_split (a "block" is the kernel's 64-token tile);
+//           dense kernel -> merge.
+//   sparse: blocks_per_split KV blocks per split (at most 1024); anchor kernel (pseudo-max) ->
+//           sparse kernel (programmatic dependent: its code scan overlaps the anchors) -> merge.
+// Workspace: the splits' partial outputs [rows, splits, D] fp32 and log2-sum-exps [rows, splits]
+// (rows = batch * num_q_heads); sparse adds the anchor maxima [rows, 3 * BS / 64].
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+
 #include "core/decode_backend.h"
+#include "core/format.h"
+#include "cuda/decode/decode_kernels.h"
+#include "cuda/select/select_kernels.h"
 
 namespace litetopk::detail {
+namespace {
 
-std::size_t cuda_sparse_decode_workspace_size(const SparseDecodeProblem&, const DecodeOptions&) {
-  return 0;
+constexpr int64_t kCtasPerSm = 2;
+constexpr int64_t kFallbackSmCount = 132;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int64_t sm_count() {
+  cuda_select::DeviceShape device{};
+  if (!cuda_select::current_device_shape(&device)) return kFallbackSmCount;
+  return device.sm_count;
 }
-Status cuda_sparse_decode(const SparseDecodeProblem&, void*, cudaStream_t, const DecodeOptions&) {
-  return Status(StatusCode::kUnsupported, "sparse_decode: not implemented yet");
+
+// Work units per split: the option, or enough splits per (sequence, KV head) to give every SM
+// kCtasPerSm CTAs; at most `cap`.
+int64_t units_per_split(int64_t units, int64_t pairs, int64_t option, int64_t cap) {
+  if (units <= 0) return 1;
+  int64_t per = option;
+  if (per <= 0) {
+    const int64_t splits_per_pair = std::max<int64_t>(1, kCtasPerSm * sm_count() / std::max<int64_t>(pairs, 1));
+    per = ceil_div(units, splits_per_pair);
+  }
+  return std::clamp<int64_t>(per, 1, std::min(units, cap));
 }
-std::size_t cuda_dense_decode_workspace_size(const DenseDecodeProblem&, const DecodeOptions&) {
-  return 0;
+
+struct Plan {
+  int64_t splits = 0;
+  int64_t units_per_split = 1;  // dense: 64-token tiles; sparse: KV blocks
+  int64_t split_tokens = 1;
+  int64_t rows = 0;
+  int64_t anchor_chunks = 0;  // sparse only
+
+  std::size_t carve(void* base, decode::SplitPartials* partials, float** anchor_max) const {
+    cuda_select::WorkspaceCarver carver(base);
+    partials->o = carver.take<float>(static_cast<std::size_t>(rows * splits * kSparseDecodeHeadDim));
+    partials->lse2 = carver.take<float>(static_cast<std::size_t>(rows * splits));
+    partials->splits = static_cast<int>(splits);
+    partials->split_tokens = split_tokens;
+    float* anchors = carver.take<float>(static_cast<std::size_t>(rows * anchor_chunks));
+    if (anchor_max != nullptr) *anchor_max = anchors;
+    return carver.bytes();
+  }
+};
+
+Plan dense_plan(const DenseDecodeProblem& p, const DecodeOptions& options) {
+  const DenseKvCache& c = p.cache;
+  Plan plan;
+  const int64_t tiles = ceil_div(c.capacity, decode::kDenseTileTokens);
+  plan.units_per_split = units_per_split(tiles, c.batch * c.num_kv_heads, options.blocks_per_split,
+                                         INT32_MAX / decode::kDenseTileTokens);
+  plan.splits = ceil_div(tiles, plan.units_per_split);
+  plan.split_tokens = plan.units_per_split * decode::kDenseTileTokens;
+  plan.rows = c.batch * p.num_q_heads;
+  return plan;
 }
-Status cuda_dense_decode(const DenseDecodeProblem&, void*, cudaStream_t, const DecodeOptions&) {
-  return Status(StatusCode::kUnsupported, "dense_decode: not implemented yet");
+
+Plan sparse_plan(const SparseDecodeProblem& p, const DecodeOptions& options) {
+  const SparseKvCache& c = p.cache;
+  Plan plan;
+  plan.units_per_split = units_per_split(c.max_blocks, c.batch * c.num_kv_heads,
+                                         options.blocks_per_split, decode::kMaxBlocksPerSplit);
+  plan.splits = ceil_div(c.max_blocks, plan.units_per_split);
+  plan.split_tokens = plan.units_per_split * c.block_size;
+  plan.rows = c.batch * p.num_q_heads;
+  plan.anchor_chunks = decode::anchor_chunks(c.block_size);
+  return plan;
+}
+
+}  // namespace
+
+std::size_t cuda_sparse_decode_workspace_size(const SparseDecodeProblem& problem,
+                                              const DecodeOptions& options) {
+  decode::SplitPartials partials;
+  return sparse_plan(problem, options).carve(nullptr, &partials, nullptr);
+}
+
+Status cuda_sparse_decode(const SparseDecodeProblem& problem, void* workspace, cudaStream_t stream,
+                          const DecodeOptions& options) {
+  const SparseKvCache& c = problem.cache;
+  if (c.batch == 0) return Status::ok();
+  const Plan plan = sparse_plan(problem, options);
+  decode::SplitPartials partials;
+  float* anchor_max = nullptr;
+  plan.carve(workspace, &partials, &anchor_max);
+  if (Status s = decode::launch_sparse_anchors(problem, anchor_max, stream); !s) return s;
+  if (Status s = decode::launch_sparse_decode(problem, static_cast<int>(plan.units_per_split),
+                                              anchor_max, partials, stream);
+      !s) {
+    return s;
+  }
+  return decode::launch_decode_merge(partials, c.lengths, c.batch, problem.num_q_heads,
+                                     problem.out, problem.out_dtype, problem.lse, stream);
+}
+
+std::size_t cuda_dense_decode_workspace_size(const DenseDecodeProblem& problem,
+                                             const DecodeOptions& options) {
+  decode::SplitPartials partials;
+  return dense_plan(problem, options).carve(nullptr, &partials, nullptr);
+}
+
+Status cuda_dense_decode(const DenseDecodeProblem& problem, void* workspace, cudaStream_t stream,
+                         const DecodeOptions& options) {
+  const DenseKvCache& c = problem.cache;
+  if (c.dtype != DType::kFloat16 && c.dtype != DType::kBFloat16) {
+    return Status(StatusCode::kUnsupported,
+                  concat("dense_decode on the GPU takes a float16 or bfloat16 cache, got "
+                         "cache.dtype ",
+                         dtype_name(c.dtype), " (float32 is for dense_decode_cpu)"));
+  }
+  if (c.batch == 0) return Status::ok();
+  const Plan plan = dense_plan(problem, options);
+  decode::SplitPartials partials;
+  plan.carve(workspace, &partials, nullptr);
+  if (plan.splits > 0) {
+    if (Status s = decode::launch_dense_decode(problem, partials, stream); !s) return s;
+  }
+  return decode::launch_decode_merge(partials, c.lengths, c.batch, problem.num_q_heads,
+                                     problem.out, problem.out_dtype, problem.lse, stream);
 }
 
 }  // namespace litetopk::detail

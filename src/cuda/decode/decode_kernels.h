@@ -1,0 +1,51 @@
+// Host-side entry points of the decode attention kernels (one .cu file each) and the parameters
+// they share. The orchestration (split sizes, workspace layout, launch order) is in
+// decode_launch.cu.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "litetopk/sparse_decode.h"
+
+namespace litetopk::decode {
+
+// The partial results of the splits and how the merge finds the active ones: a sequence of
+// length len has ceil(len / split_tokens) active splits (at most `splits`).
+struct SplitPartials {
+  float* o = nullptr;     // [rows, splits, D], each normalized by its own softmax sum
+  float* lse2 = nullptr;  // [rows, splits]: max + log2(sum), log2 units; -inf for an empty split
+  int splits = 0;
+  int64_t split_tokens = 0;
+};
+
+// ---- dense flash-decoding (dense_decode_kernel.cu) ----
+constexpr int kDenseTileTokens = 64;  // tokens per pipeline stage; DecodeOptions' "block" here
+Status launch_dense_decode(const DenseDecodeProblem& problem, const SplitPartials& partials,
+                           cudaStream_t stream);
+
+// ---- sparse decode (sparse_anchor_kernel.cu, sparse_decode_kernel.cu) ----
+constexpr int kAnchorChunkTokens = 64;
+constexpr int kMaxBlocksPerSplit = 1024;
+// Chunks of the anchor kernel per (sequence, KV head): block 0, block nf-1 and the open block,
+// each in BS / 64 chunks.
+inline int anchor_chunks(int64_t block_size) {
+  return 3 * static_cast<int>(block_size / kAnchorChunkTokens);
+}
+// Per (sequence, query head, anchor chunk): the largest exact logit (log2 units) of the chunk's
+// tokens, -inf for a chunk with none.
+Status launch_sparse_anchors(const SparseDecodeProblem& problem, float* anchor_max,
+                             cudaStream_t stream);
+Status launch_sparse_decode(const SparseDecodeProblem& problem, int blocks_per_split,
+                            const float* anchor_max, const SplitPartials& partials,
+                            cudaStream_t stream);
+
+// ---- the merge of the splits (decode_merge_kernel.cu) ----
+// out [rows, D] of out_dtype and the optional natural-log lse [rows] from the active splits;
+// rows = batch * num_q_heads. Launched as a programmatic dependent of the split kernel.
+Status launch_decode_merge(const SplitPartials& partials, const int32_t* lengths, int64_t batch,
+                           int64_t num_q_heads, void* out, DType out_dtype, float* lse,
+                           cudaStream_t stream);
+
+}  // namespace litetopk::decode

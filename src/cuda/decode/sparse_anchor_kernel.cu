@@ -1,0 +1,143 @@
+// The pseudo-maximum of sparse decode: exact logits of the anchor tokens (block 0, block nf-1,
+// the open block), never 2-bit estimates.
+//
+// Grid (3 * BS/64 chunks, kv_heads, batch), 128 threads; chunk c covers 64 tokens of one anchor.
+// 1. Lets the dependent sparse kernel launch at once (it scans codes meanwhile and waits for this
+//    grid only before its first keep decision).
+// 2. Reads the length; a chunk without tokens (no such anchor, block nf-1 == block 0, or past the
+//    open block's end) writes -inf.
+// 3. Rebuilds the chunk's keys in shared memory in fp32, exactly (s * (L + R), or the tail key
+//    widened), and the group's queries times softmax_scale * log2(e).
+// 4. Thread (token, head) dot products in fp32 (rotated channel order: no bank conflicts), then
+//    the max over the chunk's tokens per head -> anchor_max [batch, q_heads, chunks] (log2 units).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "core/sparse_decode_validation.h"
+#include "core/sparse_kv_format.h"
+#include "cuda/decode/decode_kernels.h"
+#include "cuda/decode/decode_launch_kernel.cuh"
+#include "cuda/decode/decode_mma_sm90.cuh"
+
+namespace litetopk::decode {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kTokens = kAnchorChunkTokens;
+
+struct AnchorParams {
+  const void* q;
+  const uint8_t* codes;
+  const void* scales;
+  const uint8_t* residuals;
+  const void* tail_keys;
+  const int32_t* lengths;
+  const int32_t* block_table;
+  int num_kv_heads, group, block_size, max_blocks, chunks;
+  float scale_log2;
+  float* anchor_max;
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) sparse_anchor_kernel(const AnchorParams p) {
+  allow_dependent_grids();
+  __shared__ float keys[kTokens][kHeadDim];
+  __shared__ float q[16][kHeadDim];
+  __shared__ float best[2][16];
+  const int chunk = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int per_anchor = p.block_size / kTokens;
+  const int anchor = chunk / per_anchor, first = (chunk % per_anchor) * kTokens;
+  const int len = p.lengths[b];
+  const int nf = len / p.block_size, nt = len - nf * p.block_size;
+  int count = 0, block = 0;
+  if (anchor == 0 && nf >= 1) {
+    count = kTokens;
+  } else if (anchor == 1 && nf >= 2) {
+    count = kTokens;
+    block = nf - 1;
+  } else if (anchor == 2 && nt > first) {
+    count = min(kTokens, nt - first);
+  }
+  const int num_q_heads = p.num_kv_heads * p.group;
+  const int64_t first_row = static_cast<int64_t>(b) * num_q_heads + static_cast<int64_t>(h) * p.group;
+  if (count == 0) {
+    if (threadIdx.x < p.group) p.anchor_max[(first_row + threadIdx.x) * p.chunks + chunk] = -INFINITY;
+    return;
+  }
+  const T* qg = static_cast<const T*>(p.q) + first_row * kHeadDim;
+  for (int i = threadIdx.x; i < p.group * kHeadDim; i += kThreads) {
+    q[i / kHeadDim][i % kHeadDim] = to_float(qg[i]) * p.scale_log2;
+  }
+  if (anchor < 2) {
+    const int64_t slot = sparse_kv::slot_index(p.block_table, p.num_kv_heads, p.max_blocks, b, h, block);
+    const uint8_t* codes = p.codes + (slot * p.block_size + first) * (kHeadDim / 4);
+    const uint8_t* residuals = p.residuals + (slot * p.block_size + first) * kHeadDim;
+    const T* scales = static_cast<const T*>(p.scales) + slot * kHeadDim;
+    for (int i = threadIdx.x; i < kTokens * kHeadDim; i += kThreads) {
+      const int token = i / kHeadDim, c = i % kHeadDim;
+      const uint32_t code = sparse_kv::unpack_code(codes + token * (kHeadDim / 4), c);
+      keys[token][c] = sparse_kv::rebuild_element(to_float(scales[c]), code, residuals[i]);
+    }
+  } else {
+    const T* tail = static_cast<const T*>(p.tail_keys) +
+                    ((static_cast<int64_t>(b) * p.num_kv_heads + h) * p.block_size + first) * kHeadDim;
+    for (int i = threadIdx.x; i < count * kHeadDim; i += kThreads) {
+      keys[i / kHeadDim][i % kHeadDim] = to_float(tail[i]);
+    }
+  }
+  __syncthreads();
+  const int token = threadIdx.x % kTokens, half = threadIdx.x / kTokens;
+  for (int head = half; head < p.group; head += 2) {
+    float dot = 0.0f;
+#pragma unroll 8
+    for (int c = 0; c < kHeadDim; ++c) {
+      const int cc = (c + token) & (kHeadDim - 1);
+      dot = fmaf(q[head][cc], keys[token][cc], dot);
+    }
+    float m = token < count ? dot : -INFINITY;
+    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    // Warps 2*half and 2*half+1 hold tokens 0..31 and 32..63 of this head.
+    if ((threadIdx.x & 31) == 0) best[(threadIdx.x >> 5) & 1][head] = m;
+  }
+  __syncthreads();
+  if (threadIdx.x < p.group) {
+    p.anchor_max[(first_row + threadIdx.x) * p.chunks + chunk] =
+        fmaxf(best[0][threadIdx.x], best[1][threadIdx.x]);
+  }
+}
+
+}  // namespace
+
+Status launch_sparse_anchors(const SparseDecodeProblem& problem, float* anchor_max,
+                             cudaStream_t stream) {
+  const SparseKvCache& c = problem.cache;
+  AnchorParams params{};
+  params.q = problem.q;
+  params.codes = c.key_codes;
+  params.scales = c.key_scales;
+  params.residuals = c.key_residuals;
+  params.tail_keys = c.tail_keys;
+  params.lengths = c.lengths;
+  params.block_table = c.block_table;
+  params.num_kv_heads = static_cast<int>(c.num_kv_heads);
+  params.group = static_cast<int>(problem.num_q_heads / c.num_kv_heads);
+  params.block_size = static_cast<int>(c.block_size);
+  params.max_blocks = static_cast<int>(c.max_blocks);
+  params.chunks = anchor_chunks(c.block_size);
+  params.scale_log2 =
+      static_cast<float>(detail::resolved_softmax_scale(problem.softmax_scale, c.head_dim)) *
+      kLog2e;
+  params.anchor_max = anchor_max;
+  const dim3 grid(static_cast<unsigned>(params.chunks), static_cast<unsigned>(c.num_kv_heads),
+                  static_cast<unsigned>(c.batch));
+  if (c.dtype == DType::kFloat16) {
+    return launch_kernel(sparse_anchor_kernel<__half>, grid, dim3(kThreads), 0, false, stream,
+                         params);
+  }
+  return launch_kernel(sparse_anchor_kernel<__nv_bfloat16>, grid, dim3(kThreads), 0, false, stream,
+                       params);
+}
+
+}  // namespace litetopk::decode

@@ -1,0 +1,496 @@
+// Sparse decode (litetopk/sparse_decode.h): scan 2-bit key codes, keep the blocks within delta
+// of the pseudo-maximum, exact attention over the kept blocks only.
+//
+// Grid (splits, kv_heads, batch); a CTA owns blocks [split * bps, (split + 1) * bps) of one
+// (sequence, KV head) (block nf is the open block) and all G query heads of the group.
+// 1. Reads the length on the device; a split past the last block exits (after waiting for the
+//    anchor kernel, so that this grid's end implies that one's).
+// 2. Scan: a producer warp streams each full block's codes (BS * 32 B) and scales into a deep
+//    ring (cp.async.bulk + mbarriers). Consumer warp w takes blocks w, w+4, ...: folds the scales
+//    into the query (u = q s scale log2e 2^-F), forms fp16 (1024 + code 4^j) from the code words
+//    with one mask-and-or per register, runs S = codes u^T on tensor cores and keeps the max per
+//    head. Before its first decision it waits for the anchor kernel (programmatic dependent
+//    launch) and reads the pseudo-max pm2 per head. Keep = anchor (0, nf-1) or some head of the
+//    group has estimate >= pm2 - delta * log2(e) (log2 units), or delta = inf.
+// 3. Attend: the producer streams, for each kept block in order and then the open block, 64-token
+//    chunks of residuals + codes + scales + values (tail keys + values for the open block) into a
+//    3-stage ring: residuals and values of skipped blocks are never read.
+// 4. Each consumer warp takes 16 tokens of a chunk: keys code + R (exact fp16) against the
+//    query's fp16 hi + lo split (fp32-grade exact scores), or the raw tail keys against the raw
+//    query; online softmax and O += P V (decode_softmax_sm90.cuh).
+// 5. The warps merge and write the split's partial; decode_merge_kernel combines the splits.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/sparse_decode_validation.h"
+#include "core/sparse_kv_format.h"
+#include "cuda/common/async_copy_sm90.cuh"
+#include "cuda/decode/decode_kernels.h"
+#include "cuda/decode/decode_launch_kernel.cuh"
+#include "cuda/decode/decode_softmax_sm90.cuh"
+#include "cuda/decode/sparse_key_fragments_sm90.cuh"
+
+namespace litetopk::decode {
+namespace {
+
+constexpr int kThreads = (kConsumerWarps + 1) * 32;
+constexpr int kAttendStages = 3;
+constexpr int kScanRingBytes = 68 * 1024;  // codes + scales of 16 (BS 128) or 8 (BS 256) blocks
+// One attend stage: values [64 rows] | keys [64 rows] (the open block) or residuals [64 rows of
+// 128 B] + codes [64 rows of 32 B] | the block's scales.
+constexpr int kValuesOffset = 0;
+constexpr int kKeysOffset = kChunkTokens * kRowBytes;
+constexpr int kResidualsOffset = kKeysOffset;
+constexpr int kCodesOffset = kResidualsOffset + kChunkTokens * kHeadDim;
+constexpr int kScalesOffset = kKeysOffset + kChunkTokens * kRowBytes;
+constexpr int kAttendStageBytes = kScalesOffset + kHeadDim * 2;
+
+struct SparseParams {
+  const void* q;
+  const uint8_t* codes;
+  const void* scales;
+  const uint8_t* residuals;
+  const void* values;
+  const void* tail_keys;
+  const int32_t* lengths;
+  const int32_t* block_table;
+  int num_kv_heads, group, block_size, max_blocks, blocks_per_split;
+  float scale_log2;
+  float delta2;  // delta * log2(e)
+  bool keep_all;
+  const float* anchor_max;
+  int anchor_chunks;
+  uint8_t* kept_mask;
+  PartialOut partial;
+};
+
+struct SparseShared {
+  union {
+    unsigned char scan[kScanRingBytes];
+    unsigned char attend[kAttendStages][kAttendStageBytes];
+  } ring;
+  uint16_t q[16][kHeadDim];
+  float pm2[16];
+  uint8_t keep[kMaxBlocksPerSplit];
+  uint64_t scan_full[16], scan_empty[16];
+  uint64_t attend_full[kAttendStages], attend_empty[kAttendStages];
+};
+static_assert(sizeof(CombineScratch) <= sizeof(SparseShared::ring), "epilogue scratch fits");
+
+__device__ __forceinline__ int scan_stages(int block_size) { return 16 * 128 / block_size; }
+__device__ __forceinline__ int scan_stage_bytes(int block_size) {
+  return block_size * kCodeRowBytes + kHeadDim * 2;
+}
+
+// The 2-bit estimate (log2 units) of head 8n+g for every n, in lanes (g, *): the max over the
+// block's tokens of (codes . u) * 2^F - bias.
+template <typename T, int NT>
+__device__ __forceinline__ void scan_block(const unsigned char* codes, const T* scales,
+                                           const uint16_t (*q)[kHeadDim], int block_size,
+                                           float scale_log2, float (&estimate)[NT]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2;
+  uint32_t bf[NT][8][2];
+  float bias[NT];
+  int exponent[NT];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    BlockQuery<T> bq;
+    bq.build(reinterpret_cast<const T*>(q[8 * n + g]), scales, scale_log2);
+    exponent[n] = bq.exponent;
+    bias[n] = scan_query_fragments(bq, bf[n]);
+  }
+  float best[NT][2];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) best[n][0] = best[n][1] = -INFINITY;
+  for (int row0 = 0; row0 < block_size; row0 += 16) {
+    uint32_t w[2][2], w8[2][2];
+    load_code_words(codes + (row0 + g) * kCodeRowBytes, w[0]);
+    load_code_words(codes + (row0 + g + 8) * kCodeRowBytes, w[1]);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      w8[r][0] = w[r][0] >> 8;
+      w8[r][1] = w[r][1] >> 8;
+    }
+    float s[NT][4];
+#pragma unroll
+    for (int n = 0; n < NT; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks) {
+      const uint32_t a[4] = {scan_key_register(w[0], w8[0], ks, 0), scan_key_register(w[1], w8[1], ks, 0),
+                             scan_key_register(w[0], w8[0], ks, 1), scan_key_register(w[1], w8[1], ks, 1)};
+#pragma unroll
+      for (int n = 0; n < NT; ++n) mma_f16(s[n], a, bf[n][ks][0], bf[n][ks][1]);
+    }
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      best[n][0] = fmaxf(best[n][0], fmaxf(s[n][0], s[n][2]));
+      best[n][1] = fmaxf(best[n][1], fmaxf(s[n][1], s[n][3]));
+    }
+  }
+  // Lanes (*, t) hold heads 8n + 2t + i: reduce over g, then fetch head 8n+g from lane t = g/2.
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      float x = best[n][i];
+      x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
+      x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
+      x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
+      best[n][i] = x;
+    }
+    const float x0 = __shfl_sync(0xffffffffu, best[n][0], g >> 1);
+    const float x1 = __shfl_sync(0xffffffffu, best[n][1], g >> 1);
+    estimate[n] = ldexpf(((g & 1) ? x1 : x0) - bias[n], exponent[n]);
+  }
+}
+
+// The exact-score state of the block being attended: query fragments and, per C column (heads
+// 8n + 2t + i), the exponent and bias.
+template <int NT>
+struct ExactQuery {
+  uint32_t hi[NT][8][2], lo[NT][8][2];
+  float col_scale[NT][2], col_bias[NT][2];
+};
+
+template <typename T, int NT>
+__device__ __forceinline__ void build_exact_query(const T* scales, const uint16_t (*q)[kHeadDim],
+                                                  float scale_log2, ExactQuery<NT>& eq) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    BlockQuery<T> bq;
+    bq.build(reinterpret_cast<const T*>(q[8 * n + g]), scales, scale_log2);
+    const float bias = exact_query_fragments(bq, eq.hi[n], eq.lo[n]);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int src = 4 * (2 * t + i);
+      eq.col_scale[n][i] = ldexpf(1.0f, __shfl_sync(0xffffffffu, bq.exponent, src));
+      eq.col_bias[n][i] = __shfl_sync(0xffffffffu, bias, src);
+    }
+  }
+}
+
+// Exact scores (log2 units) of the warp's 16 rows of a quantized block chunk.
+template <int NT>
+__device__ __forceinline__ void exact_scores(const unsigned char* codes, const unsigned char* residuals,
+                                             const ExactQuery<NT>& eq, float (&s)[NT][4]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  uint32_t w[2][2], res[2][8];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    load_code_words(codes + (g + 8 * r) * kCodeRowBytes, w[r]);
+    uint32_t x[4];
+    load_shared16(residuals + (g + 8 * r) * kHeadDim + 32 * t, x);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) res[r][j] = x[j];
+    load_shared16(residuals + (g + 8 * r) * kHeadDim + 32 * t + 16, x);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) res[r][4 + j] = x[j];
+  }
+#pragma unroll
+  for (int n = 0; n < NT; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks) {
+    uint32_t k0[2], k1[2];
+    exact_key_registers(w[0], res[0], ks, k0);
+    exact_key_registers(w[1], res[1], ks, k1);
+    const uint32_t a[4] = {k0[0], k1[0], k0[1], k1[1]};
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      mma_f16(s[n], a, eq.hi[n][ks][0], eq.hi[n][ks][1]);
+      mma_f16(s[n], a, eq.lo[n][ks][0], eq.lo[n][ks][1]);
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[n][e] = (s[n][e] - eq.col_bias[n][e & 1]) * eq.col_scale[n][e & 1];
+  }
+}
+
+// Raw (fp16/bf16) key rows against the raw query: the open block. Same channel order as the
+// dense kernel: lane (g, t) reads channels 32t .. 32t+31, k-step ks holds 32t + 4ks + {0..3}.
+template <typename T, int NT>
+__device__ __forceinline__ void tail_scores(const unsigned char* krows, const uint16_t (*q)[kHeadDim],
+                                            float scale_log2, int valid, float (&s)[NT][4]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  uint32_t k[2][16];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      uint32_t x[4];
+      load_shared16(krows + (g + 8 * r) * kRowBytes + 64 * t + 16 * i, x);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) k[r][4 * i + j] = x[j];
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < NT; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks) {
+    const uint32_t a[4] = {k[0][2 * ks], k[1][2 * ks], k[0][2 * ks + 1], k[1][2 * ks + 1]};
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      const uint16_t* row = q[8 * n + g] + 32 * t + 4 * ks;
+      mma<T>(s[n], a, *reinterpret_cast<const uint32_t*>(row),
+             *reinterpret_cast<const uint32_t*>(row + 2));
+    }
+  }
+  const bool low_ok = g < valid, high_ok = g + 8 < valid;
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    s[n][0] = low_ok ? s[n][0] * scale_log2 : -INFINITY;
+    s[n][1] = low_ok ? s[n][1] * scale_log2 : -INFINITY;
+    s[n][2] = high_ok ? s[n][2] * scale_log2 : -INFINITY;
+    s[n][3] = high_ok ? s[n][3] * scale_log2 : -INFINITY;
+  }
+}
+
+// The attend units of a CTA, in order: every chunk of each kept full block, then the open
+// block's chunks. Iterated identically by the producer and the consumers.
+struct UnitCursor {
+  int index = -1;   // position among the CTA's full blocks (== full for the open block)
+  int chunk = 0;
+  __device__ __forceinline__ bool next(const uint8_t* keep, int full, int chunks_per_block,
+                                       int tail_chunks) {
+    if (index >= 0 && index < full && ++chunk < chunks_per_block) return true;
+    if (index == full) return ++chunk < tail_chunks;
+    chunk = 0;
+    for (++index; index < full; ++index) {
+      if (keep[index]) return true;
+    }
+    return tail_chunks > 0;
+  }
+};
+
+template <typename T, int NT>
+__global__ void __launch_bounds__(kThreads, 2) sparse_decode_kernel(const SparseParams p) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  SparseShared& sh = *reinterpret_cast<SparseShared*>(smem_raw);
+  const int split = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int bs = p.block_size;
+  const int len = p.lengths[b];
+  const int nf = len / bs, nt = len - nf * bs;
+  const int used = nf + (nt > 0 ? 1 : 0);
+  const int j0 = split * p.blocks_per_split;
+  if (j0 >= used) {
+    wait_for_prerequisite_grids();
+    return;
+  }
+  const int j1 = min(used, j0 + p.blocks_per_split);
+  const int full = min(j1, nf) - j0;                     // full blocks of this CTA
+  const bool has_tail = nt > 0 && nf < j1;               // the open block is ours
+  const int tail_chunks = has_tail ? (nt + kChunkTokens - 1) / kChunkTokens : 0;
+  const int chunks_per_block = bs / kChunkTokens;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int num_q_heads = p.num_kv_heads * p.group;
+  const int64_t first_row = static_cast<int64_t>(b) * num_q_heads + static_cast<int64_t>(h) * p.group;
+  const int stages1 = scan_stages(bs), stage1_bytes = scan_stage_bytes(bs);
+  const auto slot = [&](int j) {
+    return sparse_kv::slot_index(p.block_table, p.num_kv_heads, p.max_blocks, b, h, j);
+  };
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages1; ++s) {
+      sm90::mbarrier_init(&sh.scan_full[s], 1);
+      sm90::mbarrier_init(&sh.scan_empty[s], 1);
+    }
+    for (int s = 0; s < kAttendStages; ++s) {
+      sm90::mbarrier_init(&sh.attend_full[s], 1);
+      sm90::mbarrier_init(&sh.attend_empty[s], kConsumerWarps);
+    }
+    sm90::fence_barrier_init();
+  }
+  const uint16_t* q = static_cast<const uint16_t*>(p.q) + first_row * kHeadDim;
+  for (int i = threadIdx.x; i < 16 * kHeadDim; i += kThreads) {
+    const int row = i / kHeadDim;
+    sh.q[row][i % kHeadDim] = row < p.group ? q[i] : uint16_t{0};
+  }
+  __syncthreads();
+
+  // ---- 2. scan ----
+  if (warp == kConsumerWarps) {
+    if (lane == 0) {
+      for (int i = 0; i < full; ++i) {
+        const int stage = i % stages1;
+        if (i >= stages1) sm90::mbarrier_wait(&sh.scan_empty[stage], ((i / stages1) - 1) & 1);
+        const int64_t at = slot(j0 + i);
+        unsigned char* dst = sh.ring.scan + stage * stage1_bytes;
+        sm90::mbarrier_arrive_expect_bytes(&sh.scan_full[stage], static_cast<uint32_t>(stage1_bytes));
+        sm90::bulk_copy_global_to_shared(dst, p.codes + at * bs * kCodeRowBytes, bs * kCodeRowBytes,
+                                         &sh.scan_full[stage]);
+        sm90::bulk_copy_global_to_shared(dst + bs * kCodeRowBytes,
+                                         static_cast<const unsigned char*>(p.scales) + at * kHeadDim * 2,
+                                         kHeadDim * 2, &sh.scan_full[stage]);
+      }
+    }
+  } else {
+    wait_for_prerequisite_grids();  // the anchor kernel's pseudo-max
+    if (threadIdx.x < p.group) {
+      const float* am = p.anchor_max + (first_row + threadIdx.x) * p.anchor_chunks;
+      float m = -INFINITY;
+      for (int c = 0; c < p.anchor_chunks; ++c) m = fmaxf(m, am[c]);
+      sh.pm2[threadIdx.x] = m;
+    }
+    consumer_barrier();
+    const int g = lane >> 2;
+    for (int i = warp; i < full; i += kConsumerWarps) {
+      const int stage = i % stages1;
+      sm90::mbarrier_wait(&sh.scan_full[stage], (i / stages1) & 1);
+      const unsigned char* base = sh.ring.scan + stage * stage1_bytes;
+      float estimate[NT];
+      scan_block<T, NT>(base, reinterpret_cast<const T*>(base + bs * kCodeRowBytes), sh.q, bs,
+                        p.scale_log2, estimate);
+      const int j = j0 + i;
+      bool keep_head = false;
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        const int head = 8 * n + g;
+        keep_head = keep_head || (head < p.group && estimate[n] >= sh.pm2[head] - p.delta2);
+      }
+      const bool keep = p.keep_all || j == 0 || j == nf - 1 || __any_sync(0xffffffffu, keep_head);
+      __syncwarp();
+      if (lane == 0) {
+        sh.keep[i] = keep ? 1 : 0;
+        if (p.kept_mask != nullptr) {
+          p.kept_mask[(static_cast<int64_t>(b) * p.num_kv_heads + h) * p.max_blocks + j] = keep ? 1 : 0;
+        }
+        sm90::mbarrier_arrive_expect_bytes(&sh.scan_empty[stage], 0);
+      }
+    }
+    if (has_tail && threadIdx.x == 0 && p.kept_mask != nullptr) {
+      p.kept_mask[(static_cast<int64_t>(b) * p.num_kv_heads + h) * p.max_blocks + nf] = 1;
+    }
+  }
+  __syncthreads();  // the keep flags are complete; the scan ring is free
+
+  // ---- 3. attend: producer ----
+  if (warp == kConsumerWarps) {
+    if (lane == 0) {
+      UnitCursor cursor;
+      for (int u = 0; cursor.next(sh.keep, full, chunks_per_block, tail_chunks); ++u) {
+        const int stage = u % kAttendStages;
+        if (u >= kAttendStages) {
+          sm90::mbarrier_wait(&sh.attend_empty[stage], ((u / kAttendStages) - 1) & 1);
+        }
+        unsigned char* dst = sh.ring.attend[stage];
+        const int row0 = cursor.chunk * kChunkTokens;
+        if (cursor.index < full) {
+          const int64_t at = slot(j0 + cursor.index);
+          const int64_t row = at * bs + row0;
+          sm90::mbarrier_arrive_expect_bytes(
+              &sh.attend_full[stage],
+              kChunkTokens * (kRowBytes + kHeadDim + kCodeRowBytes) + kHeadDim * 2);
+          sm90::bulk_copy_global_to_shared(dst + kValuesOffset,
+                                           static_cast<const unsigned char*>(p.values) + row * kRowBytes,
+                                           kChunkTokens * kRowBytes, &sh.attend_full[stage]);
+          sm90::bulk_copy_global_to_shared(dst + kResidualsOffset, p.residuals + row * kHeadDim,
+                                           kChunkTokens * kHeadDim, &sh.attend_full[stage]);
+          sm90::bulk_copy_global_to_shared(dst + kCodesOffset, p.codes + row * kCodeRowBytes,
+                                           kChunkTokens * kCodeRowBytes, &sh.attend_full[stage]);
+          sm90::bulk_copy_global_to_shared(dst + kScalesOffset,
+                                           static_cast<const unsigned char*>(p.scales) + at * kHeadDim * 2,
+                                           kHeadDim * 2, &sh.attend_full[stage]);
+        } else {
+          const int rows = min(kChunkTokens, nt - row0);
+          const int64_t value_row = slot(nf) * bs + row0;
+          const int64_t key_row = (static_cast<int64_t>(b) * p.num_kv_heads + h) * bs + row0;
+          sm90::mbarrier_arrive_expect_bytes(&sh.attend_full[stage], 2u * rows * kRowBytes);
+          sm90::bulk_copy_global_to_shared(dst + kValuesOffset,
+                                           static_cast<const unsigned char*>(p.values) + value_row * kRowBytes,
+                                           rows * kRowBytes, &sh.attend_full[stage]);
+          sm90::bulk_copy_global_to_shared(dst + kKeysOffset,
+                                           static_cast<const unsigned char*>(p.tail_keys) + key_row * kRowBytes,
+                                           rows * kRowBytes, &sh.attend_full[stage]);
+        }
+      }
+    }
+    return;
+  }
+
+  // ---- 4. attend: consumers ----
+  WarpSoftmax<T, NT> state;
+  state.init();
+  ExactQuery<NT> eq;
+  int query_block = -1;
+  UnitCursor cursor;
+  for (int u = 0; cursor.next(sh.keep, full, chunks_per_block, tail_chunks); ++u) {
+    const int stage = u % kAttendStages;
+    sm90::mbarrier_wait(&sh.attend_full[stage], (u / kAttendStages) & 1);
+    const unsigned char* base = sh.ring.attend[stage];
+    const int row0 = 16 * warp;
+    float s[NT][4];
+    if (cursor.index < full) {
+      if (cursor.index != query_block) {
+        build_exact_query<T, NT>(reinterpret_cast<const T*>(base + kScalesOffset), sh.q, p.scale_log2, eq);
+        query_block = cursor.index;
+      }
+      exact_scores<NT>(base + kCodesOffset + row0 * kCodeRowBytes,
+                       base + kResidualsOffset + row0 * kHeadDim, eq, s);
+      state.add(s, base + kValuesOffset + row0 * kRowBytes, 16);
+    } else {
+      const int valid = min(kChunkTokens, nt - cursor.chunk * kChunkTokens) - row0;
+      if (valid > 0) {
+        tail_scores<T, NT>(base + kKeysOffset + row0 * kRowBytes, sh.q, p.scale_log2, valid, s);
+        state.add(s, base + kValuesOffset + row0 * kRowBytes, valid);
+      }
+    }
+    __syncwarp();
+    if (lane == 0) sm90::mbarrier_arrive_expect_bytes(&sh.attend_empty[stage], 0);
+  }
+  allow_dependent_grids();
+  consumer_barrier();
+  combine_and_store(state, reinterpret_cast<CombineScratch*>(&sh.ring), p.group, first_row, split,
+                    p.partial);
+}
+
+template <typename T, int NT>
+Status launch_typed(const SparseParams& params, dim3 grid, cudaStream_t stream) {
+  return launch_kernel(sparse_decode_kernel<T, NT>, grid, dim3(kThreads), sizeof(SparseShared),
+                       true, stream, params);
+}
+
+}  // namespace
+
+Status launch_sparse_decode(const SparseDecodeProblem& problem, int blocks_per_split,
+                            const float* anchor_max, const SplitPartials& partials,
+                            cudaStream_t stream) {
+  const SparseKvCache& c = problem.cache;
+  SparseParams params{};
+  params.q = problem.q;
+  params.codes = c.key_codes;
+  params.scales = c.key_scales;
+  params.residuals = c.key_residuals;
+  params.values = c.values;
+  params.tail_keys = c.tail_keys;
+  params.lengths = c.lengths;
+  params.block_table = c.block_table;
+  params.num_kv_heads = static_cast<int>(c.num_kv_heads);
+  params.group = static_cast<int>(problem.num_q_heads / c.num_kv_heads);
+  params.block_size = static_cast<int>(c.block_size);
+  params.max_blocks = static_cast<int>(c.max_blocks);
+  params.blocks_per_split = blocks_per_split;
+  params.scale_log2 =
+      static_cast<float>(detail::resolved_softmax_scale(problem.softmax_scale, c.head_dim)) *
+      kLog2e;
+  params.keep_all = std::isinf(problem.delta);
+  params.delta2 = params.keep_all ? 0.0f : problem.delta * kLog2e;
+  params.anchor_max = anchor_max;
+  params.anchor_chunks = anchor_chunks(c.block_size);
+  params.kept_mask = problem.kept_mask;
+  params.partial = PartialOut{partials.o, partials.lse2, partials.splits};
+  const dim3 grid(static_cast<unsigned>(partials.splits), static_cast<unsigned>(c.num_kv_heads),
+                  static_cast<unsigned>(c.batch));
+  const bool wide = params.group > 8;
+  if (c.dtype == DType::kFloat16) {
+    return wide ? launch_typed<__half, 2>(params, grid, stream)
+                : launch_typed<__half, 1>(params, grid, stream);
+  }
+  return wide ? launch_typed<__nv_bfloat16, 2>(params, grid, stream)
+              : launch_typed<__nv_bfloat16, 1>(params, grid, stream);
+}
+
+}  // namespace litetopk::decode

@@ -1,0 +1,709 @@
+// GPU decode attention against the CPU references on the adversarial list (decode_cases()):
+// - dense_decode against the naive fp64 oracle, contiguous and strided caches;
+// - sparse_decode against sparse_decode_cpu: kept_mask equal except where the CPU's block
+//   estimate is within the GPU's derived estimation error of pm - delta; out and lse against an
+//   fp64 oracle restricted to the blocks the GPU read (and against the CPU output where every
+//   decision agrees), with tolerances derived from the dtypes; delta = inf against dense
+//   attention over the rebuilt keys;
+// - CUDA graphs: captured once, replayed after the cache grows on the device;
+// - *Small* suites for compute-sanitizer.
+// Several blocks_per_split values run each case, so splits that hold only skipped blocks, one
+// block, or the open block alone are all merged.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/sparse_decode_testing.h"
+#include "core/device_memory.h"
+#include "core/sparse_kv_format.h"
+#include "gpu/gpu_select_runner.h"
+#include "litetopk/sparse_decode.h"
+
+namespace litetopk::testing {
+namespace {
+
+using detail::DeviceBuffer;
+
+#define SKIP_WITHOUT_GPU() \
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device"
+
+constexpr int64_t kD = 128;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr uint8_t kMaskPoison = 0x77;
+
+// Unit roundoff of a dtype (half an ulp, relative).
+double unit_roundoff(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat16: return std::ldexp(1.0, -11);
+    case DType::kBFloat16: return std::ldexp(1.0, -8);
+    case DType::kFloat32: break;
+  }
+  return std::ldexp(1.0, -24);
+}
+
+template <typename V>
+Status upload(DeviceBuffer* buffer, const V& host) {
+  const std::size_t bytes = host.size() * sizeof(host[0]);
+  if (buffer->size() != std::max<std::size_t>(bytes, 16)) {
+    if (Status s = buffer->allocate(std::max<std::size_t>(bytes, 16)); !s) return s;
+  }
+  return bytes == 0 ? Status::ok() : detail::copy_to_device(buffer->data(), host.data(), bytes);
+}
+
+// A host sparse cache copied to the device (same shape and block table).
+struct DeviceSparseCache {
+  DeviceBuffer codes, scales, residuals, values, tail, lengths, table;
+  SparseKvCache view;
+
+  Status upload_from(HostSparseCache& host) {
+    Status s = upload(&codes, host.key_codes);
+    if (s) s = upload(&scales, host.key_scales);
+    if (s) s = upload(&residuals, host.key_residuals);
+    if (s) s = upload(&values, host.values);
+    if (s) s = upload(&tail, host.tail_keys);
+    if (s) s = upload(&lengths, host.lengths);
+    if (s && !host.block_table.empty()) s = upload(&table, host.block_table);
+    view = host.view();
+    view.key_codes = codes.as<uint8_t>();
+    view.key_scales = scales.data();
+    view.key_residuals = residuals.as<uint8_t>();
+    view.values = values.data();
+    view.tail_keys = tail.data();
+    view.lengths = lengths.as<int32_t>();
+    view.block_table = host.block_table.empty() ? nullptr : table.as<int32_t>();
+    return s;
+  }
+};
+
+// A dense cache on the device in any element layout: host and device copies with the same strides.
+struct DenseLayout {
+  int64_t batch_stride = 0, head_stride = 0, token_stride = 0;  // 0: contiguous
+};
+
+struct DeviceDenseCache {
+  std::vector<uint16_t> host_keys, host_values;
+  DeviceBuffer keys, values, lengths;
+  DenseKvCache host, device;
+
+  Status upload_from(const DecodeWorkload& w, const DenseLayout& layout) {
+    host = DenseKvCache{};
+    host.dtype = w.dtype;
+    host.batch = w.batch;
+    host.num_kv_heads = w.num_kv_heads;
+    host.capacity = w.capacity;
+    host.token_stride = layout.token_stride ? layout.token_stride : kD;
+    host.head_stride = layout.head_stride ? layout.head_stride : w.capacity * host.token_stride;
+    host.batch_stride = layout.batch_stride ? layout.batch_stride : w.num_kv_heads * host.head_stride;
+    const int64_t span = (w.batch - 1) * host.batch_stride + (w.num_kv_heads - 1) * host.head_stride +
+                         (w.capacity - 1) * host.token_stride + kD;
+    host_keys.assign(static_cast<std::size_t>(span), 0x7e00);  // NaN outside the tokens
+    host_values.assign(host_keys.size(), 0x7e00);
+    for (int64_t b = 0; b < w.batch; ++b) {
+      for (int64_t h = 0; h < w.num_kv_heads; ++h) {
+        for (int64_t t = 0; t < w.capacity; ++t) {
+          const int64_t from = ((b * w.num_kv_heads + h) * w.capacity + t) * kD;
+          const int64_t to = b * host.batch_stride + h * host.head_stride + t * host.token_stride;
+          std::copy_n(&w.keys[from], kD, &host_keys[to]);
+          std::copy_n(&w.values[from], kD, &host_values[to]);
+        }
+      }
+    }
+    host.keys = host_keys.data();
+    host.values = host_values.data();
+    host.lengths = const_cast<int32_t*>(w.lengths.data());
+    Status s = upload(&keys, host_keys);
+    if (s) s = upload(&values, host_values);
+    if (s) s = upload(&lengths, w.lengths);
+    device = host;
+    device.keys = keys.data();
+    device.values = values.data();
+    device.lengths = lengths.as<int32_t>();
+    return s;
+  }
+};
+
+struct GpuResult {
+  std::vector<float> out, lse;
+  std::vector<uint8_t> mask;
+};
+
+struct RunConfig {
+  DType out_dtype = DType::kFloat32;
+  int64_t blocks_per_split = 0;
+  bool with_lse = true;
+  bool with_mask = true;
+};
+
+std::string describe(const RunConfig& r) {
+  std::ostringstream os;
+  os << "out " << dtype_name(r.out_dtype) << ", blocks_per_split " << r.blocks_per_split;
+  return os.str();
+}
+
+// Output buffers (poisoned), the call, the download (out widened to float).
+struct DeviceOutputs {
+  DeviceBuffer q, out, lse, mask, workspace;
+
+  Status prepare(const DecodeWorkload& w, const RunConfig& r, int64_t mask_entries) {
+    const auto rows = static_cast<std::size_t>(w.batch * w.num_q_heads);
+    Status s = upload(&q, w.q);
+    if (s) s = out.allocate(rows * kD * dtype_size(r.out_dtype));
+    if (s) s = detail::fill_device(out.data(), 0x5a, out.size());
+    if (s) s = lse.allocate(rows * 4);
+    if (s) s = detail::fill_device(lse.data(), 0x5a, lse.size());
+    if (s) s = mask.allocate(static_cast<std::size_t>(std::max<int64_t>(mask_entries, 1)));
+    if (s) s = detail::fill_device(mask.data(), kMaskPoison, mask.size());
+    return s;
+  }
+
+  Status download(const DecodeWorkload& w, const RunConfig& r, int64_t mask_entries, GpuResult* g) {
+    const auto rows = static_cast<std::size_t>(w.batch * w.num_q_heads);
+    std::vector<unsigned char> raw(rows * kD * dtype_size(r.out_dtype));
+    Status s = detail::copy_to_host(raw.data(), out.data(), raw.size());
+    g->out.resize(rows * kD);
+    for (std::size_t i = 0; i < g->out.size(); ++i) {
+      g->out[i] = element(raw.data(), r.out_dtype, static_cast<int64_t>(i));
+    }
+    g->lse.assign(rows, 0.0f);
+    if (s && r.with_lse) s = detail::copy_to_host(g->lse.data(), lse.data(), rows * 4);
+    g->mask.assign(static_cast<std::size_t>(mask_entries), kMaskPoison);
+    if (s && r.with_mask && mask_entries > 0) {
+      s = detail::copy_to_host(g->mask.data(), mask.data(), g->mask.size());
+    }
+    return s;
+  }
+};
+
+SparseDecodeProblem sparse_problem(const DecodeWorkload& w, const SparseKvCache& cache, float delta,
+                                   const RunConfig& r, DeviceOutputs& dev) {
+  SparseDecodeProblem p;
+  p.cache = cache;
+  p.q = dev.q.data();
+  p.num_q_heads = w.num_q_heads;
+  p.softmax_scale = w.softmax_scale;
+  p.delta = delta;
+  p.out = dev.out.data();
+  p.out_dtype = r.out_dtype;
+  p.lse = r.with_lse ? dev.lse.as<float>() : nullptr;
+  p.kept_mask = r.with_mask ? dev.mask.as<uint8_t>() : nullptr;
+  return p;
+}
+
+Status run_gpu_sparse(const DecodeWorkload& w, const SparseKvCache& cache, float delta,
+                      const RunConfig& r, GpuResult* g) {
+  const int64_t mask_entries = cache.batch * cache.num_kv_heads * cache.max_blocks;
+  DeviceOutputs dev;
+  Status s = dev.prepare(w, r, mask_entries);
+  if (!s) return s;
+  const SparseDecodeProblem p = sparse_problem(w, cache, delta, r, dev);
+  DecodeOptions options;
+  options.blocks_per_split = r.blocks_per_split;
+  std::size_t bytes = 0;
+  s = sparse_decode_workspace_size(p, &bytes, options);
+  if (s) s = dev.workspace.allocate(bytes);
+  if (s) s = sparse_decode(p, dev.workspace.data(), bytes, nullptr, options);
+  if (s) s = detail::device_synchronize();
+  if (s) s = dev.download(w, r, mask_entries, g);
+  return s;
+}
+
+Status run_gpu_dense(const DecodeWorkload& w, const DenseKvCache& cache, const RunConfig& r,
+                     GpuResult* g) {
+  DeviceOutputs dev;
+  Status s = dev.prepare(w, r, 0);
+  if (!s) return s;
+  DenseDecodeProblem p;
+  p.cache = cache;
+  p.q = dev.q.data();
+  p.num_q_heads = w.num_q_heads;
+  p.softmax_scale = w.softmax_scale;
+  p.out = dev.out.data();
+  p.out_dtype = r.out_dtype;
+  p.lse = r.with_lse ? dev.lse.as<float>() : nullptr;
+  DecodeOptions options;
+  options.blocks_per_split = r.blocks_per_split;
+  std::size_t bytes = 0;
+  s = dense_decode_workspace_size(p, &bytes, options);
+  if (s) s = dev.workspace.allocate(bytes);
+  if (s) s = dense_decode(p, dev.workspace.data(), bytes, nullptr, options);
+  if (s) s = detail::device_synchronize();
+  if (s) s = dev.download(w, r, 0, g);
+  return s;
+}
+
+// fp64 attention over `cache` (any dtype; q of the cache's dtype) restricted to the blocks of
+// size `block_size` that `mask` marks read (null: every token; the open block is always read),
+// with what the tolerances need: per element A = sum_t w_t |v_tc| and per row the largest
+// scale * sum_c |q_c k_tc| over the read tokens.
+struct Oracle {
+  std::vector<double> out, lse, value_mass, score_abs;
+};
+
+void oracle(const DenseKvCache& c, const void* q, int64_t num_q_heads, double scale,
+            int64_t block_size, int64_t mask_blocks, const uint8_t* mask, Oracle* o) {
+  const int64_t group = num_q_heads / c.num_kv_heads;
+  const int64_t ts = c.token_stride ? c.token_stride : kD;
+  const int64_t hs = c.head_stride ? c.head_stride : c.capacity * ts;
+  const int64_t bstride = c.batch_stride ? c.batch_stride : c.num_kv_heads * hs;
+  const auto rows = static_cast<std::size_t>(c.batch * num_q_heads);
+  o->out.assign(rows * kD, 0.0);
+  o->value_mass.assign(rows * kD, 0.0);
+  o->lse.assign(rows, -kInf);
+  o->score_abs.assign(rows, 0.0);
+  for (int64_t b = 0; b < c.batch; ++b) {
+    const int64_t len = c.lengths[b], nf = len / block_size;
+    for (int64_t hq = 0; hq < num_q_heads; ++hq) {
+      const int64_t h = hq / group, row = b * num_q_heads + hq;
+      std::vector<int64_t> tokens;
+      for (int64_t t = 0; t < len; ++t) {
+        const int64_t j = t / block_size;
+        if (mask == nullptr || j >= nf || mask[(b * c.num_kv_heads + h) * mask_blocks + j] == 1) {
+          tokens.push_back(t);
+        }
+      }
+      if (tokens.empty()) continue;
+      std::vector<double> logits(tokens.size());
+      double mx = -kInf;
+      for (std::size_t i = 0; i < tokens.size(); ++i) {
+        double dot = 0, abs_dot = 0;
+        for (int64_t ch = 0; ch < kD; ++ch) {
+          const double a = element(q, c.dtype, row * kD + ch);
+          const double k = element(c.keys, c.dtype, b * bstride + h * hs + tokens[i] * ts + ch);
+          dot += a * k;
+          abs_dot += std::fabs(a * k);
+        }
+        logits[i] = scale * dot;
+        o->score_abs[row] = std::max(o->score_abs[row], scale * abs_dot);
+        mx = std::max(mx, logits[i]);
+      }
+      double sum = 0;
+      for (double l : logits) sum += std::exp(l - mx);
+      for (std::size_t i = 0; i < tokens.size(); ++i) {
+        const double wt = std::exp(logits[i] - mx) / sum;
+        for (int64_t ch = 0; ch < kD; ++ch) {
+          const double v = element(c.values, c.dtype, b * bstride + h * hs + tokens[i] * ts + ch);
+          o->out[row * kD + ch] += wt * v;
+          o->value_mass[row * kD + ch] += wt * std::fabs(v);
+        }
+      }
+      o->lse[row] = mx + std::log(sum);
+    }
+  }
+}
+
+// The GPU's error budget. Scores: fp32 accumulation (and the fp16 hi + lo query split of
+// quantized keys, 22 bits) give |ds| <= 2^-18 * scale * sum_c |q_c k_c|, changing each weight by
+// a factor exp(+-ds). Probabilities are rounded to the value dtype for the P V mma: each
+// weight by u_T. So |out - want| <= u_out |want| + (2.5 u_T + 3 ds) * sum_t w_t |v_t| and
+// |lse - want| <= 3 ds + 1e-5 (1 + |want|).
+::testing::AssertionResult check_against(const GpuResult& got, const Oracle& want, DType cache_dtype,
+                                         DType out_dtype, bool check_lse, const std::string& what) {
+  const double u_t = unit_roundoff(cache_dtype), u_out = 1.01 * unit_roundoff(out_dtype);
+  std::size_t failures = 0, worst = 0;
+  double worst_excess = 0;
+  for (std::size_t i = 0; i < got.out.size(); ++i) {
+    const double ds = std::ldexp(want.score_abs[i / kD], -18) + 1e-7;
+    const double tol = u_out * std::fabs(want.out[i]) + (2.5 * u_t + 3 * ds) * want.value_mass[i];
+    const double excess = std::fabs(static_cast<double>(got.out[i]) - want.out[i]) - tol;
+    if (!(excess <= 0)) {
+      if (failures++ == 0 || !(excess <= worst_excess)) {
+        worst = i;
+        worst_excess = std::isnan(excess) ? kInf : excess;
+      }
+    }
+  }
+  std::ostringstream msg;
+  msg.precision(9);
+  if (failures > 0) {
+    msg << what << ": " << failures << " of " << got.out.size() << " out elements differ; worst "
+        << worst << " (row " << worst / kD << "): got " << got.out[worst] << ", want "
+        << want.out[worst] << ", value mass " << want.value_mass[worst] << "\n";
+  }
+  if (check_lse) {
+    for (std::size_t r = 0; r < got.lse.size(); ++r) {
+      const double w = want.lse[r], g = got.lse[r];
+      if (w == -kInf ? g == -kInf
+                     : std::fabs(g - w) <= 3 * (std::ldexp(want.score_abs[r], -18) + 1e-7) +
+                                               1e-5 * (1 + std::fabs(w))) {
+        continue;
+      }
+      ++failures;
+      msg << what << ": lse[" << r << "] = " << g << ", want " << w << "\n";
+      break;
+    }
+  }
+  if (failures == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << msg.str();
+}
+
+// A quantized case: workload, host and device sparse caches, the rebuilt fp32 cache.
+struct Prepared {
+  DecodeWorkload w;
+  HostSparseCache host{DType::kFloat16, 0, 1, 128, 1, false};
+  DeviceSparseCache dev;
+  RebuiltCache rebuilt;
+
+  explicit Prepared(const DecodeCase& c) : w(make_decode_workload(c.spec)) { quantize(c); }
+  Prepared(const DecodeCase& c, DecodeWorkload workload) : w(std::move(workload)) { quantize(c); }
+
+  void quantize(const DecodeCase& c) {
+    Status s = quantize_workload(&w, c.block_size, c.paged, &host);
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    rebuild_cache(host.view(), w, &rebuilt);
+    s = dev.upload_from(host);
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+  }
+};
+
+// The CPU reference with its diagnostics.
+struct CpuSparse {
+  std::vector<float> out, lse;
+  std::vector<uint8_t> mask;
+  std::vector<double> pm, estimate;
+};
+
+void run_cpu_sparse(Prepared& prep, float delta, CpuSparse* cpu) {
+  const SparseKvCache view = prep.host.view();
+  const auto rows = static_cast<std::size_t>(prep.w.batch * prep.w.num_q_heads);
+  cpu->out.assign(rows * kD, 0.0f);
+  cpu->lse.assign(rows, 0.0f);
+  cpu->mask.assign(static_cast<std::size_t>(view.batch * view.num_kv_heads * view.max_blocks),
+                   kMaskPoison);
+  cpu->pm.assign(rows, 0.0);
+  cpu->estimate.assign(rows * static_cast<std::size_t>(view.max_blocks), 0.0);
+  SparseDecodeProblem p = prep.w.sparse_problem(view, delta, cpu->out.data(), cpu->mask.data());
+  p.lse = cpu->lse.data();
+  SparseDecodeCpuDiagnostics diag;
+  diag.pseudo_max = cpu->pm.data();
+  diag.block_estimate = cpu->estimate.data();
+  const Status s = sparse_decode_cpu(p, diag);
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+}
+
+// The GPU estimates in fp32 from fp16-rounded scaled queries: |e_gpu - e| <= scale * sum_c |q_c|
+// s_c * (1.5 * 2^-11 (rounding) + 1216 * 2^-22 (accumulation of 1024 + code 4^j)) <= 3e-3 *
+// scale * sum_c |q_c| s_c (with margin), and its pseudo-max (fp32 dot products) within 1e-4 of
+// 1 + |pm|. Returns how far e_ij is from the threshold, in units of that tolerance.
+double decision_margin(Prepared& prep, const CpuSparse& cpu, float delta, int64_t b, int64_t hq,
+                       int64_t j) {
+  const SparseKvCache view = prep.host.view();
+  const int64_t h = hq / (prep.w.num_q_heads / prep.w.num_kv_heads);
+  const int64_t slot = sparse_kv::slot_index(view.block_table, view.num_kv_heads, view.max_blocks, b, h, j);
+  double qs = 0;
+  for (int64_t c = 0; c < kD; ++c) {
+    qs += std::fabs(static_cast<double>(element(prep.w.q.data(), prep.w.dtype, (b * prep.w.num_q_heads + hq) * kD + c))) *
+          std::fabs(static_cast<double>(element(view.key_scales, view.dtype, slot * kD + c)));
+  }
+  const int64_t row = b * prep.w.num_q_heads + hq;
+  const double pm = cpu.pm[row];
+  const double tol = 3e-3 * prep.w.softmax_scale * qs + 1e-4 * (1 + std::fabs(pm));
+  const double e = cpu.estimate[row * view.max_blocks + j];
+  return (e - (pm - static_cast<double>(delta))) / tol;
+}
+
+// kept_mask: entries past ceil(len / BS) untouched, anchors and the open block 1, and every
+// other full block as the CPU decided unless the decision is within the tolerance.
+::testing::AssertionResult check_mask(Prepared& prep, const CpuSparse& cpu, const GpuResult& gpu,
+                                      float delta, int* ambiguous) {
+  const SparseKvCache view = prep.host.view();
+  const int64_t group = prep.w.num_q_heads / prep.w.num_kv_heads;
+  for (int64_t b = 0; b < view.batch; ++b) {
+    const int64_t len = prep.w.lengths[b], nf = len / view.block_size;
+    const int64_t used = (len + view.block_size - 1) / view.block_size;
+    for (int64_t h = 0; h < view.num_kv_heads; ++h) {
+      for (int64_t j = 0; j < view.max_blocks; ++j) {
+        const std::size_t at = static_cast<std::size_t>((b * view.num_kv_heads + h) * view.max_blocks + j);
+        const uint8_t g = gpu.mask[at], c = cpu.mask[at];
+        const bool must = j >= used || j == 0 || j == nf - 1 || j >= nf || std::isinf(delta);
+        if (must ? g != c : (g > 1)) {
+          return ::testing::AssertionFailure() << "kept_mask[" << b << ", " << h << ", " << j
+                                               << "] = " << int{g} << ", want " << int{c};
+        }
+        if (must || g == c) continue;
+        // CPU keep: every head that keeps must be within tolerance above the threshold; CPU
+        // skip: some head must be within tolerance below it.
+        bool allowed = c == 0 ? false : true;
+        for (int64_t i = 0; i < group; ++i) {
+          const double m = decision_margin(prep, cpu, delta, b, h * group + i, j);
+          if (c == 1 && m > 1) allowed = false;
+          if (c == 0 && m >= -1) allowed = true;
+        }
+        if (!allowed) {
+          return ::testing::AssertionFailure()
+                 << "kept_mask[" << b << ", " << h << ", " << j << "] = " << int{g} << ", want "
+                 << int{c} << " (not within the estimation tolerance)";
+        }
+        ++*ambiguous;
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+class SparseDecodeGpu : public ::testing::TestWithParam<DecodeCase> {};
+
+const RunConfig kSparseConfigs[] = {
+    {DType::kFloat32, 0, true, true}, {DType::kFloat16, 1, true, true}, {DType::kBFloat16, 3, true, true}};
+
+TEST_P(SparseDecodeGpu, MatchesCpuReference) {
+  SKIP_WITHOUT_GPU();
+  Prepared prep(GetParam());
+  const DecodeCase& c = GetParam();
+  for (const float delta : {2.0f, 5.0f}) {
+    CpuSparse cpu;
+    run_cpu_sparse(prep, delta, &cpu);
+    for (const RunConfig& r : kSparseConfigs) {
+      const std::string what = describe(r) + ", delta " + std::to_string(delta);
+      GpuResult gpu;
+      const Status s = run_gpu_sparse(prep.w, prep.dev.view, delta, r, &gpu);
+      ASSERT_TRUE(s.is_ok()) << s.to_string();
+      int ambiguous = 0;
+      ASSERT_TRUE(check_mask(prep, cpu, gpu, delta, &ambiguous)) << what;
+      Oracle want;
+      oracle(prep.rebuilt.cache, prep.rebuilt.q.data(), prep.w.num_q_heads, prep.w.softmax_scale,
+             c.block_size, prep.host.shape.max_blocks, gpu.mask.data(), &want);
+      // The rebuilt oracle's q is fp32; the bound only needs |q k|.
+      EXPECT_TRUE(check_against(gpu, want, c.spec.dtype, r.out_dtype, true, what + " vs oracle"));
+      if (ambiguous == 0) {
+        Oracle cpu_as_oracle = want;
+        for (std::size_t i = 0; i < cpu.out.size(); ++i) cpu_as_oracle.out[i] = cpu.out[i];
+        for (std::size_t i = 0; i < cpu.lse.size(); ++i) cpu_as_oracle.lse[i] = cpu.lse[i];
+        EXPECT_TRUE(check_against(gpu, cpu_as_oracle, c.spec.dtype, r.out_dtype, true,
+                                  what + " vs sparse_decode_cpu"));
+      }
+    }
+  }
+}
+
+// delta = inf reads every block: dense attention over the rebuilt keys.
+TEST_P(SparseDecodeGpu, DeltaInfinityEqualsDenseOverRebuiltKeys) {
+  SKIP_WITHOUT_GPU();
+  Prepared prep(GetParam());
+  const DecodeCase& c = GetParam();
+  Oracle want;
+  oracle(prep.rebuilt.cache, prep.rebuilt.q.data(), prep.w.num_q_heads, prep.w.softmax_scale,
+         c.block_size, prep.host.shape.max_blocks, nullptr, &want);
+  for (const RunConfig& r : kSparseConfigs) {
+    GpuResult gpu;
+    const Status s = run_gpu_sparse(prep.w, prep.dev.view, std::numeric_limits<float>::infinity(), r, &gpu);
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    EXPECT_TRUE(check_against(gpu, want, c.spec.dtype, r.out_dtype, true, describe(r)));
+    const SparseKvCache view = prep.host.view();
+    for (int64_t b = 0; b < view.batch; ++b) {
+      const int64_t used = (prep.w.lengths[b] + view.block_size - 1) / view.block_size;
+      for (int64_t h = 0; h < view.num_kv_heads; ++h) {
+        for (int64_t j = 0; j < view.max_blocks; ++j) {
+          ASSERT_EQ(gpu.mask[(b * view.num_kv_heads + h) * view.max_blocks + j], j < used ? 1 : kMaskPoison)
+              << "b " << b << " h " << h << " j " << j;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, SparseDecodeGpu, ::testing::ValuesIn(decode_cases()),
+                         [](const ::testing::TestParamInfo<DecodeCase>& param_info) { return param_info.param.name; });
+
+// ---- dense ----
+
+const RunConfig kDenseConfigs[] = {
+    {DType::kFloat32, 0, true, false}, {DType::kFloat16, 1, true, false}, {DType::kBFloat16, 5, true, false}};
+
+void check_dense(const DecodeWorkload& w, const DenseLayout& layout, const std::string& what) {
+  DeviceDenseCache dev;
+  const Status up = dev.upload_from(w, layout);
+  ASSERT_TRUE(up.is_ok()) << up.to_string();
+  Oracle want;
+  oracle(dev.host, w.q.data(), w.num_q_heads, w.softmax_scale, 128, 0, nullptr, &want);
+  for (const RunConfig& r : kDenseConfigs) {
+    GpuResult gpu;
+    const Status s = run_gpu_dense(w, dev.device, r, &gpu);
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    EXPECT_TRUE(check_against(gpu, want, w.dtype, r.out_dtype, true, what + ", " + describe(r)));
+  }
+}
+
+class DenseDecodeGpu : public ::testing::TestWithParam<DecodeCase> {};
+
+TEST_P(DenseDecodeGpu, MatchesOracle) {
+  SKIP_WITHOUT_GPU();
+  check_dense(make_decode_workload(GetParam().spec), {}, "contiguous");
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, DenseDecodeGpu, ::testing::ValuesIn(decode_cases()),
+                         [](const ::testing::TestParamInfo<DecodeCase>& param_info) { return param_info.param.name; });
+
+DecodeWorkloadSpec strided_spec(DType dtype, int64_t group) {
+  DecodeWorkloadSpec spec;
+  spec.dtype = dtype;
+  spec.num_kv_heads = 3;
+  spec.group_size = group;
+  spec.lengths = {700, 0, 129, 64};
+  spec.capacity = 900;
+  spec.seed = 77;
+  return spec;
+}
+
+// [batch, token, head, D] (vLLM/SGLang's layout) and padded strides.
+TEST(DenseDecodeGpuStrided, TokenMajorAndPadded) {
+  SKIP_WITHOUT_GPU();
+  for (const DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    const DecodeWorkload w = make_decode_workload(strided_spec(dtype, dtype == DType::kFloat16 ? 4 : 16));
+    DenseLayout token_major;
+    token_major.token_stride = w.num_kv_heads * kD;
+    token_major.head_stride = kD;
+    token_major.batch_stride = w.capacity * w.num_kv_heads * kD;
+    check_dense(w, token_major, std::string("token-major ") + dtype_name(dtype));
+    DenseLayout padded;
+    padded.token_stride = kD + 64;
+    padded.head_stride = w.capacity * (kD + 64) + 8;
+    padded.batch_stride = w.num_kv_heads * padded.head_stride + 24;
+    check_dense(w, padded, std::string("padded ") + dtype_name(dtype));
+  }
+}
+
+// ---- CUDA graphs ----
+
+// Captured at one set of lengths, replayed after the cache grew (new contents and lengths written
+// on the device into the same buffers): results match the CPU for the new lengths.
+TEST(DecodeGpuGraph, ReplayAfterTheContextGrows) {
+  SKIP_WITHOUT_GPU();
+  DecodeCase c;
+  c.name = "Graph";
+  c.spec.num_kv_heads = 2;
+  c.spec.group_size = 4;
+  c.spec.lengths = {1500, 300};
+  c.spec.capacity = 3000;
+  c.block_size = 128;
+  c.paged = true;
+  const std::vector<int32_t> grown = {2900, 1025};
+  DecodeWorkloadSpec full_spec = c.spec;
+  full_spec.lengths = grown;
+  const DecodeWorkload full = make_decode_workload(full_spec);
+  DecodeWorkload small = full;
+  small.lengths = c.spec.lengths;
+  Prepared prep(c, small);
+  const float delta = 5.0f;
+  const RunConfig r{DType::kFloat32, 0, true, true};
+  const int64_t mask_entries = prep.host.shape.batch * prep.host.shape.num_kv_heads * prep.host.shape.max_blocks;
+
+  // Sparse and dense in one graph; the dense cache is the workload at the grown lengths with
+  // its device lengths rewritten.
+  DeviceDenseCache dense;
+  ASSERT_TRUE(dense.upload_from(full, {}).is_ok());
+  ASSERT_TRUE(detail::copy_to_device(dense.lengths.data(), small.lengths.data(), small.lengths.size() * 4).is_ok());
+  DeviceOutputs sparse_out, dense_out;
+  ASSERT_TRUE(sparse_out.prepare(prep.w, r, mask_entries).is_ok());
+  ASSERT_TRUE(dense_out.prepare(prep.w, r, 0).is_ok());
+  const SparseDecodeProblem sp = sparse_problem(prep.w, prep.dev.view, delta, r, sparse_out);
+  DenseDecodeProblem dp;
+  dp.cache = dense.device;
+  dp.q = dense_out.q.data();
+  dp.num_q_heads = full.num_q_heads;
+  dp.softmax_scale = full.softmax_scale;
+  dp.out = dense_out.out.data();
+  dp.out_dtype = DType::kFloat32;
+  dp.lse = dense_out.lse.as<float>();
+  std::size_t sparse_bytes = 0, dense_bytes = 0;
+  ASSERT_TRUE(sparse_decode_workspace_size(sp, &sparse_bytes).is_ok());
+  ASSERT_TRUE(dense_decode_workspace_size(dp, &dense_bytes).is_ok());
+  ASSERT_TRUE(sparse_out.workspace.allocate(sparse_bytes).is_ok());
+  ASSERT_TRUE(dense_out.workspace.allocate(dense_bytes).is_ok());
+
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const Status s1 = sparse_decode(sp, sparse_out.workspace.data(), sparse_bytes, stream);
+  const Status s2 = dense_decode(dp, dense_out.workspace.data(), dense_bytes, stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(s1.is_ok()) << s1.to_string();
+  ASSERT_TRUE(s2.is_ok()) << s2.to_string();
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+
+  for (int step = 0; step < 2; ++step) {
+    if (step == 1) {
+      // The context grows: the new cache contents and lengths, written into the same buffers.
+      prep.w = full;
+      const Status q = quantize_workload(&prep.w, c.block_size, c.paged, &prep.host);
+      ASSERT_TRUE(q.is_ok()) << q.to_string();
+      rebuild_cache(prep.host.view(), prep.w, &prep.rebuilt);
+      ASSERT_TRUE(prep.dev.upload_from(prep.host).is_ok());
+      ASSERT_TRUE(detail::copy_to_device(dense.lengths.data(), full.lengths.data(), full.lengths.size() * 4).is_ok());
+      ASSERT_TRUE(detail::fill_device(sparse_out.mask.data(), kMaskPoison, sparse_out.mask.size()).is_ok());
+    }
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    GpuResult gs, gd;
+    ASSERT_TRUE(sparse_out.download(prep.w, r, mask_entries, &gs).is_ok());
+    ASSERT_TRUE(dense_out.download(prep.w, r, 0, &gd).is_ok());
+    CpuSparse cpu;
+    run_cpu_sparse(prep, delta, &cpu);
+    int ambiguous = 0;
+    EXPECT_TRUE(check_mask(prep, cpu, gs, delta, &ambiguous)) << "step " << step;
+    Oracle want_sparse, want_dense;
+    oracle(prep.rebuilt.cache, prep.rebuilt.q.data(), prep.w.num_q_heads, prep.w.softmax_scale,
+           c.block_size, prep.host.shape.max_blocks, gs.mask.data(), &want_sparse);
+    EXPECT_TRUE(check_against(gs, want_sparse, DType::kFloat16, DType::kFloat32, true,
+                              "sparse step " + std::to_string(step)));
+    DenseKvCache host_dense = dense.host;
+    host_dense.lengths = prep.w.lengths.data();
+    oracle(host_dense, prep.w.q.data(), prep.w.num_q_heads, prep.w.softmax_scale, 128, 0, nullptr, &want_dense);
+    EXPECT_TRUE(check_against(gd, want_dense, DType::kFloat16, DType::kFloat32, true,
+                              "dense step " + std::to_string(step)));
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+// ---- small cases for compute-sanitizer (memcheck, racecheck) ----
+
+DecodeCase small_case(DType dtype, int64_t group, bool paged, int64_t bs) {
+  DecodeCase c;
+  c.name = "Small";
+  c.spec.dtype = dtype;
+  c.spec.num_kv_heads = 2;
+  c.spec.group_size = group;
+  c.spec.lengths = {1, static_cast<int32_t>(2 * bs + 70), 0};
+  c.spec.seed = 5;
+  c.block_size = bs;
+  c.paged = paged;
+  return c;
+}
+
+TEST(DecodeGpuSmall, SparseAndDense) {
+  SKIP_WITHOUT_GPU();
+  for (const DecodeCase& c : {small_case(DType::kFloat16, 4, true, 128), small_case(DType::kBFloat16, 16, false, 256)}) {
+    Prepared prep(c);
+    CpuSparse cpu;
+    run_cpu_sparse(prep, 3.0f, &cpu);
+    const RunConfig r{DType::kFloat16, 1, true, true};
+    GpuResult gpu;
+    Status s = run_gpu_sparse(prep.w, prep.dev.view, 3.0f, r, &gpu);
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    int ambiguous = 0;
+    EXPECT_TRUE(check_mask(prep, cpu, gpu, 3.0f, &ambiguous));
+    Oracle want;
+    oracle(prep.rebuilt.cache, prep.rebuilt.q.data(), prep.w.num_q_heads, prep.w.softmax_scale,
+           c.block_size, prep.host.shape.max_blocks, gpu.mask.data(), &want);
+    EXPECT_TRUE(check_against(gpu, want, c.spec.dtype, r.out_dtype, true, "sparse"));
+    // Without the optional outputs: the same output, bit for bit.
+    GpuResult bare;
+    s = run_gpu_sparse(prep.w, prep.dev.view, 3.0f, RunConfig{DType::kFloat16, 1, false, false}, &bare);
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    EXPECT_EQ(bare.out, gpu.out);
+    check_dense(prep.w, {}, "dense small");
+  }
+}
+
+}  // namespace
+}  // namespace litetopk::testing

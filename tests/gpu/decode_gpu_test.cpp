@@ -387,23 +387,24 @@ void run_cpu_sparse(Prepared& prep, float delta, CpuSparse* cpu) {
   ASSERT_TRUE(s.is_ok()) << s.to_string();
 }
 
-// The GPU estimates in fp32 from fp16-rounded scaled queries: |e_gpu - e| <= scale * sum_c |q_c|
-// s_c * (1.5 * 2^-11 (rounding) + 1216 * 2^-22 (accumulation of 1024 + code 4^j)) <= 3e-3 *
-// scale * sum_c |q_c| s_c (with margin), and its pseudo-max (fp32 dot products) within 1e-4 of
-// 1 + |pm|. Returns how far e_ij is from the threshold, in units of that tolerance.
+// The GPU estimates with the query rounded to int8 per head and block (exact int32 dot products
+// with the codes): |e_gpu - e| <= 1.5 * 128 * 0.5 / 127 * max_c |q_c s_c| * scale < 0.8 * max_c
+// |q_c s_c| * scale; its pseudo-max (fp32 dot products) is within 1e-4 of 1 + |pm|. Returns how
+// far e_ij is from the threshold, in units of that tolerance.
 double decision_margin(Prepared& prep, const CpuSparse& cpu, float delta, int64_t b, int64_t hq,
                        int64_t j) {
   const SparseKvCache view = prep.host.view();
   const int64_t h = hq / (prep.w.num_q_heads / prep.w.num_kv_heads);
   const int64_t slot = sparse_kv::slot_index(view.block_table, view.num_kv_heads, view.max_blocks, b, h, j);
-  double qs = 0;
+  double qs = 0;  // max_c |q_c s_c|
   for (int64_t c = 0; c < kD; ++c) {
-    qs += std::fabs(static_cast<double>(element(prep.w.q.data(), prep.w.dtype, (b * prep.w.num_q_heads + hq) * kD + c))) *
-          std::fabs(static_cast<double>(element(view.key_scales, view.dtype, slot * kD + c)));
+    qs = std::max(qs, std::fabs(static_cast<double>(element(prep.w.q.data(), prep.w.dtype,
+                                                            (b * prep.w.num_q_heads + hq) * kD + c))) *
+                          std::fabs(static_cast<double>(element(view.key_scales, view.dtype, slot * kD + c))));
   }
   const int64_t row = b * prep.w.num_q_heads + hq;
   const double pm = cpu.pm[row];
-  const double tol = 3e-3 * prep.w.softmax_scale * qs + 1e-4 * (1 + std::fabs(pm));
+  const double tol = 0.8 * prep.w.softmax_scale * qs + 1e-4 * (1 + std::fabs(pm));
   const double e = cpu.estimate[row * view.max_blocks + j];
   return (e - (pm - static_cast<double>(delta))) / tol;
 }

@@ -4,7 +4,7 @@
 // 2. Reads the length on the device: ceil(len / split_tokens) splits are active.
 // 3. M = max of their log2-sum-exps; out = sum_s 2^(lse2_s - M) o_s / sum_s 2^(lse2_s - M),
 //    lse = (M + log2 sum) * ln 2. A sequence with no token (or no read token) gets zeros and
-//    lse = -inf. Each lane owns 4 of the 128 dims.
+//    lse = -inf. Lanes share the splits' maxima and weights; each lane owns 4 of the 128 dims.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -58,22 +58,30 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) decode_merge_kernel(const
       static_cast<int>(min(static_cast<int64_t>(p.splits), (len + p.split_tokens - 1) / p.split_tokens));
   const float* lse2 = p.lse2 + row * p.splits;
   float mx = -INFINITY;
-  for (int s = 0; s < active; ++s) mx = fmaxf(mx, lse2[s]);
+  for (int s = lane; s < active; s += 32) mx = fmaxf(mx, lse2[s]);
+  for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   float lse = -INFINITY;
   if (mx != -INFINITY) {
     float sum = 0.0f;
-    for (int s = 0; s < active; ++s) {
-      const float w = exp2f(lse2[s] - mx);
-      if (w == 0.0f) continue;
-      const float4 o = *reinterpret_cast<const float4*>(p.o + (row * p.splits + s) * kHeadDim +
-                                                        4 * lane);
-      sum += w;
-      acc[0] += w * o.x;
-      acc[1] += w * o.y;
-      acc[2] += w * o.z;
-      acc[3] += w * o.w;
+    for (int s0 = 0; s0 < active; s0 += 32) {
+      // Lane l holds the weight of split s0 + l; the loop broadcasts them one by one.
+      const float mine = s0 + lane < active ? exp2f(lse2[s0 + lane] - mx) : 0.0f;
+      sum += mine;
+      const int count = min(32, active - s0);
+#pragma unroll 4
+      for (int k = 0; k < count; ++k) {
+        const float w = __shfl_sync(0xffffffffu, mine, k);
+        if (w == 0.0f) continue;
+        const float4 o = *reinterpret_cast<const float4*>(p.o + (row * p.splits + s0 + k) * kHeadDim +
+                                                          4 * lane);
+        acc[0] += w * o.x;
+        acc[1] += w * o.y;
+        acc[2] += w * o.z;
+        acc[3] += w * o.w;
+      }
     }
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
     const float inv = 1.0f / sum;
     for (float& a : acc) a *= inv;
     lse = (mx + log2f(sum)) / kLog2e;

@@ -124,12 +124,7 @@ __global__ void __launch_bounds__(kThreads, 2) dense_decode_kernel(const DensePa
     }
     sm90::fence_barrier_init();
   }
-  const uint16_t* q = static_cast<const uint16_t*>(p.q) + first_row * kHeadDim;
-  for (int i = threadIdx.x; i < 16 * kHeadDim; i += kThreads) {
-    const int row = i / kHeadDim;
-    sh.q[row][i % kHeadDim] = row < p.group ? q[i] : uint16_t{0};
-  }
-  __syncthreads();
+  __syncthreads();  // the barriers are initialized; the producer starts at once
 
   const unsigned char* kbase = p.keys + b * p.batch_stride + h * p.head_stride;
   const unsigned char* vbase = p.values + b * p.batch_stride + h * p.head_stride;
@@ -166,6 +161,12 @@ __global__ void __launch_bounds__(kThreads, 2) dense_decode_kernel(const DensePa
     return;
   }
 
+  const uint16_t* q = static_cast<const uint16_t*>(p.q) + first_row * kHeadDim;
+  for (int i = threadIdx.x; i < 16 * kHeadDim; i += kConsumerWarps * 32) {
+    const int row = i / kHeadDim;
+    sh.q[row][i % kHeadDim] = row < p.group ? q[i] : uint16_t{0};
+  }
+  consumer_barrier();
   uint32_t qf[NT][8][2];
   load_query_fragments<NT>(sh.q, qf);
   WarpSoftmax<T, NT> state;

@@ -7,9 +7,9 @@
 //    anchor kernel, so that this grid's end implies that one's).
 // 2. Scan: a producer warp streams each full block's codes (BS * 32 B) and scales into a deep
 //    ring (cp.async.bulk + mbarriers). Consumer warp w takes blocks w, w+4, ...: folds the scales
-//    into the query (u = q s scale log2e 2^-F), forms fp16 (1024 + code 4^j) from the code words
-//    with one mask-and-or per register, runs S = codes u^T on tensor cores and keeps the max per
-//    head. Before its first decision it waits for the anchor kernel (programmatic dependent
+//    into the query and rounds it to int8 (u = rint(127 q s / max|q s|)), takes the codes as int8
+//    bytes (one shift-and-mask per 4 channels), runs S = codes u^T on int8 tensor cores (exact
+//    int32) and keeps the max per head (sparse_key_fragments_sm90.cuh). Before its first decision it waits for the anchor kernel (programmatic dependent
 //    launch) and reads the pseudo-max pm2 per head. Keep = anchor (0, nf-1) or some head of the
 //    group has estimate >= pm2 - delta * log2(e) (log2 units), or delta = inf.
 // 3. Attend: the producer streams, for each kept block in order and then the open block, 64-token
@@ -21,6 +21,7 @@
 // 5. The warps merge and write the split's partial; decode_merge_kernel combines the splits.
 #include <cuda_runtime.h>
 
+#include <climits>
 #include <cmath>
 #include <cstdint>
 
@@ -85,48 +86,52 @@ __device__ __forceinline__ int scan_stage_bytes(int block_size) {
 }
 
 // The 2-bit estimate (log2 units) of head 8n+g for every n, in lanes (g, *): the max over the
-// block's tokens of (codes . u) * 2^F - bias.
+// block's tokens of (sum_c code_c u_c - 1.5 sum_c u_c) * dequant. Four 16-token tiles at a time
+// keep four independent mma chains in flight.
 template <typename T, int NT>
 __device__ __forceinline__ void scan_block(const unsigned char* codes, const T* scales,
-                                           const uint16_t (*q)[kHeadDim], int block_size,
+                                           const float (&q)[NT][32], int block_size,
                                            float scale_log2, float (&estimate)[NT]) {
+  constexpr int kTiles = 4;
   const int lane = threadIdx.x & 31, g = lane >> 2;
-  uint32_t bf[NT][8][2];
-  float bias[NT];
-  int exponent[NT];
+  uint32_t bf[NT][4][2];
+  int sum[NT];
+  float dequant[NT];
 #pragma unroll
-  for (int n = 0; n < NT; ++n) {
-    BlockQuery<T> bq;
-    bq.build(reinterpret_cast<const T*>(q[8 * n + g]), scales, scale_log2);
-    exponent[n] = bq.exponent;
-    bias[n] = scan_query_fragments(bq, bf[n]);
-  }
-  float best[NT][2];
+  for (int n = 0; n < NT; ++n) scan_query<T>(q[n], scales, scale_log2, bf[n], &sum[n], &dequant[n]);
+  int best[NT][2];
 #pragma unroll
-  for (int n = 0; n < NT; ++n) best[n][0] = best[n][1] = -INFINITY;
-  for (int row0 = 0; row0 < block_size; row0 += 16) {
-    uint32_t w[2][2], w8[2][2];
-    load_code_words(codes + (row0 + g) * kCodeRowBytes, w[0]);
-    load_code_words(codes + (row0 + g + 8) * kCodeRowBytes, w[1]);
+  for (int n = 0; n < NT; ++n) best[n][0] = best[n][1] = INT_MIN;
+  for (int row0 = 0; row0 < block_size; row0 += 16 * kTiles) {
+    uint32_t w[kTiles][2][2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      w8[r][0] = w[r][0] >> 8;
-      w8[r][1] = w[r][1] >> 8;
+    for (int m = 0; m < kTiles; ++m) {
+      load_code_words(codes + (row0 + 16 * m + g) * kCodeRowBytes, w[m][0]);
+      load_code_words(codes + (row0 + 16 * m + g + 8) * kCodeRowBytes, w[m][1]);
     }
-    float s[NT][4];
+    int acc[kTiles][NT][4];
 #pragma unroll
-    for (int n = 0; n < NT; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+    for (int m = 0; m < kTiles; ++m) {
 #pragma unroll
-    for (int ks = 0; ks < 8; ++ks) {
-      const uint32_t a[4] = {scan_key_register(w[0], w8[0], ks, 0), scan_key_register(w[1], w8[1], ks, 0),
-                             scan_key_register(w[0], w8[0], ks, 1), scan_key_register(w[1], w8[1], ks, 1)};
-#pragma unroll
-      for (int n = 0; n < NT; ++n) mma_f16(s[n], a, bf[n][ks][0], bf[n][ks][1]);
+      for (int n = 0; n < NT; ++n) acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0;
     }
 #pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      best[n][0] = fmaxf(best[n][0], fmaxf(s[n][0], s[n][2]));
-      best[n][1] = fmaxf(best[n][1], fmaxf(s[n][1], s[n][3]));
+    for (int ks = 0; ks < 4; ++ks) {
+#pragma unroll
+      for (int m = 0; m < kTiles; ++m) {
+        uint32_t a[4];
+        scan_key_fragment(w[m], ks, a);
+#pragma unroll
+        for (int n = 0; n < NT; ++n) mma_s8(acc[m][n], a, bf[n][ks][0], bf[n][ks][1]);
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < kTiles; ++m) {
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        best[n][0] = max(best[n][0], max(acc[m][n][0], acc[m][n][2]));
+        best[n][1] = max(best[n][1], max(acc[m][n][1], acc[m][n][3]));
+      }
     }
   }
   // Lanes (*, t) hold heads 8n + 2t + i: reduce over g, then fetch head 8n+g from lane t = g/2.
@@ -134,15 +139,16 @@ __device__ __forceinline__ void scan_block(const unsigned char* codes, const T* 
   for (int n = 0; n < NT; ++n) {
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      float x = best[n][i];
-      x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
-      x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
-      x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
+      int x = best[n][i];
+      x = max(x, __shfl_xor_sync(0xffffffffu, x, 4));
+      x = max(x, __shfl_xor_sync(0xffffffffu, x, 8));
+      x = max(x, __shfl_xor_sync(0xffffffffu, x, 16));
       best[n][i] = x;
     }
-    const float x0 = __shfl_sync(0xffffffffu, best[n][0], g >> 1);
-    const float x1 = __shfl_sync(0xffffffffu, best[n][1], g >> 1);
-    estimate[n] = ldexpf(((g & 1) ? x1 : x0) - bias[n], exponent[n]);
+    const int x0 = __shfl_sync(0xffffffffu, best[n][0], g >> 1);
+    const int x1 = __shfl_sync(0xffffffffu, best[n][1], g >> 1);
+    const int twice = 2 * ((g & 1) ? x1 : x0) - 3 * sum[n];  // 2 (acc - 1.5 sum), exact
+    estimate[n] = static_cast<float>(twice) * 0.5f * dequant[n];
   }
 }
 
@@ -304,12 +310,7 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_decode_kernel(const Sparse
     }
     sm90::fence_barrier_init();
   }
-  const uint16_t* q = static_cast<const uint16_t*>(p.q) + first_row * kHeadDim;
-  for (int i = threadIdx.x; i < 16 * kHeadDim; i += kThreads) {
-    const int row = i / kHeadDim;
-    sh.q[row][i % kHeadDim] = row < p.group ? q[i] : uint16_t{0};
-  }
-  __syncthreads();
+  __syncthreads();  // the barriers are initialized; the producer starts at once
 
   // ---- 2. scan ----
   if (warp == kConsumerWarps) {
@@ -328,6 +329,11 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_decode_kernel(const Sparse
       }
     }
   } else {
+    const uint16_t* q = static_cast<const uint16_t*>(p.q) + first_row * kHeadDim;
+    for (int i = threadIdx.x; i < 16 * kHeadDim; i += kConsumerWarps * 32) {
+      const int row = i / kHeadDim;
+      sh.q[row][i % kHeadDim] = row < p.group ? q[i] : uint16_t{0};
+    }
     wait_for_prerequisite_grids();  // the anchor kernel's pseudo-max
     if (threadIdx.x < p.group) {
       const float* am = p.anchor_max + (first_row + threadIdx.x) * p.anchor_chunks;
@@ -336,13 +342,19 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_decode_kernel(const Sparse
       sh.pm2[threadIdx.x] = m;
     }
     consumer_barrier();
-    const int g = lane >> 2;
+    const int g = lane >> 2, t = lane & 3;
+    float qv[NT][32];  // this lane's 32 channels (32t ..) of heads 8n+g, natural order
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+#pragma unroll
+      for (int i = 0; i < 32; ++i) qv[n][i] = to_float(reinterpret_cast<const T*>(sh.q[8 * n + g])[32 * t + i]);
+    }
     for (int i = warp; i < full; i += kConsumerWarps) {
       const int stage = i % stages1;
       sm90::mbarrier_wait(&sh.scan_full[stage], (i / stages1) & 1);
       const unsigned char* base = sh.ring.scan + stage * stage1_bytes;
       float estimate[NT];
-      scan_block<T, NT>(base, reinterpret_cast<const T*>(base + bs * kCodeRowBytes), sh.q, bs,
+      scan_block<T, NT>(base, reinterpret_cast<const T*>(base + bs * kCodeRowBytes), qv, bs,
                         p.scale_log2, estimate);
       const int j = j0 + i;
       bool keep_head = false;

@@ -11,14 +11,20 @@
 //   chan(t, ks, r, half) = 32t + 16 (ks >> 2) + 2 (ks & 3) + r + 8 half,
 // and the B fragments of the queries use the same order.
 //
-// Scan (2-bit estimate, codes only): A = fp16(1024 + code * 4^j), j = channel % 4, formed by one
-// mask-and-or on the code word (the code lands in mantissa bits 2j .. 2j+1 of 1024); B = u 4^-j
-// with u the scaled query; the constant 1024 * sum B and the level offset 1.5 u are subtracted
-// after the mma (fp32). Exact scores: A = code + R in fp16 (exact: both are multiples of 2^-9
-// below 4.5), B = u split into fp16 hi + lo (22 bits), minus 1.5 * sum u.
-// u = q * s * softmax_scale * log2(e) * 2^-F per head and block, F chosen so that max |u| is in
-// [2^13, 2^14): no fp16 overflow whatever the key range (bf16 caches too), nothing near fp16's
-// subnormals that matters, and S = 2^F (acc - bias) in log2 units.
+// Exact scores: A = code + R in fp16 (exact: both are multiples of 2^-9 below 4.5), B = u split
+// into fp16 hi + lo (22 bits), minus 1.5 * sum u. u = q * s * softmax_scale * log2(e) * 2^-F per
+// head and block, F chosen so that max |u| is in [2^13, 2^14): no fp16 overflow whatever the key
+// range (bf16 caches too), nothing near fp16's subnormals that matters, and S = 2^F (acc - bias)
+// in log2 units.
+//
+// Scan (2-bit estimate): int8 tensor cores (m16n8k32). A = the codes themselves, one byte each:
+// (w >> 2j) & 0x03030303 holds the codes of channels m + 4b + j (b = 0..3) of a code word, so a
+// token's 32 channels of lane t take 8 registers and two instructions each. B = the block's
+// query, rint(127 q s / max_c |q s|) per head. The int32 dot product sum_c code_c u_c is exact;
+// estimate = (acc - 1.5 sum u) * max|q s| / 127, so the only error is the int8 rounding of the
+// query: |e_gpu - e| <= 1.5 * 128 * 0.5 / 127 * max_c |q_c s_c| * scale (about 0.76 of the
+// largest single channel term; the 2-bit estimate's own error is far larger). Channel order of
+// the scan: k-step ks (0..3), half h (a0/a2) -> channels 32t + 16 (ks >> 1) + 4b + 2 (ks & 1) + h.
 #pragma once
 
 #include <cstdint>
@@ -39,7 +45,7 @@ __device__ __forceinline__ int key_channel(int t, int ks, int r, int half) {
 // past G are zero), `scales` the block's channel scales.
 template <typename T>
 struct BlockQuery {
-  float u[32];  // index 2 * (2 * ks + r) + half... laid out as [ks][r][half]
+  float u[32];  // [ks][r][half]: u[4 ks + 2 r + half] is channel key_channel(t, ks, r, half)
   int exponent;  // F
 
   __device__ __forceinline__ void build(const T* q_row, const T* scales, float scale_log2) {
@@ -62,9 +68,10 @@ struct BlockQuery {
     vmax = fmaxf(vmax, __shfl_xor_sync(0xffffffffu, vmax, 2));
     int e = 0;
     if (vmax > 0.0f) frexpf(vmax, &e);
-    exponent = vmax > 0.0f ? e - 14 : 0;
+    exponent = vmax > 0.0f ? max(e - 14, -100) : 0;
+    const float down = ldexpf(1.0f, -exponent);
 #pragma unroll
-    for (int i = 0; i < 32; ++i) u[i] = ldexpf(u[i], -exponent);
+    for (int i = 0; i < 32; ++i) u[i] *= down;
   }
 };
 
@@ -73,25 +80,6 @@ __device__ __forceinline__ float group_sum(float x) {
   x += __shfl_xor_sync(0xffffffffu, x, 1);
   x += __shfl_xor_sync(0xffffffffu, x, 2);
   return x;
-}
-
-// Scan B fragments (fp16 u 4^-j) and the bias sum_c B_c (1024 + 1.5 4^j) of head 8n+g.
-template <typename T>
-__device__ __forceinline__ float scan_query_fragments(const BlockQuery<T>& bq, uint32_t (&bf)[8][2]) {
-  float bias = 0.0f;
-#pragma unroll
-  for (int ks = 0; ks < 8; ++ks) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int j = (2 * ks + r) & 3;  // = channel % 4
-      const float down = 1.0f / static_cast<float>(1 << (2 * j));
-      const __half2 h = __floats2half2_rn(bq.u[4 * ks + 2 * r] * down, bq.u[4 * ks + 2 * r + 1] * down);
-      bf[ks][r] = half2_bits(h);
-      const float2 f = __half22float2(h);
-      bias += (f.x + f.y) * (1024.0f + 1.5f * static_cast<float>(1 << (2 * j)));
-    }
-  }
-  return group_sum(bias);
 }
 
 // Exact B fragments (fp16 hi and lo of u) and the bias 1.5 * sum_c (hi + lo) of head 8n+g.
@@ -116,19 +104,67 @@ __device__ __forceinline__ float exact_query_fragments(const BlockQuery<T>& bq, 
   return 1.5f * group_sum(bias);
 }
 
+// The scan's int8 query of head 8n+g for lane (g, t) and one block: b[ks][h] (the B fragments),
+// the exact sum of the int8 values over the head's 128 channels, and the dequantization factor
+// max|q s| / 127 * scale_log2 (0 for an all-zero query). `q` holds the lane's 32 channels of the
+// head in natural order (32t + i), `scales` the block's scales.
+template <typename T>
+__device__ __forceinline__ void scan_query(const float (&q)[32], const T* scales, float scale_log2,
+                                           uint32_t (&b)[4][2], int* sum, float* dequant) {
+  const int t = threadIdx.x & 3;
+  float v[32];
+  float vmax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    uint32_t w[4];
+    load_shared16(scales + 32 * t + 8 * i, w);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint16_t lo = static_cast<uint16_t>(w[k] & 0xffffu), hi = static_cast<uint16_t>(w[k] >> 16);
+      v[8 * i + 2 * k] = q[8 * i + 2 * k] * to_float(*reinterpret_cast<const T*>(&lo));
+      v[8 * i + 2 * k + 1] = q[8 * i + 2 * k + 1] * to_float(*reinterpret_cast<const T*>(&hi));
+      vmax = fmaxf(vmax, fmaxf(fabsf(v[8 * i + 2 * k]), fabsf(v[8 * i + 2 * k + 1])));
+    }
+  }
+  vmax = fmaxf(vmax, __shfl_xor_sync(0xffffffffu, vmax, 1));
+  vmax = fmaxf(vmax, __shfl_xor_sync(0xffffffffu, vmax, 2));
+  const float to_int = vmax > 0.0f ? 127.0f / vmax : 0.0f;
+  int total = 0;
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int base = 16 * (ks >> 1) + 2 * (ks & 1) + h;  // + 4 * byte
+      int x[4];
+#pragma unroll
+      for (int byte = 0; byte < 4; ++byte) {
+        x[byte] = __float2int_rn(v[base + 4 * byte] * to_int);
+        total += x[byte];
+      }
+      b[ks][h] = __byte_perm(__byte_perm(x[0], x[1], 0x0040), __byte_perm(x[2], x[3], 0x0040), 0x5410);
+    }
+  }
+  total += __shfl_xor_sync(0xffffffffu, total, 1);
+  total += __shfl_xor_sync(0xffffffffu, total, 2);
+  *sum = total;
+  *dequant = vmax / 127.0f * scale_log2;
+}
+
+// The scan's A fragment of k-step ks for tokens g and g+8 from their code words (lane t's
+// channels 32t .. 32t+31: w[row][0] and w[row][1]).
+__device__ __forceinline__ void scan_key_fragment(const uint32_t (&w)[2][2], int ks, uint32_t (&a)[4]) {
+  const int wsel = ks >> 1, j0 = 2 * (ks & 1);
+  a[0] = (w[0][wsel] >> (2 * j0)) & 0x03030303u;
+  a[1] = (w[1][wsel] >> (2 * j0)) & 0x03030303u;
+  a[2] = (w[0][wsel] >> (2 * j0 + 2)) & 0x03030303u;
+  a[3] = (w[1][wsel] >> (2 * j0 + 2)) & 0x03030303u;
+}
+
 // The two code words of a token row for lane t (channels 32t .. 32t+15 and 32t+16 .. 32t+31).
 __device__ __forceinline__ void load_code_words(const unsigned char* code_row, uint32_t (&w)[2]) {
   const uint2 v = *reinterpret_cast<const uint2*>(code_row + 8 * (threadIdx.x & 3));
   w[0] = v.x;
   w[1] = v.y;
-}
-
-// Scan A register (k-step ks, register r) of one token: fp16x2 (1024 + code * 4^j).
-__device__ __forceinline__ uint32_t scan_key_register(const uint32_t (&w)[2], const uint32_t (&w8)[2],
-                                                      int ks, int r) {
-  const int p = 2 * (ks & 3) + r;
-  const uint32_t word = p < 4 ? w[ks >> 2] : w8[ks >> 2];
-  return (word & (0x00030003u << (2 * (p & 3)))) | kMagic1024;
 }
 
 // Exact A registers (k-step ks, r = 0 and 1) of one token: fp16x2 code + R.

@@ -29,21 +29,31 @@ __device__ __forceinline__ void mbarrier_arrive_expect_bytes(uint64_t* barrier, 
                : "memory");
 }
 
+// Whether the barrier's phase with parity `parity` has completed (one poll).
+__device__ __forceinline__ bool mbarrier_try_wait(uint64_t* barrier, uint32_t parity) {
+  uint32_t done = 0;
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n"
+      "}\n"
+      : "=r"(done)
+      : "r"(shared_address(barrier)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
 // Waits until the barrier's phase with parity `parity` has completed.
 __device__ __forceinline__ void mbarrier_wait(uint64_t* barrier, uint32_t parity) {
-  const uint32_t address = shared_address(barrier);
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n"
-        "}\n"
-        : "=r"(done)
-        : "r"(address), "r"(parity)
-        : "memory");
-  } while (!done);
+  while (!mbarrier_try_wait(barrier, parity)) {
+  }
+}
+
+// mbarrier_wait for a waiter that is not in a hurry (it may wait for a long time): it sleeps
+// between polls so that it does not take issue slots from the warps doing the work.
+__device__ __forceinline__ void mbarrier_wait_sleeping(uint64_t* barrier, uint32_t parity) {
+  while (!mbarrier_try_wait(barrier, parity)) __nanosleep(256);
 }
 
 // Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to shared memory;

@@ -3,13 +3,15 @@
 //
 // Candidates are distinct 64-bit composites (score key << 32 | ~key index, core/score_keys.h):
 // larger is better and no two are equal, so "the k best" is always exactly k elements.
-// 1. find_boundary (over one list or the union of two): radix descent, 8 bits per pass from the
-//    top, 8 loads in flight per thread: a 256-bin histogram of the candidates that share the
-//    prefix found so far picks the digit holding the k-th best, until the candidates of that
-//    prefix are all needed (at the latest when one is left).
-// 2. for_each_kept: an order-preserving pass, 32 * warps candidates per step, hands every kept
-//    element (top bits >= the prefix: exactly k over the lists) and its position to a writer:
-//    compact (in place) or the kernel's output.
+// 1. find_boundary (over one list or the union of two): radix descent, 11 bits per pass from the
+//    top, kBatch loads in flight per thread: a 2048-bin histogram of the candidates that share
+//    the prefix found so far picks the digit holding the k-th best, until the candidates of that
+//    prefix are all needed (at the latest when one is left). Scores of one query share their top
+//    bits, so this takes 2 to 3 passes.
+// 2. for_each_kept: an order-preserving pass over kBatch rounds of 32 * warps candidates at a time
+//    (two barriers per batch), handing every kept element (top bits >= the prefix: exactly k over
+//    the lists) and its position to a writer: compact (in place: a batch reads everything before
+//    it writes, and writes only below what it has read) or the kernel's output.
 // keep_best = both on one list; it returns the gate that the kept list implies: any later
 // candidate at or below it is beaten by the k kept ones and can be dropped.
 #pragma once
@@ -20,11 +22,14 @@
 
 namespace litetopk::cuda_indexer {
 
-constexpr int kRadixBins = 256;
+constexpr int kRadixBits = 11;
+constexpr int kRadixBins = 1 << kRadixBits;
+constexpr int kListBatch = 8;   // candidates per thread in flight
+constexpr int kListMaxWarps = 4;
 
 struct ListScratch {
   uint32_t histogram[kRadixBins];
-  uint32_t warp_counts[4];
+  uint32_t warp_counts[kListBatch][kListMaxWarps];
   uint64_t prefix;
   uint32_t need;
   uint32_t done;
@@ -32,6 +37,7 @@ struct ListScratch {
 
 template <int kWarps>
 struct ListTeam {
+  static_assert(kWarps <= kListMaxWarps, "ListScratch holds counts for up to 4 warps");
   static constexpr int kThreads = kWarps * 32;
   ListScratch& scratch;
   uint32_t barrier_id;
@@ -39,8 +45,7 @@ struct ListTeam {
 
   __device__ __forceinline__ void sync() const { sm90::named_barrier(barrier_id, kThreads); }
 
-  // The boundary of the k best of the union of lists[0][0, n[0]) and lists[1][0, n[1]) (together
-  // more than k): the k best are the elements c with (c >> shift) >= prefix.
+  // The k best are the elements c with (c >> shift) >= prefix.
   struct Boundary {
     uint64_t prefix;
     uint32_t shift;
@@ -49,63 +54,64 @@ struct ListTeam {
     __device__ uint64_t gate() const { return (prefix << shift) - 1; }
   };
 
+  // The boundary of the k best of the union of lists[0][0, n[0]) and lists[1][0, n[1]) (together
+  // more than k).
   __device__ Boundary find_boundary(const uint64_t* const (&lists)[2], const uint32_t (&n)[2],
                                     uint32_t k) const {
-    constexpr int kBatch = 8;  // loads in flight per thread
     const int lane = thread % 32;
     const int warp = thread / 32;
     uint64_t prefix = 0;
     uint32_t shift = 64;
     uint32_t need = k;
     for (;;) {
-      shift -= 8;
-      for (int b = thread; b < kRadixBins; b += kThreads) scratch.histogram[b] = 0;
+      const uint32_t width = shift < kRadixBits ? shift : kRadixBits;
+      const uint32_t above = shift;  // bits at and above this are the prefix
+      shift -= width;
+      const uint32_t bins = 1u << width;
+      for (uint32_t b = thread; b < bins; b += kThreads) scratch.histogram[b] = 0;
       sync();
       for (int l = 0; l < 2; ++l) {
-        for (uint32_t base = 0; base < n[l]; base += kBatch * kThreads) {
-          uint64_t c[kBatch];
+        for (uint32_t base = 0; base < n[l]; base += kListBatch * kThreads) {
+          uint64_t c[kListBatch];
 #pragma unroll
-          for (int j = 0; j < kBatch; ++j) {
+          for (int j = 0; j < kListBatch; ++j) {
             const uint32_t i = base + static_cast<uint32_t>(j * kThreads + thread);
             c[j] = i < n[l] ? lists[l][i] : 0;
           }
 #pragma unroll
-          for (int j = 0; j < kBatch; ++j) {
+          for (int j = 0; j < kListBatch; ++j) {
             const uint32_t i = base + static_cast<uint32_t>(j * kThreads + thread);
-            if (i < n[l] && (shift == 56 || (c[j] >> (shift + 8)) == prefix)) {
-              atomicAdd(&scratch.histogram[(c[j] >> shift) & 0xffu], 1u);
+            if (i < n[l] && (above == 64 || (c[j] >> above) == prefix)) {
+              atomicAdd(&scratch.histogram[(c[j] >> shift) & (bins - 1)], 1u);
             }
           }
         }
       }
       sync();
       if (warp == 0) {
-        // Lane l holds bins 255 - 8 l - j (j < 8): counts from the top, then a warp scan.
-        uint32_t counts[8];
+        // Lane l holds the bins_per_lane bins below bins - l * bins_per_lane, from the top.
+        const uint32_t per_lane = bins / 32;
+        const uint32_t top = bins - 1 - static_cast<uint32_t>(lane) * per_lane;
         uint32_t lane_total = 0;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          counts[j] = scratch.histogram[kRadixBins - 1 - 8 * lane - j];
-          lane_total += counts[j];
-        }
+        for (uint32_t j = 0; j < per_lane; ++j) lane_total += scratch.histogram[top - j];
         uint32_t inclusive = lane_total;
 #pragma unroll
         for (int offset = 1; offset < 32; offset *= 2) {
           const uint32_t up = __shfl_up_sync(0xffffffffu, inclusive, offset);
           if (lane >= offset) inclusive += up;
         }
-        uint32_t above = inclusive - lane_total;  // in bins above this lane's
-        if (above < need && need <= inclusive) {
-#pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            if (above < need && need <= above + counts[j]) {
-              const uint32_t digit = static_cast<uint32_t>(kRadixBins - 1 - 8 * lane - j);
-              const uint32_t remaining = need - above;
-              scratch.prefix = (prefix << 8) | digit;
+        uint32_t before = inclusive - lane_total;  // in bins above this lane's
+        if (before < need && need <= inclusive) {
+          for (uint32_t j = 0; j < per_lane; ++j) {
+            const uint32_t count = scratch.histogram[top - j];
+            if (before < need && need <= before + count) {
+              const uint32_t remaining = need - before;
+              scratch.prefix = (prefix << width) | (top - j);
               scratch.need = remaining;
-              scratch.done = counts[j] == remaining ? 1u : 0u;
+              scratch.done = count == remaining ? 1u : 0u;
+              break;
             }
-            above += counts[j];
+            before += count;
           }
         }
       }
@@ -118,8 +124,9 @@ struct ListTeam {
     }
   }
 
-  // Keeps the k best of list[0, n) (n > k) in list[0, k); returns the new gate.
-  __device__ uint64_t keep_best(uint64_t* list, uint32_t n, uint32_t k) const {
+  // Keeps the k best of list[0, n) (n > k) in list[0, k); returns the new gate. Not inlined: the
+  // math warpgroups call it rarely, and inlined it would crowd their registers everywhere.
+  __device__ __noinline__ uint64_t keep_best(uint64_t* list, uint32_t n, uint32_t k) const {
     const uint64_t* const lists[2] = {list, list};
     const uint32_t counts[2] = {n, 0};
     const Boundary boundary = find_boundary(lists, counts, k);
@@ -134,30 +141,39 @@ struct ListTeam {
                                     uint32_t first, Write write) const {
     const int lane = thread % 32;
     const int warp = thread / 32;
+    const uint32_t below_lane = (1u << lane) - 1u;
     uint32_t written = first;
-    for (uint32_t base = 0; base < n; base += kThreads) {
-      const uint32_t i = base + static_cast<uint32_t>(thread);
-      const uint64_t c = i < n ? list[i] : 0;
-      const bool keep = i < n && boundary.keeps(c);
-      const uint32_t ballot = __ballot_sync(0xffffffffu, keep);
-      if (lane == 0) scratch.warp_counts[warp] = static_cast<uint32_t>(__popc(ballot));
-      sync();
-      uint32_t offset = written;
-      uint32_t total = 0;
+    for (uint32_t base = 0; base < n; base += kListBatch * kThreads) {
+      uint64_t c[kListBatch];
+      uint32_t ballot[kListBatch];
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const uint32_t count = scratch.warp_counts[w];
-        if (w < warp) offset += count;
-        total += count;
+      for (int j = 0; j < kListBatch; ++j) {
+        const uint32_t i = base + static_cast<uint32_t>(j * kThreads + thread);
+        c[j] = i < n ? list[i] : 0;
       }
-      if (keep) write(offset + __popc(ballot & ((1u << lane) - 1u)), c);
-      written += total;
+#pragma unroll
+      for (int j = 0; j < kListBatch; ++j) {
+        const uint32_t i = base + static_cast<uint32_t>(j * kThreads + thread);
+        ballot[j] = __ballot_sync(0xffffffffu, i < n && boundary.keeps(c[j]));
+        if (lane == 0) scratch.warp_counts[j][warp] = static_cast<uint32_t>(__popc(ballot[j]));
+      }
+      sync();
+#pragma unroll
+      for (int j = 0; j < kListBatch; ++j) {
+        uint32_t offset = written;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) {
+          const uint32_t count = scratch.warp_counts[j][w];
+          if (w < warp) offset += count;
+          written += count;
+        }
+        if ((ballot[j] >> lane) & 1u) write(offset + __popc(ballot[j] & below_lane), c[j]);
+      }
       sync();
     }
     return written;
   }
 
-  // In place: a step writes only below what it has read (positions <= the read index).
   __device__ void compact(uint64_t* list, uint32_t n, const Boundary& boundary) const {
     for_each_kept(list, n, boundary, 0, [list](uint32_t position, uint64_t c) { list[position] = c; });
   }

@@ -121,18 +121,25 @@ struct TopkEpilogue {
       any |= admit[bq];
     }
     if (!__any_sync(0xffffffffu, any)) return;  // the common case once the gates have risen
+    // Appends, with the latencies of the queries' atomics and shuffles overlapped: lane bq
+    // reserves the warp's slots of query bq, then every lane learns its offsets.
     const int lane = static_cast<int>(threadIdx.x) % 32;
+    uint32_t ballot[kBankQueries];
+    uint32_t reserved = 0;
 #pragma unroll
     for (int bq = 0; bq < kBankQueries; ++bq) {
-      const int qi = first_query + bq;
-      const uint32_t ballot = __ballot_sync(0xffffffffu, admit[bq]);
-      if (ballot == 0) continue;
-      const int leader = __ffs(ballot) - 1;
-      uint32_t base = 0;
-      if (lane == leader) base = atomicAdd(&sh.counts[set][group][qi], __popc(ballot));
-      base = __shfl_sync(0xffffffffu, base, leader);
+      ballot[bq] = __ballot_sync(0xffffffffu, admit[bq]);
+      if (lane == bq && ballot[bq] != 0) {
+        reserved = atomicAdd(&sh.counts[set][group][first_query + bq], __popc(ballot[bq]));
+      }
+    }
+    uint32_t lanes_below;
+    asm("mov.u32 %0, %%lanemask_lt;" : "=r"(lanes_below));
+#pragma unroll
+    for (int bq = 0; bq < kBankQueries; ++bq) {
+      const uint32_t base = __shfl_sync(0xffffffffu, reserved, bq);
       if (admit[bq]) {
-        lists[int64_t{qi} * fused.slots + base + __popc(ballot & ((1u << lane) - 1u))] =
+        lists[(first_query + bq) * fused.slots + base + __popc(ballot[bq] & lanes_below)] =
             composite[bq];
       }
     }
@@ -169,7 +176,7 @@ struct TopkEpilogue {
   __device__ void side_work(int query_block, const QueryBlockRanges<kQueries>& r, int thread,
                             int threads) {
     const int s = iteration % kSets;
-    sm90::mbarrier_wait(&sh.set_full[s], (iteration / kSets) & 1);
+    sm90::mbarrier_wait_sleeping(&sh.set_full[s], (iteration / kSets) & 1);
     ++iteration;
     const ListTeam<3> team{sh.scratch[2], 4, thread};
     const auto k = static_cast<uint32_t>(fused.k);

@@ -4,10 +4,11 @@
 // query blocks of 4 (H = 64) or 8 (H = 32) queries):
 // 1.-3. The core scores every key tile that meets some query of the block's ranges; math
 //    warpgroups 0 and 1 take alternate tiles.
-// 4. Filter (consume): a score inside the query's range whose composite (score key, key index)
-//    beats the query's gate is appended to the warpgroup's own candidate list for that query in
-//    the workspace: one warp ballot, one shared-memory atomic per warp and query, coalesced
-//    8-byte stores. Rejected scores cost one compare.
+// 4. Filter (consume_bank): a score inside the query's range whose composite (score key, key
+//    index) beats the query's gate is staged in the warp's shared-memory queue for that query (a
+//    ballot and a shared store); a queue holding 32 is flushed to the warpgroup's candidate list
+//    for the query in the workspace with one atomic and coalesced stores. When no score of the
+//    warp beats the gates, one vote ends it.
 // 5. Every 8 tiles (end_tile) a warpgroup whose list reached its capacity keeps the k best
 //    (candidate_list.cuh) and raises the query's gate to what they imply (shared by both
 //    warpgroups: k candidates beat anything at or below either gate). Nothing is dropped that can
@@ -35,10 +36,17 @@ namespace {
 using sm90core::CoreArgs;
 using sm90core::QueryBlockRanges;
 
+// Each math warp stages its admitted candidates per query in shared memory (no atomics) and
+// flushes them to the warpgroup's list once kFlushAt have piled up; a warp adds at most 16 per
+// query and tile, so a stage never holds more than kFlushAt + 15 < kStageSlots.
+constexpr int kStageSlots = 64;
+constexpr uint32_t kFlushAt = 32;
+constexpr int kMathWarps = sm90core::kMathThreads / 32;
 // The lists are checked against their capacity every kCheckTiles tiles of a warpgroup (a check is
-// a warpgroup barrier); in between a list can grow by at most 64 candidates per tile.
+// a warpgroup barrier); in between a list grows by at most 64 candidates per tile plus what its
+// four warps had staged before.
 constexpr int kCheckTiles = 8;
-constexpr int64_t kListSlack = int64_t{kCheckTiles} * sm90core::kTileKeys;
+constexpr int64_t kListSlack = int64_t{kCheckTiles} * sm90core::kTileKeys + 4 * kStageSlots;
 constexpr uint64_t kInitialGate = keys::kAdmitAllValid - 1;  // admits every non-NaN score
 constexpr int kSets = 2;
 
@@ -55,6 +63,7 @@ template <int kQueries>
 struct FusedShared {
   uint32_t counts[kSets][2][kQueries];
   uint64_t gate[kSets][kQueries];
+  uint64_t staged[kMathWarps][kQueries][kStageSlots];
   ListScratch scratch[3];  // math warpgroup 0, 1, side warps
   uint64_t set_full[kSets];
   uint64_t set_empty[kSets];
@@ -82,6 +91,7 @@ struct TopkEpilogue {
   int group = 0;
   int iteration = 0;
   int tiles_since_check = 0;
+  uint32_t staged_count[kQueries];  // this warp's staged candidates per query (warp-uniform)
 
   __device__ uint64_t* list_of(int s, int g, int qi) const {
     const int64_t list = ((int64_t{blockIdx.x} * kSets + s) * 2 + g) * kQueries + qi;
@@ -99,6 +109,22 @@ struct TopkEpilogue {
     ranges = &r;
     group = g;
     lists = list_of(set, g, 0);
+#pragma unroll
+    for (int qi = 0; qi < kQueries; ++qi) staged_count[qi] = 0;
+  }
+
+  // Moves this warp's staged candidates of query qi to the end of the warpgroup's list.
+  __device__ __forceinline__ void flush(int qi) {
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    const uint64_t* stage = sh.staged[threadIdx.x / 32][qi];
+    __syncwarp();  // the lanes' staged stores
+    uint32_t base = 0;
+    if (lane == 0) base = atomicAdd(&sh.counts[set][group][qi], staged_count[qi]);
+    base = __shfl_sync(0xffffffffu, base, 0);
+    uint64_t* list = lists + qi * fused.slots + base;
+    for (uint32_t i = lane; i < staged_count[qi]; i += 32) list[i] = stage[i];
+    staged_count[qi] = 0;
+    __syncwarp();  // before the stage is written again
   }
 
   template <int kBankQueries>
@@ -121,27 +147,19 @@ struct TopkEpilogue {
       any |= admit[bq];
     }
     if (!__any_sync(0xffffffffu, any)) return;  // the common case once the gates have risen
-    // Appends, with the latencies of the queries' atomics and shuffles overlapped: lane bq
-    // reserves the warp's slots of query bq, then every lane learns its offsets.
-    const int lane = static_cast<int>(threadIdx.x) % 32;
-    uint32_t ballot[kBankQueries];
-    uint32_t reserved = 0;
-#pragma unroll
-    for (int bq = 0; bq < kBankQueries; ++bq) {
-      ballot[bq] = __ballot_sync(0xffffffffu, admit[bq]);
-      if (lane == bq && ballot[bq] != 0) {
-        reserved = atomicAdd(&sh.counts[set][group][first_query + bq], __popc(ballot[bq]));
-      }
-    }
     uint32_t lanes_below;
     asm("mov.u32 %0, %%lanemask_lt;" : "=r"(lanes_below));
+    uint64_t(*stage)[kStageSlots] = sh.staged[threadIdx.x / 32];
 #pragma unroll
     for (int bq = 0; bq < kBankQueries; ++bq) {
-      const uint32_t base = __shfl_sync(0xffffffffu, reserved, bq);
-      if (admit[bq]) {
-        lists[(first_query + bq) * fused.slots + base + __popc(ballot[bq] & lanes_below)] =
-            composite[bq];
-      }
+      const int qi = first_query + bq;
+      const uint32_t ballot = __ballot_sync(0xffffffffu, admit[bq]);
+      if (admit[bq]) stage[qi][staged_count[qi] + __popc(ballot & lanes_below)] = composite[bq];
+      staged_count[qi] += __popc(ballot);
+    }
+#pragma unroll
+    for (int bq = 0; bq < kBankQueries; ++bq) {
+      if (staged_count[first_query + bq] >= kFlushAt) flush(first_query + bq);
     }
   }
 
@@ -166,8 +184,12 @@ struct TopkEpilogue {
     }
   }
 
-  // Hands the set's lists to the side warps.
+  // Flushes the stages and hands the set's lists to the side warps.
   __device__ void end_query_block(int, const QueryBlockRanges<kQueries>&, int math_thread, int) {
+#pragma unroll
+    for (int qi = 0; qi < kQueries; ++qi) {
+      if (staged_count[qi] > 0) flush(qi);
+    }
     math_team(math_thread).sync();
     if (threadIdx.x % 32 == 0) sm90::mbarrier_arrive(&sh.set_full[set]);
   }

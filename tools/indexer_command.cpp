@@ -112,8 +112,9 @@ int run_indexer(const IndexerArgs& args) {
   const bool timed = args.bench.enabled;
   const auto when_timed = [&](const std::string& text) { return timed ? text : "-"; };
   const std::string algo_label = args.algo == run.algo ? run.algo : args.algo + " -> " + run.algo;
+  const bool counted = run.candidates_per_query >= 0;
   Table table({"shape", "ranges", "algo", "ms", "min ms", "TFLOP/s", "% FP8 peak", "aux MB",
-               "aux / T*S*4", "exact"},
+               "aux / T*S*4", "cand/query", "exact"},
               3);
   table.add_row({shape, indexer_ranges_name(spec.ranges), algo_label, when_timed(fixed(ms, 3)),
                  when_timed(fixed(run.timing.min_ms, 3)),
@@ -121,6 +122,7 @@ int run_indexer(const IndexerArgs& args) {
                  when_timed(on_cpu ? "-" : fixed(100.0 * tflops / kFp8PeakTflops, 1)),
                  on_cpu ? "-" : fixed(static_cast<double>(run.workspace_bytes) / 1e6, 1),
                  on_cpu ? "-" : fixed(aux_ratio, 4),
+                 counted ? fixed(run.candidates_per_query, 0) : "-",
                  verified ? (*verified ? "yes" : "NO") : "not checked"});
   std::cout << '\n';
   table.print(std::cout);
@@ -157,6 +159,8 @@ int run_indexer(const IndexerArgs& args) {
         {"fp8_peak_tflops", kFp8PeakTflops},
         {"workspace_bytes", on_cpu ? Json() : Json(run.workspace_bytes)},
         {"workspace_vs_logits", on_cpu ? Json() : Json(aux_ratio)},
+        {"candidates_per_query", counted ? Json(run.candidates_per_query) : Json()},
+        {"reductions_per_query", counted ? Json(run.reductions_per_query) : Json()},
         {"verified", verified ? Json(*verified) : Json()},  // null: not checked
         {"verified_queries", checked},
         {"tol_rel", args.tol_rel},

@@ -1,5 +1,7 @@
 #include "indexer_runner.h"
 
+#include <algorithm>
+
 #include "core/device_memory.h"
 
 namespace litetopk::tools {
@@ -14,7 +16,8 @@ Status upload(const std::vector<T>& host, detail::DeviceBuffer* device) {
 }
 
 Status run_gpu(const IndexerWorkload& w, const IndexerRunOptions& run_options, IndexerRun* run) {
-  detail::DeviceBuffer q, kv, kv_scale, weights, ks, ke, indices, workspace, state_buffer;
+  detail::DeviceBuffer q, kv, kv_scale, weights, ks, ke, indices, workspace, state_buffer,
+      counters;
   Status uploaded = upload(w.q, &q);
   if (uploaded) uploaded = upload(w.kv, &kv);
   if (uploaded) uploaded = upload(w.kv_scale, &kv_scale);
@@ -47,7 +50,15 @@ Status run_gpu(const IndexerWorkload& w, const IndexerRunOptions& run_options, I
     if (Status s = indexer_state_reset(state, nullptr); !s) return s;
     options.state = &state;
   }
-  run->algo = indexer_algo_name(algo == IndexerAlgo::kAuto ? indexer_topk_dispatch(p) : algo);
+  const IndexerAlgo resolved = algo == IndexerAlgo::kAuto ? indexer_topk_dispatch(p) : algo;
+  run->algo = indexer_algo_name(resolved);
+  // The fused kernel counts its candidates in the first (untimed) run.
+  unsigned long long counts[2] = {0, 0};
+  if (resolved == IndexerAlgo::kFused) {
+    if (Status s = counters.allocate(sizeof(counts)); !s) return s;
+    if (Status s = detail::fill_device(counters.data(), 0, sizeof(counts)); !s) return s;
+    options.candidate_counters = static_cast<unsigned long long*>(counters.data());
+  }
 
   if (Status s = indexer_topk_workspace_size(p, &run->workspace_bytes, options); !s) return s;
   if (Status s = workspace.allocate(run->workspace_bytes); !s) return s;
@@ -58,6 +69,13 @@ Status run_gpu(const IndexerWorkload& w, const IndexerRunOptions& run_options, I
   run->indices.resize(index_count);
   if (Status s = detail::copy_to_host(run->indices.data(), indices.data(), indices.size()); !s) {
     return s;
+  }
+  if (options.candidate_counters != nullptr) {
+    if (Status s = detail::copy_to_host(counts, counters.data(), sizeof(counts)); !s) return s;
+    const auto queries = static_cast<double>(std::max<int64_t>(w.spec.T, 1));
+    run->candidates_per_query = static_cast<double>(counts[0]) / queries;
+    run->reductions_per_query = static_cast<double>(counts[1]) / queries;
+    options.candidate_counters = nullptr;
   }
   if (!run_options.bench.enabled) return Status::ok();
 

@@ -32,6 +32,10 @@ struct IndexerRun {
   Timing timing;                      // when benchmarked
   std::size_t workspace_bytes = 0;    // GPU only
   std::size_t state_bytes = 0;        // GPU only, with state
+  // The fused kernel's first run (IndexerOptions::candidate_counters), per query: candidates
+  // admitted into its lists and list reductions; -1 for the other paths.
+  double candidates_per_query = -1;
+  double reductions_per_query = -1;
 };
 
 // Uploads `w` (GPU), runs it once and, with options.bench.enabled, times more runs.

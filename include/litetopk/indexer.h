@@ -61,6 +61,10 @@ struct IndexerOptions {
   // picks the default: 4k when the lists fit in 2% of the [T, S] fp32 logits, less otherwise.
   // Values below 2k are raised to 2k. Any value gives the exact result; small ones cost time.
   int64_t candidate_capacity = 0;
+  // Optional device uint64[2] the fused kernel adds its counts to (for measuring, not needed for
+  // the result): [0] the candidates it admitted into its lists, [1] the list reductions it ran.
+  // Zero it before the call; other paths leave it alone.
+  unsigned long long* candidate_counters = nullptr;
 };
 
 Status validate_indexer_problem(const IndexerProblem& problem);

@@ -53,11 +53,12 @@ Status DeviceTimer::stop(float*, cudaStream_t) { return not_compiled(); }
 
 namespace litetopk::detail {
 
-Status cuda_indexer_workspace_size(const IndexerProblem&, IndexerAlgo, int64_t, std::size_t*) {
+Status cuda_indexer_workspace_size(const IndexerProblem&, IndexerAlgo, const IndexerOptions&,
+                                   std::size_t*) {
   return not_compiled();
 }
-Status cuda_indexer_topk(const IndexerProblem&, IndexerAlgo, int64_t, void*, std::size_t,
-                         cudaStream_t) {
+Status cuda_indexer_topk(const IndexerProblem&, IndexerAlgo, const IndexerOptions&, void*,
+                         std::size_t, cudaStream_t) {
   return not_compiled();
 }
 Status cuda_indexer_logits(const IndexerProblem&, float*, int64_t, cudaStream_t) {

@@ -84,8 +84,7 @@ Status indexer_topk_workspace_size(const IndexerProblem& problem, std::size_t* w
   if (Status s = check_options(options); !s) return s;
   IndexerAlgo algo;
   if (Status s = resolve_algo(problem, options.algo, &algo); !s) return s;
-  return detail::cuda_indexer_workspace_size(problem, algo, options.candidate_capacity,
-                                             workspace_bytes);
+  return detail::cuda_indexer_workspace_size(problem, algo, options, workspace_bytes);
 }
 
 Status indexer_topk(const IndexerProblem& problem, void* workspace, std::size_t workspace_bytes,
@@ -95,12 +94,10 @@ Status indexer_topk(const IndexerProblem& problem, void* workspace, std::size_t 
   IndexerAlgo algo;
   if (Status s = resolve_algo(problem, options.algo, &algo); !s) return s;
   std::size_t needed = 0;
-  if (Status s = detail::cuda_indexer_workspace_size(problem, algo, options.candidate_capacity,
-                                                        &needed); !s) return s;
+  if (Status s = detail::cuda_indexer_workspace_size(problem, algo, options, &needed); !s) return s;
   if (Status s = detail::check_workspace(needed, workspace, workspace_bytes); !s) return s;
   if (problem.num_queries == 0) return Status::ok();
-  return detail::cuda_indexer_topk(problem, algo, options.candidate_capacity, workspace,
-                                  workspace_bytes, stream);
+  return detail::cuda_indexer_topk(problem, algo, options, workspace, workspace_bytes, stream);
 }
 
 Status indexer_logits(const IndexerProblem& problem, float* logits, int64_t logits_stride,

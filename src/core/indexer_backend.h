@@ -9,12 +9,12 @@
 
 namespace litetopk::detail {
 
-// candidate_capacity: IndexerOptions::candidate_capacity (the fused kernel's lists).
+// `options` for the fused kernel's candidate_capacity and candidate_counters; `algo` resolved.
 Status cuda_indexer_workspace_size(const IndexerProblem& problem, IndexerAlgo algo,
-                                   int64_t candidate_capacity, std::size_t* workspace_bytes);
+                                   const IndexerOptions& options, std::size_t* workspace_bytes);
 Status cuda_indexer_topk(const IndexerProblem& problem, IndexerAlgo algo,
-                         int64_t candidate_capacity, void* workspace, std::size_t workspace_bytes,
-                         cudaStream_t stream);
+                         const IndexerOptions& options, void* workspace,
+                         std::size_t workspace_bytes, cudaStream_t stream);
 Status cuda_indexer_logits(const IndexerProblem& problem, float* logits, int64_t logits_stride,
                            cudaStream_t stream);
 Status cuda_memset_async(void* data, std::size_t bytes, cudaStream_t stream);

@@ -239,5 +239,47 @@ TEST(IndexerGpuSmall, FusedUnderSanitizer) {
   }
 }
 
+// The fused kernel's candidate counters: it admits at least the k best of every query's range
+// (it keeps them) and at most every key of the ranges; the smallest capacity forces reductions.
+TEST(IndexerGpuSmall, FusedCandidateCounters) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
+  IndexerCase c;
+  c.name = "SmallCounters";
+  c.T = 6;
+  c.S = 3000;
+  c.H = 64;
+  c.k = 64;
+  c.seed = 9;
+  const HostIndexerInputs in = make_indexer_inputs(c);
+  DeviceInputs dev;
+  ASSERT_TRUE(dev.upload(c, in).is_ok());
+  const IndexerProblem p = dev.problem(c, in);
+  DeviceBuffer counters;
+  ASSERT_TRUE(counters.allocate(2 * sizeof(unsigned long long)).is_ok());
+  ASSERT_TRUE(detail::fill_device(counters.data(), 0, 2 * sizeof(unsigned long long)).is_ok());
+  IndexerOptions options;
+  options.algo = IndexerAlgo::kFused;
+  options.candidate_capacity = 1;
+  options.candidate_counters = counters.as<unsigned long long>();
+  std::size_t bytes = 0;
+  ASSERT_TRUE(indexer_topk_workspace_size(p, &bytes, options).is_ok());
+  DeviceBuffer workspace;
+  ASSERT_TRUE(workspace.allocate(bytes).is_ok());
+  Status s = indexer_topk(p, workspace.data(), bytes, nullptr, options);
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  unsigned long long counts[2] = {};
+  ASSERT_TRUE(detail::copy_to_host(counts, counters.data(), sizeof(counts)).is_ok());
+  unsigned long long least = 0, most = 0;
+  for (int64_t t = 0; t < c.T; ++t) {
+    const auto begin = std::clamp<int64_t>(in.ks[static_cast<std::size_t>(t)], 0, c.S);
+    const auto end = std::clamp<int64_t>(in.ke[static_cast<std::size_t>(t)], begin, c.S);
+    most += static_cast<unsigned long long>(end - begin);
+    least += static_cast<unsigned long long>(std::min<int64_t>(end - begin, c.k));
+  }
+  EXPECT_GE(counts[0], least);
+  EXPECT_LE(counts[0], most);
+  EXPECT_GT(counts[1], 0u);  // capacity 2k = 128 over ~3000 keys per query
+}
+
 }  // namespace
 }  // namespace litetopk::testing

@@ -57,6 +57,7 @@ struct FusedArgs {
   int32_t k;
   int32_t* indices;
   float* values;
+  unsigned long long* counters;  // optional [2]: admitted candidates, list reductions
 };
 
 template <int kQueries>
@@ -119,7 +120,12 @@ struct TopkEpilogue {
     const uint64_t* stage = sh.staged[threadIdx.x / 32][qi];
     __syncwarp();  // the lanes' staged stores
     uint32_t base = 0;
-    if (lane == 0) base = atomicAdd(&sh.counts[set][group][qi], staged_count[qi]);
+    if (lane == 0) {
+      base = atomicAdd(&sh.counts[set][group][qi], staged_count[qi]);
+      if (fused.counters != nullptr) {
+        atomicAdd(&fused.counters[0], static_cast<unsigned long long>(staged_count[qi]));
+      }
+    }
     base = __shfl_sync(0xffffffffu, base, 0);
     uint64_t* list = lists + qi * fused.slots + base;
     for (uint32_t i = lane; i < staged_count[qi]; i += 32) list[i] = stage[i];
@@ -176,6 +182,7 @@ struct TopkEpilogue {
       const uint64_t gate = team.keep_best(lists + int64_t{qi} * fused.slots, n,
                                            static_cast<uint32_t>(fused.k));
       if (team.thread == 0) {
+        if (fused.counters != nullptr) atomicAdd(&fused.counters[1], 1ull);
         sh.counts[set][group][qi] = static_cast<uint32_t>(fused.k);
         atomicMax(reinterpret_cast<unsigned long long*>(&sh.gate[set][qi]),
                   static_cast<unsigned long long>(gate));
@@ -273,7 +280,8 @@ Status launch(const IndexerProblem& problem, const FusedPlan& plan, void* worksp
                   static_cast<int32_t>(plan.capacity),
                   static_cast<int32_t>(problem.k),
                   problem.indices,
-                  problem.values};
+                  problem.values,
+                  plan.counters};
   kernel<<<core.blocks, sm90core::kThreads, smem, stream>>>(core.q_map, core.kv_map, core.args,
                                                             fused);
   LITETOPK_CUDA_TRY(cudaPeekAtLastError());

@@ -32,6 +32,7 @@ struct FusedPlan {
   unsigned blocks = 0;
   int64_t capacity = 0;
   std::size_t workspace_bytes = 0;
+  unsigned long long* counters = nullptr;  // IndexerOptions::candidate_counters
 };
 Status plan_fused(const IndexerProblem& problem, int64_t requested_capacity, FusedPlan* plan);
 

@@ -37,10 +37,12 @@ SelectProblem logits_selection(const IndexerProblem& problem, const float* logit
 }  // namespace
 
 Status cuda_indexer_workspace_size(const IndexerProblem& problem, IndexerAlgo algo,
-                                   int64_t candidate_capacity, std::size_t* workspace_bytes) {
+                                   const IndexerOptions& options, std::size_t* workspace_bytes) {
   if (algo == IndexerAlgo::kFused) {
     cuda_indexer::FusedPlan plan;
-    if (Status s = cuda_indexer::plan_fused(problem, candidate_capacity, &plan); !s) return s;
+    if (Status s = cuda_indexer::plan_fused(problem, options.candidate_capacity, &plan); !s) {
+      return s;
+    }
     *workspace_bytes = plan.workspace_bytes;
     return Status::ok();
   }
@@ -56,11 +58,14 @@ Status cuda_indexer_workspace_size(const IndexerProblem& problem, IndexerAlgo al
 }
 
 Status cuda_indexer_topk(const IndexerProblem& problem, IndexerAlgo algo,
-                         int64_t candidate_capacity, void* workspace, std::size_t workspace_bytes,
-                         cudaStream_t stream) {
+                         const IndexerOptions& options, void* workspace,
+                         std::size_t workspace_bytes, cudaStream_t stream) {
   if (algo == IndexerAlgo::kFused) {
     cuda_indexer::FusedPlan plan;
-    if (Status s = cuda_indexer::plan_fused(problem, candidate_capacity, &plan); !s) return s;
+    if (Status s = cuda_indexer::plan_fused(problem, options.candidate_capacity, &plan); !s) {
+      return s;
+    }
+    plan.counters = options.candidate_counters;
     return cuda_indexer::launch_fused(problem, plan, workspace, stream);
   }
   auto* logits = static_cast<float*>(workspace);

@@ -61,7 +61,7 @@ ALGOS = {"auto": 0, "unfused": 1, "fused": 2}  # enum litetopk_indexer_algo
 ALGO_NAMES = {code: name for name, code in ALGOS.items()}
 TIMED_ALGOS = ["unfused", "fused"]
 VERIFY_QUERIES = 4  # first, last and evenly spaced between
-TOL_REL = 2e-4  # see verify()
+TOL_REL = 5e-4  # see verify()
 FREE_MEMORY_MARGIN = 2 << 30  # bytes kept free besides the workspace
 
 
@@ -98,6 +98,8 @@ class LiteTopK(CLibrary):
             problem_p, ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p, ctypes.c_size_t,
             ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
         lib.litetopk_indexer_topk_dispatch.argtypes = [problem_p]
+        lib.litetopk_indexer_logits.argtypes = [
+            problem_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
 
     def workspace_size(self, problem, algo):
         size = ctypes.c_size_t(0)
@@ -109,6 +111,10 @@ class LiteTopK(CLibrary):
         self._check(self.lib.litetopk_indexer_topk(
             ctypes.byref(problem), ALGOS[algo], 0, None, 0, workspace, workspace_bytes, stream),
             algo)
+
+    def logits(self, problem, logits, stride, stream):
+        self._check(self.lib.litetopk_indexer_logits(
+            ctypes.byref(problem), logits, stride, stream), "logits")
 
     def dispatch(self, problem):
         return ALGO_NAMES.get(self.lib.litetopk_indexer_topk_dispatch(ctypes.byref(problem)), "?")
@@ -134,8 +140,9 @@ def verify(inputs, indices, k):
     in [0, ke - ks) without duplicates, and every chosen key's score is >= the reference's k-th
     score - 2 tol. tol bounds the difference between two fp32-ish evaluations of one score:
     tol = TOL_REL * sum_h |w[t,h]| * |q[t,h]|_2 * max_s(kv_scale[s] * |kv[s]|_2) (Cauchy-Schwarz
-    on each head's dot product; TOL_REL = 2e-4 leaves room for a tensor core's fp8 accumulator).
-    Loose (10-20% more keys than k clear the bar at k = 2048, S = 256K) but not vacuous.
+    on each head's dot product; TOL_REL = 5e-4 covers Hopper's fp8 wgmma accumulator, about 13
+    fraction bits per k = 32 group: (128 / 32) * 2^-13 = 4.9e-4, derived in
+    tests/common/indexer_testing.h). Loose but not vacuous.
     """
     q, kv, kv_scale, weights = inputs["q"], inputs["kv"], inputs["kv_scale"], inputs["weights"]
     ks, ke = inputs["ks"].tolist(), inputs["ke"].tolist()
@@ -198,6 +205,20 @@ def bench_shape(lib, shape, args, progress):
         head_dim=D, num_keys=S, k=k, indices=indices.data_ptr(), values=None)
     row["dispatched"] = lib.dispatch(problem)
 
+    # The logits kernel alone (the unfused path's first half), against DeepGEMM's logits.
+    progress(f"logits T={T} S={S} H={H}")
+    try:
+        logits = torch.empty(T, S, dtype=torch.float32, device="cuda")
+        median, _ = time_cuda(lambda _: lib.logits(problem, logits.data_ptr(), S, stream),
+                              args.warmup, args.iters)
+        row["logits_ms"] = median
+        row["logits_tflops"] = flops / (median * 1e-3) / 1e12
+        print(f"  logits {median:.3f} ms, {row['logits_tflops']:.0f} TFLOP/s", flush=True)
+        del logits
+    except (LiteTopKError, torch.cuda.OutOfMemoryError) as error:
+        row["notes"]["logits"] = str(error).splitlines()[0]
+    torch.cuda.empty_cache()
+
     for algo in TIMED_ALGOS:
         progress(f"{algo} T={T} S={S} H={H} k={k}")
         workspace = None
@@ -253,21 +274,26 @@ def fmt(value, digits=2, suffix=""):
 
 def markdown_table(rows):
     lines = [
-        "| T x S, H, k | DeepGEMM logits ms | DeepGEMM + topk ms | unfused ms | unfused TFLOP/s "
-        "| unfused % peak | unfused aux GB | fused ms | fused TFLOP/s | fused % peak "
-        "| fused aux GB | fused vs DeepGEMM + topk | exact | notes |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| T x S, H, k | DeepGEMM logits ms | DeepGEMM + topk ms | logits ms | logits vs DeepGEMM "
+        "| unfused ms | unfused TFLOP/s | unfused % peak | unfused aux GB | fused ms "
+        "| fused TFLOP/s | fused % peak | fused aux GB | fused vs DeepGEMM + topk | exact "
+        "| notes |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
+        "| --- | --- |",
     ]
     for row in rows:
         ms, dg = row["ms"], row.get("deepgemm") or {}
         ws = {a: b / 1e9 for a, b in row["workspace_bytes"].items()}
         fused, total = ms.get("fused"), dg.get("total_ms")
+        logits, dg_logits = row.get("logits_ms"), dg.get("logits_ms")
         checked = row["verified"]
         exact = "-" if not checked else ("yes" if all(checked.values()) else "NO")
         notes = "; ".join(f"{key}: {text}" for key, text in row["notes"].items())
         lines.append(
             f"| {row['T']} x {row['S']}, {row['H']}, {row['k']} | {fmt(dg.get('logits_ms'))} | "
-            f"{fmt(total)} | {fmt(ms.get('unfused'))} | {fmt(row['tflops'].get('unfused'), 0)} | "
+            f"{fmt(total)} | {fmt(logits)} | "
+            f"{fmt(dg_logits / logits if logits and dg_logits else None, 2, 'x')} | "
+            f"{fmt(ms.get('unfused'))} | {fmt(row['tflops'].get('unfused'), 0)} | "
             f"{fmt(row['pct_fp8_peak'].get('unfused'), 0, '%')} | {fmt(ws.get('unfused'))} | "
             f"{fmt(fused)} | {fmt(row['tflops'].get('fused'), 0)} | "
             f"{fmt(row['pct_fp8_peak'].get('fused'), 0, '%')} | {fmt(ws.get('fused'), 3)} | "
@@ -290,7 +316,7 @@ def main():
         shapes = list(args.shapes)
     else:
         shapes = (QUICK_SHAPES if args.shapes_quick else DEFAULT_SHAPES) + args.shapes
-    progress = Progress(len(shapes) * (1 + len(TIMED_ALGOS)))
+    progress = Progress(len(shapes) * (2 + len(TIMED_ALGOS)))
 
     rows = []
     for shape in shapes:

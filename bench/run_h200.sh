@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Everything litetopk measures and checks on the H200, in one go. Run from the repo root on the GPU
-# machine, with the release build already in build/release (scripts/build.sh). Writes at most 8
+# machine, with the release build already in build/release (scripts/build.sh). Writes at most 9
 # files into $OUT (default bench/results/h200_<date>):
 #   gpu_tests.log   ctest --preset gpu
 #   sanitizer.log   compute-sanitizer memcheck and racecheck on the GPU tests named *Small*
 #   demo.log        litetopk info and litetopk demo
-#   bench.log       the output of both benchmarks (the indexer's markdown table at its end)
+#   bench.log       the output of the benchmarks (the indexer's and decode's markdown tables too)
 #   select_h200.json, select_h200.md, select_h200.png   bench/select_bench.py
 #   indexer_h200.json                                    bench/indexer_bench.py
+#   decode_h200.json                                     bench/decode_bench.py
 # Arguments go to select_bench.py (e.g. --iters 10, --shapes 8192x131072x2048); INDEXER_ARGS to
-# indexer_bench.py (e.g. INDEXER_ARGS=--shapes-quick). A failing step does not stop the others;
-# the failed ones are listed at the end, before the benchmark tables.
+# indexer_bench.py (e.g. INDEXER_ARGS=--shapes-quick); DECODE_ARGS to decode_bench.py. A failing
+# step does not stop the others; the failed ones are listed at the end, before the tables.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-bench/results/h200_$(date +%F)}
@@ -53,15 +54,22 @@ step "litetopk demo" "$OUT/demo.log" "$BUILD"/litetopk demo
 step "select benchmark" "$OUT/bench.log" env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6 \
   python3 bench/select_bench.py --out "$OUT/select_h200.json" --md "$OUT/select_h200.md" \
   --png "$OUT/select_h200.png" --lib "$BUILD/liblitetopk_c.so" "$@"
-# The indexer's markdown table goes to a temporary file (it is also at the end of bench.log), so
-# that $OUT keeps to 8 files.
+# The indexer's and decode's markdown tables go to temporary files (they are also in bench.log),
+# so that $OUT keeps to 9 files.
 INDEXER_MD=$(mktemp)
-trap 'rm -f "$INDEXER_MD"' EXIT
 # shellcheck disable=SC2086  # INDEXER_ARGS is a list of options
 step "indexer benchmark" "$OUT/bench.log" env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6 \
   python3 bench/indexer_bench.py --lib "$BUILD/liblitetopk_c.so" --out "$OUT/indexer_h200.json" \
   --md "$INDEXER_MD" \
   ${INDEXER_ARGS:-}
+
+DECODE_MD=$(mktemp)
+trap 'rm -f "$INDEXER_MD" "$DECODE_MD"' EXIT
+# shellcheck disable=SC2086  # DECODE_ARGS is a list of options
+step "decode benchmark" "$OUT/bench.log" env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6 \
+  python3 bench/decode_bench.py --lib "$BUILD/liblitetopk_c.so" --out "$OUT/decode_h200.json" \
+  --md "$DECODE_MD" \
+  ${DECODE_ARGS:-}
 
 echo
 if ((${#failed[@]})); then
@@ -72,4 +80,5 @@ fi
 echo
 [ -f "$OUT/select_h200.md" ] && cat "$OUT/select_h200.md"
 [ -s "$INDEXER_MD" ] && { echo; cat "$INDEXER_MD"; }
+[ -s "$DECODE_MD" ] && { echo; cat "$DECODE_MD"; }
 ((${#failed[@]} == 0))

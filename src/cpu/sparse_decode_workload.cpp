@@ -16,6 +16,7 @@
 #include "core/float_bits.h"
 #include "core/format.h"
 #include "core/sparse_decode_validation.h"
+#include "cpu/parallel_for.h"
 #include "cpu/sparse_decode_cpu.h"
 
 namespace litetopk::cpu {
@@ -345,22 +346,22 @@ DecodeWorkload make_decode_workload(const DecodeWorkloadSpec& spec) {
   w.kinds.assign(tokens, TokenKind::kBulk);
   w.q.assign(static_cast<std::size_t>(w.batch * w.num_q_heads * kD), 0);
   const double scale = static_cast<double>(w.softmax_scale);
-  for (int64_t b = 0; b < w.batch; ++b) {
-    for (int64_t h = 0; h < w.num_kv_heads; ++h) {
-      std::mt19937_64 rng(mix(mix(spec.seed, static_cast<uint64_t>(b)),
-                              spec.identical_heads ? 0u : static_cast<uint64_t>(h) + 1));
-      const int64_t pair = b * w.num_kv_heads + h;
-      const PairOut out{&w.q[(b * w.num_q_heads + h * spec.group_size) * kD],
-                        &w.keys[pair * w.capacity * kD], &w.values[pair * w.capacity * kD],
-                        &w.kinds[pair * w.capacity]};
-      const int64_t len = spec.lengths[b];
-      switch (spec.pattern) {
-        case DecodePattern::kNeedles: fill_needles(rng, spec, len, scale, out); break;
-        case DecodePattern::kFlat: fill_flat(rng, spec, len, scale, out); break;
-        case DecodePattern::kExtremes: fill_extremes(rng, spec, len, out); break;
-      }
+  // Every (sequence, KV head) pair draws from its own generator and writes its own rows, so the
+  // pairs run in parallel and the result does not depend on the thread count.
+  parallel_for(w.batch * w.num_kv_heads, hardware_threads(), [&](int64_t pair) {
+    const int64_t b = pair / w.num_kv_heads, h = pair % w.num_kv_heads;
+    std::mt19937_64 rng(mix(mix(spec.seed, static_cast<uint64_t>(b)),
+                            spec.identical_heads ? 0u : static_cast<uint64_t>(h) + 1));
+    const PairOut out{&w.q[(b * w.num_q_heads + h * spec.group_size) * kD],
+                      &w.keys[pair * w.capacity * kD], &w.values[pair * w.capacity * kD],
+                      &w.kinds[pair * w.capacity]};
+    const int64_t len = spec.lengths[b];
+    switch (spec.pattern) {
+      case DecodePattern::kNeedles: fill_needles(rng, spec, len, scale, out); break;
+      case DecodePattern::kFlat: fill_flat(rng, spec, len, scale, out); break;
+      case DecodePattern::kExtremes: fill_extremes(rng, spec, len, out); break;
     }
-  }
+  });
   return w;
 }
 

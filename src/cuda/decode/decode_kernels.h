@@ -26,6 +26,22 @@ Status launch_dense_decode(const DenseDecodeProblem& problem, const SplitPartial
                            cudaStream_t stream);
 
 // ---- sparse decode (sparse_anchor_kernel.cu, sparse_decode_kernel.cu) ----
+// What both sparse kernels read of the problem: the query, the cache arrays and shape, the
+// softmax scale in log2 units.
+struct SparseCacheView {
+  const void* q;
+  const uint8_t* codes;
+  const void* scales;
+  const uint8_t* residuals;
+  const void* values;
+  const void* tail_keys;
+  const int32_t* lengths;
+  const int32_t* block_table;
+  int num_kv_heads, group, block_size, max_blocks;
+  float scale_log2;
+};
+SparseCacheView sparse_cache_view(const SparseDecodeProblem& problem);
+
 constexpr int kAnchorChunkTokens = 64;
 constexpr int kMaxBlocksPerSplit = 1024;
 // Chunks of the anchor kernel per (sequence, KV head): block 0, block nf-1 and the open block,

@@ -11,6 +11,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <cmath>
 #include <cstdint>
 
 namespace litetopk::decode {
@@ -108,6 +109,40 @@ __device__ __forceinline__ void load_shared16(const void* p, uint32_t (&w)[4]) {
   w[1] = v.y;
   w[2] = v.z;
   w[3] = v.w;
+}
+
+// The A fragments of 16 raw (fp16/bf16) key rows of `row_bytes` bytes for an m16n8k16 product
+// over the head dimension: lane (g, t) reads channels 32t .. 32t+31 of rows g (k[0]) and g + 8
+// (k[1]); k-step ks takes words 2 ks and 2 ks + 1 (channels 32t + 4ks + {0,1} and + {2,3}).
+__device__ __forceinline__ void load_key_row_fragments(const unsigned char* krows, int row_bytes,
+                                                       uint32_t (&k)[2][16]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      uint32_t w[4];
+      load_shared16(krows + (g + 8 * r) * row_bytes + 64 * t + 16 * i, w);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) k[r][4 * i + j] = w[j];
+    }
+  }
+}
+
+// Scores of an m16n8 accumulator tile in log2 units: rows g and g + 8 of lane (g, t) are tokens;
+// those at or past `valid` become -inf.
+template <int NT>
+__device__ __forceinline__ void scale_valid_scores(float (&s)[NT][4], float scale_log2,
+                                                   int valid) {
+  const int g = (threadIdx.x & 31) >> 2;
+  const bool low_ok = g < valid, high_ok = g + 8 < valid;
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    s[n][0] = low_ok ? s[n][0] * scale_log2 : -INFINITY;
+    s[n][1] = low_ok ? s[n][1] * scale_log2 : -INFINITY;
+    s[n][2] = high_ok ? s[n][2] * scale_log2 : -INFINITY;
+    s[n][3] = high_ok ? s[n][3] * scale_log2 : -INFINITY;
+  }
 }
 
 // Programmatic dependent launch (sm90): wait for the grids this one depends on; let the grids

@@ -73,18 +73,8 @@ template <typename T, int NT>
 __device__ __forceinline__ void raw_key_scores(const unsigned char* krows,
                                                const uint32_t (&qf)[NT][8][2], float scale_log2,
                                                int valid, float (&s)[NT][4]) {
-  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   uint32_t k[2][16];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      uint32_t w[4];
-      load_shared16(krows + (g + 8 * r) * kRowBytes + 64 * t + 16 * i, w);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) k[r][4 * i + j] = w[j];
-    }
-  }
+  load_key_row_fragments(krows, kRowBytes, k);
 #pragma unroll
   for (int n = 0; n < NT; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
@@ -93,14 +83,7 @@ __device__ __forceinline__ void raw_key_scores(const unsigned char* krows,
 #pragma unroll
     for (int n = 0; n < NT; ++n) mma<T>(s[n], a, qf[n][ks][0], qf[n][ks][1]);
   }
-  const bool low_ok = g < valid, high_ok = g + 8 < valid;
-#pragma unroll
-  for (int n = 0; n < NT; ++n) {
-    s[n][0] = low_ok ? s[n][0] * scale_log2 : -INFINITY;
-    s[n][1] = low_ok ? s[n][1] * scale_log2 : -INFINITY;
-    s[n][2] = high_ok ? s[n][2] * scale_log2 : -INFINITY;
-    s[n][3] = high_ok ? s[n][3] * scale_log2 : -INFINITY;
-  }
+  scale_valid_scores(s, scale_log2, valid);
 }
 
 template <typename T, int NT>

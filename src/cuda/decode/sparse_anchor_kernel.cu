@@ -15,7 +15,6 @@
 
 #include <cstdint>
 
-#include "core/sparse_decode_validation.h"
 #include "core/sparse_kv_format.h"
 #include "cuda/decode/decode_kernels.h"
 #include "cuda/decode/decode_launch_kernel.cuh"
@@ -27,16 +26,8 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kTokens = kAnchorChunkTokens;
 
-struct AnchorParams {
-  const void* q;
-  const uint8_t* codes;
-  const void* scales;
-  const uint8_t* residuals;
-  const void* tail_keys;
-  const int32_t* lengths;
-  const int32_t* block_table;
-  int num_kv_heads, group, block_size, max_blocks, chunks;
-  float scale_log2;
+struct AnchorParams : SparseCacheView {
+  int chunks;
   float* anchor_max;
 };
 
@@ -114,21 +105,8 @@ Status launch_sparse_anchors(const SparseDecodeProblem& problem, float* anchor_m
                              cudaStream_t stream) {
   const SparseKvCache& c = problem.cache;
   AnchorParams params{};
-  params.q = problem.q;
-  params.codes = c.key_codes;
-  params.scales = c.key_scales;
-  params.residuals = c.key_residuals;
-  params.tail_keys = c.tail_keys;
-  params.lengths = c.lengths;
-  params.block_table = c.block_table;
-  params.num_kv_heads = static_cast<int>(c.num_kv_heads);
-  params.group = static_cast<int>(problem.num_q_heads / c.num_kv_heads);
-  params.block_size = static_cast<int>(c.block_size);
-  params.max_blocks = static_cast<int>(c.max_blocks);
+  static_cast<SparseCacheView&>(params) = sparse_cache_view(problem);
   params.chunks = anchor_chunks(c.block_size);
-  params.scale_log2 =
-      static_cast<float>(detail::resolved_softmax_scale(problem.softmax_scale, c.head_dim)) *
-      kLog2e;
   params.anchor_max = anchor_max;
   const dim3 grid(static_cast<unsigned>(params.chunks), static_cast<unsigned>(c.num_kv_heads),
                   static_cast<unsigned>(c.batch));

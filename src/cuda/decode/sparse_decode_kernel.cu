@@ -48,17 +48,8 @@ constexpr int kCodesOffset = kResidualsOffset + kChunkTokens * kHeadDim;
 constexpr int kScalesOffset = kKeysOffset + kChunkTokens * kRowBytes;
 constexpr int kAttendStageBytes = kScalesOffset + kHeadDim * 2;
 
-struct SparseParams {
-  const void* q;
-  const uint8_t* codes;
-  const void* scales;
-  const uint8_t* residuals;
-  const void* values;
-  const void* tail_keys;
-  const int32_t* lengths;
-  const int32_t* block_table;
-  int num_kv_heads, group, block_size, max_blocks, blocks_per_split;
-  float scale_log2;
+struct SparseParams : SparseCacheView {
+  int blocks_per_split;
   float delta2;  // delta * log2(e)
   bool keep_all;
   const float* anchor_max;
@@ -223,16 +214,7 @@ __device__ __forceinline__ void tail_scores(const unsigned char* krows, const ui
                                             float scale_log2, int valid, float (&s)[NT][4]) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   uint32_t k[2][16];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      uint32_t x[4];
-      load_shared16(krows + (g + 8 * r) * kRowBytes + 64 * t + 16 * i, x);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) k[r][4 * i + j] = x[j];
-    }
-  }
+  load_key_row_fragments(krows, kRowBytes, k);
 #pragma unroll
   for (int n = 0; n < NT; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
@@ -245,14 +227,7 @@ __device__ __forceinline__ void tail_scores(const unsigned char* krows, const ui
              *reinterpret_cast<const uint32_t*>(row + 2));
     }
   }
-  const bool low_ok = g < valid, high_ok = g + 8 < valid;
-#pragma unroll
-  for (int n = 0; n < NT; ++n) {
-    s[n][0] = low_ok ? s[n][0] * scale_log2 : -INFINITY;
-    s[n][1] = low_ok ? s[n][1] * scale_log2 : -INFINITY;
-    s[n][2] = high_ok ? s[n][2] * scale_log2 : -INFINITY;
-    s[n][3] = high_ok ? s[n][3] * scale_log2 : -INFINITY;
-  }
+  scale_valid_scores(s, scale_log2, valid);
 }
 
 // The attend units of a CTA, in order: every chunk of each kept full block, then the open
@@ -467,27 +442,34 @@ Status launch_typed(const SparseParams& params, dim3 grid, cudaStream_t stream) 
 
 }  // namespace
 
+SparseCacheView sparse_cache_view(const SparseDecodeProblem& problem) {
+  const SparseKvCache& c = problem.cache;
+  SparseCacheView view{};
+  view.q = problem.q;
+  view.codes = c.key_codes;
+  view.scales = c.key_scales;
+  view.residuals = c.key_residuals;
+  view.values = c.values;
+  view.tail_keys = c.tail_keys;
+  view.lengths = c.lengths;
+  view.block_table = c.block_table;
+  view.num_kv_heads = static_cast<int>(c.num_kv_heads);
+  view.group = static_cast<int>(problem.num_q_heads / c.num_kv_heads);
+  view.block_size = static_cast<int>(c.block_size);
+  view.max_blocks = static_cast<int>(c.max_blocks);
+  view.scale_log2 =
+      static_cast<float>(detail::resolved_softmax_scale(problem.softmax_scale, c.head_dim)) *
+      kLog2e;
+  return view;
+}
+
 Status launch_sparse_decode(const SparseDecodeProblem& problem, int blocks_per_split,
                             const float* anchor_max, const SplitPartials& partials,
                             cudaStream_t stream) {
   const SparseKvCache& c = problem.cache;
   SparseParams params{};
-  params.q = problem.q;
-  params.codes = c.key_codes;
-  params.scales = c.key_scales;
-  params.residuals = c.key_residuals;
-  params.values = c.values;
-  params.tail_keys = c.tail_keys;
-  params.lengths = c.lengths;
-  params.block_table = c.block_table;
-  params.num_kv_heads = static_cast<int>(c.num_kv_heads);
-  params.group = static_cast<int>(problem.num_q_heads / c.num_kv_heads);
-  params.block_size = static_cast<int>(c.block_size);
-  params.max_blocks = static_cast<int>(c.max_blocks);
+  static_cast<SparseCacheView&>(params) = sparse_cache_view(problem);
   params.blocks_per_split = blocks_per_split;
-  params.scale_log2 =
-      static_cast<float>(detail::resolved_softmax_scale(problem.softmax_scale, c.head_dim)) *
-      kLog2e;
   params.keep_all = std::isinf(problem.delta);
   params.delta2 = params.keep_all ? 0.0f : problem.delta * kLog2e;
   params.anchor_max = anchor_max;

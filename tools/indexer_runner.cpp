@@ -8,14 +8,8 @@ namespace litetopk::tools {
 
 namespace {
 
-template <typename T>
-Status upload(const std::vector<T>& host, detail::DeviceBuffer* device) {
-  const std::size_t bytes = host.size() * sizeof(T);
-  if (Status s = device->allocate(bytes); !s) return s;
-  return detail::copy_to_device(device->data(), host.data(), bytes);
-}
-
 Status run_gpu(const IndexerWorkload& w, const IndexerRunOptions& run_options, IndexerRun* run) {
+  using detail::upload;
   detail::DeviceBuffer q, kv, kv_scale, weights, ks, ke, indices, workspace, state_buffer,
       counters;
   Status uploaded = upload(w.q, &q);

@@ -40,6 +40,14 @@ Status copy_to_host(void* host_dst, const void* device_src, std::size_t bytes);
 Status fill_device(void* device_dst, int byte_value, std::size_t bytes);
 Status device_synchronize();
 
+// Allocates `device` to the size of `host` and copies it there.
+template <typename Vector>
+Status upload(const Vector& host, DeviceBuffer* device) {
+  const std::size_t bytes = host.size() * sizeof(host[0]);
+  if (Status s = device->allocate(bytes); !s) return s;
+  return copy_to_device(device->data(), host.data(), bytes);
+}
+
 // Times work on one stream with CUDA events.
 class DeviceTimer {
  public:

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "cpu/sparse_decode_cpu.h"  // load_float, run_guarded
+#include "decode_gpu.h"
 
 namespace litetopk::tools {
 
@@ -23,9 +24,10 @@ double elapsed_ms(std::chrono::steady_clock::time_point start) {
   return elapsed.count();
 }
 
-// One timed run when not benchmarking.
-BenchOptions timed_runs(const BenchOptions& bench) {
-  return bench.enabled ? bench : BenchOptions{true, 0, 1};
+// One timed run when not benchmarking; on the GPU after an untimed one (the first launch of a
+// kernel also loads it).
+BenchOptions timed_runs(const BenchOptions& bench, bool on_gpu) {
+  return bench.enabled ? bench : BenchOptions{true, on_gpu ? 1 : 0, 1};
 }
 
 double rel_l2(const std::vector<float>& out, const std::vector<float>& ref) {
@@ -110,6 +112,8 @@ bool parse_delta(const std::string& text, float* delta) {
 DecodeRunner::DecodeRunner(const DecodeSpec& spec)
     : spec_(spec), cache_(spec.dtype, 0, 1, spec.block_size, 1, false) {}
 
+DecodeRunner::~DecodeRunner() = default;
+
 Status DecodeRunner::prepare(bool selection_error) {
   if (const std::string error = decode_spec_error(spec_); !error.empty()) {
     return Status(StatusCode::kInvalidArgument, "decode spec: " + error);
@@ -127,16 +131,29 @@ Status DecodeRunner::prepare(bool selection_error) {
     workload_ = cpu::make_decode_workload(w);
     generate_ms_ = elapsed_ms(start);
 
-    start = std::chrono::steady_clock::now();
-    Status status = cpu::quantize_workload(&workload_, spec_.block_size, false, &cache_);
-    quantize_ms_ = elapsed_ms(start);
-    if (!status) return status;
-    const SparseKvCache view = cache_.view();
+    Status status;
+    if (spec_.on_gpu) {
+      gpu_ = std::make_unique<DecodeGpu>();
+      if (!(status = gpu_->prepare(&workload_, spec_.block_size, &quantize_ms_))) return status;
+      shape_ = gpu_->cache();
+      if (selection_error) {
+        cache_ = cpu::HostSparseCache(shape_.dtype, shape_.batch, shape_.num_kv_heads,
+                                      shape_.block_size, shape_.max_blocks, false);
+        if (!(status = gpu_->download_cache(&cache_))) return status;
+      }
+    } else {
+      start = std::chrono::steady_clock::now();
+      status = cpu::quantize_workload(&workload_, spec_.block_size, false, &cache_);
+      quantize_ms_ = elapsed_ms(start);
+      if (!status) return status;
+      shape_ = cache_.shape;
+    }
     out_.assign(static_cast<std::size_t>(workload_.batch * workload_.num_q_heads * kD), 0.0f);
     kept_mask_.assign(
-        static_cast<std::size_t>(workload_.batch * workload_.num_kv_heads * view.max_blocks), 0);
+        static_cast<std::size_t>(workload_.batch * workload_.num_kv_heads * shape_.max_blocks), 0);
 
-    if (selection_error && !(status = workload_.dense_over_rebuilt(view, &rebuilt_out_))) {
+    if (selection_error &&
+        !(status = workload_.dense_over_rebuilt(cache_.view(), &rebuilt_out_))) {
       return status;
     }
     prepared_ = true;
@@ -144,43 +161,57 @@ Status DecodeRunner::prepare(bool selection_error) {
   });
 }
 
+Status DecodeRunner::judge(bool sparse, DecodeRow* row) {
+  Status status = decode_fidelity_cpu(
+      workload_.fidelity_problem(out_.data(), sparse ? kept_mask_.data() : nullptr,
+                                 spec_.block_size, sparse ? shape_.max_blocks : 0),
+      &row->fidelity);
+  if (!status) return status;
+  if (!sparse) {
+    row->fidelity.read_fraction = 1.0;  // the dense kernel reads the dense cache
+  } else if (!rebuilt_out_.empty()) {
+    row->selection_rel_l2 = rel_l2(out_, rebuilt_out_);
+  }
+  return Status::ok();
+}
+
 Status DecodeRunner::run_dense(const BenchOptions& bench, DecodeRow* row) {
   if (!prepared_) return Status(StatusCode::kInternal, "DecodeRunner: run before prepare");
   *row = DecodeRow{};
   row->dense = true;
-  const DenseDecodeProblem p = workload_.dense_problem(out_.data(), DType::kFloat32);
-  Status status = time_on_host(timed_runs(bench), [&](int) { return dense_decode_cpu(p); },
-                               &row->timing);
-  if (!status) return status;
-  status = decode_fidelity_cpu(workload_.fidelity_problem(out_.data(), nullptr, spec_.block_size, 0),
-                               &row->fidelity);
-  if (!status) return status;
-  row->fidelity.read_fraction = 1.0;  // the dense kernel reads the dense cache
-  return Status::ok();
+  const BenchOptions runs = timed_runs(bench, spec_.on_gpu);
+  Status status;
+  if (gpu_) {
+    status = gpu_->run_dense(runs, out_.data(), &row->timing);
+    row->workspace_bytes = gpu_->dense_workspace_bytes();
+  } else {
+    const DenseDecodeProblem p = workload_.dense_problem(out_.data(), DType::kFloat32);
+    status = time_on_host(runs, [&](int) { return dense_decode_cpu(p); }, &row->timing);
+  }
+  return status ? judge(/*sparse=*/false, row) : status;
 }
 
 Status DecodeRunner::run_sparse(float delta, const BenchOptions& bench, DecodeRow* row) {
   if (!prepared_) return Status(StatusCode::kInternal, "DecodeRunner: run before prepare");
   *row = DecodeRow{};
   row->delta = delta;
-  const SparseKvCache view = cache_.view();
-  const SparseDecodeProblem p =
-      workload_.sparse_problem(view, delta, out_.data(), kept_mask_.data());
-  Status status = time_on_host(timed_runs(bench), [&](int) { return sparse_decode_cpu(p); },
-                               &row->timing);
-  if (!status) return status;
-  status = decode_fidelity_cpu(
-      workload_.fidelity_problem(out_.data(), kept_mask_.data(), spec_.block_size, view.max_blocks),
-      &row->fidelity);
-  if (!status) return status;
-  if (!rebuilt_out_.empty()) row->selection_rel_l2 = rel_l2(out_, rebuilt_out_);
-  return Status::ok();
+  const BenchOptions runs = timed_runs(bench, spec_.on_gpu);
+  Status status;
+  if (gpu_) {
+    status = gpu_->run_sparse(delta, runs, out_.data(), kept_mask_.data(), &row->timing);
+    row->workspace_bytes = gpu_->sparse_workspace_bytes();
+  } else {
+    const SparseDecodeProblem p =
+        workload_.sparse_problem(cache_.view(), delta, out_.data(), kept_mask_.data());
+    status = time_on_host(runs, [&](int) { return sparse_decode_cpu(p); }, &row->timing);
+  }
+  return status ? judge(/*sparse=*/true, row) : status;
 }
 
 DecodeCacheMemory DecodeRunner::memory() const {
   DecodeCacheMemory m;
   SparseKvCacheBytes bytes;
-  if (sparse_kv_cache_bytes(cache_.shape, &bytes)) m.sparse_bytes = bytes.total();
+  if (sparse_kv_cache_bytes(shape_, &bytes)) m.sparse_bytes = bytes.total();
   m.dense_bytes = static_cast<std::size_t>(workload_.batch * workload_.num_kv_heads *
                                            workload_.capacity * 2 * kD) *
                   dtype_size(spec_.dtype);

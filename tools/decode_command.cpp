@@ -1,7 +1,7 @@
-// `litetopk decode`: sparse decoding (docs/sparse_decode.md) on a generated workload: quantize the
-// cache, run the sparse decode at each delta and the dense decode, judge them against fp64 dense
-// attention, and print the delta trade-off table (optionally time the runs and write JSON). The
-// GPU kernels are not in this build yet: everything runs on the CPU references.
+// `litetopk decode`: sparse decoding (docs/sparse_decode.md) on a generated workload: build the
+// sparse cache, run the sparse decode at each delta and the dense decode, judge them against fp64
+// dense attention, and print the delta trade-off table (optionally time the runs and write JSON).
+// The GPU kernels run when there is a GPU (--device auto or gpu), else the CPU references.
 #include <cmath>
 #include <cstdint>
 #include <iostream>
@@ -56,7 +56,7 @@ DecodeSpec parse_spec(const DecodeArgs& args, std::vector<float>* deltas) {
   return spec;
 }
 
-nlohmann::ordered_json row_json(const DecodeRow& row) {
+nlohmann::ordered_json row_json(const DecodeRow& row, bool on_gpu) {
   using Json = nlohmann::ordered_json;
   const DecodeFidelity& f = row.fidelity;
   return Json{
@@ -75,31 +75,28 @@ nlohmann::ordered_json row_json(const DecodeRow& row) {
       {"top1_token_blocks_recall_min", f.top1_recall_min},
       {"ms_median", row.timing.median_ms},
       {"ms_min", row.timing.min_ms},
+      {"workspace_bytes", on_gpu ? Json(row.workspace_bytes) : Json()},
   };
 }
 
 int run_decode(const DecodeArgs& args) {
   std::vector<float> deltas;
-  const DecodeSpec spec = parse_spec(args, &deltas);
+  DecodeSpec spec = parse_spec(args, &deltas);
 
-  // The GPU entry points answer for themselves: kUnsupported until the kernels are in.
-  const Status gpu_status = sparse_decode_gpu_status(spec);
-  if (args.device == "gpu") {
-    if (!gpu_status) {
-      std::cerr << "litetopk: error: --device gpu: " << gpu_status.to_string()
-                << "\n(--device cpu or auto runs the CPU reference)\n";
-    } else {
-      std::cerr << "litetopk: error: --device gpu: `litetopk decode` has no GPU path yet "
-                   "(--device cpu or auto runs the CPU reference)\n";
-    }
+  const GpuInfo gpu = probe_gpu();
+  spec.on_gpu = args.device == "gpu" || (args.device == "auto" && gpu.available);
+  if (spec.on_gpu && !gpu.available) {
+    std::cerr << "litetopk: error: --device gpu, but there is no GPU: " << gpu.absent_reason
+              << " (--device cpu runs the CPU references)\n";
     return kExitFailure;
   }
   const CpuInfo cpu = probe_cpu();
+  const std::string device_name = spec.on_gpu ? gpu.device.name : cpu.model + " (CPU)";
   if (args.device == "auto") {
-    std::cout << "device auto: the CPU reference ("
-              << (gpu_status ? std::string("this command has no GPU path yet")
-                             : "the sparse-decoding GPU kernels are not in this build yet")
-              << ")\n";
+    std::cout << "device auto: "
+              << (spec.on_gpu ? "the GPU kernels on " + gpu.device.name
+                              : "the CPU references (no GPU: " + gpu.absent_reason + ")")
+              << '\n';
   }
 
   const int64_t group = spec.num_q_heads / spec.num_kv_heads;
@@ -113,8 +110,13 @@ int run_decode(const DecodeArgs& args) {
     return kExitFailure;
   }
   const DecodeCacheMemory memory = runner.memory();
-  std::cout << "generated in " << fixed(runner.generate_ms(), 0) << " ms, quantized into the "
-            << "sparse cache (BS " << spec.block_size << ") in " << fixed(runner.quantize_ms(), 0)
+  const std::string cache_label = "the sparse cache (BS " + std::to_string(spec.block_size) + ")";
+  std::cout << "generated in " << fixed(runner.generate_ms(), 0) << " ms, "
+            << (spec.on_gpu ? "converted into " + cache_label +
+                                  " on the GPU by sparse_kv_from_dense in " +
+                                  fixed(runner.quantize_ms(), 3)
+                            : "quantized into " + cache_label + " in " +
+                                  fixed(runner.quantize_ms(), 0))
             << " ms\n";
   std::cout << "cache: " << megabytes(memory.sparse_bytes) << " = "
             << fixed(static_cast<double>(memory.sparse_bytes) /
@@ -126,13 +128,17 @@ int run_decode(const DecodeArgs& args) {
             << fixed(memory.per_token_bytes / memory.per_token_dense_bytes, 3) << " of "
             << fixed(memory.per_token_dense_bytes, 0) << " B\n";
 
-  std::cout << "running sparse_decode_cpu at delta";
+  std::cout << "running " << (spec.on_gpu ? "sparse_decode" : "sparse_decode_cpu") << " at delta";
   for (std::size_t i = 0; i < deltas.size(); ++i) {
     std::cout << (i ? ", " : " ") << delta_label(deltas[i]);
   }
-  std::cout << " and dense_decode_cpu (fp64 references) on " << cpu.model << " ("
-            << cpu.hardware_threads << " threads)"
-            << (args.bench.enabled ? " (benchmark)" : "") << '\n';
+  if (spec.on_gpu) {
+    std::cout << " and dense_decode (fp32 outputs) on " << gpu.device.name;
+  } else {
+    std::cout << " and dense_decode_cpu (fp64 references) on " << cpu.model << " ("
+              << cpu.hardware_threads << " threads)";
+  }
+  std::cout << (args.bench.enabled ? " (benchmark)" : "") << '\n';
   std::vector<DecodeRow> rows;
   for (float delta : deltas) {
     DecodeRow row;
@@ -150,16 +156,25 @@ int run_decode(const DecodeArgs& args) {
   }
   rows.push_back(dense);
 
-  Table table({"delta", "kept blocks", "bytes read", "kept mass mean", "kept mass min",
-               "rel L2", "rel L2 selection", "top-1% blocks recall", "ms"},
-              1);
+  std::vector<std::string> header{"delta",  "kept blocks",      "bytes read",
+                                  "kept mass mean", "kept mass min", "rel L2",
+                                  "rel L2 selection", "top-1% blocks recall", "ms"};
+  if (spec.on_gpu) header.push_back("vs dense");
+  Table table(header, 1);
   for (const DecodeRow& row : rows) {
     const DecodeFidelity& f = row.fidelity;
-    table.add_row({row.dense ? "dense" : delta_label(row.delta), fixed(f.kept_fraction, 3),
-                   fixed(f.read_fraction, 3), fixed(f.kept_mass_mean, 5),
-                   fixed(f.kept_mass_min, 5), scientific(f.rel_l2, 2),
-                   row.selection_rel_l2 >= 0 ? scientific(row.selection_rel_l2, 2) : "-",
-                   fixed(f.top1_block_recall, 3), fixed(row.timing.median_ms, 2)});
+    std::vector<std::string> cells{
+        row.dense ? "dense" : delta_label(row.delta), fixed(f.kept_fraction, 3),
+        fixed(f.read_fraction, 3), fixed(f.kept_mass_mean, 5), fixed(f.kept_mass_min, 5),
+        scientific(f.rel_l2, 2),
+        row.selection_rel_l2 >= 0 ? scientific(row.selection_rel_l2, 2) : "-",
+        fixed(f.top1_block_recall, 3), fixed(row.timing.median_ms, spec.on_gpu ? 4 : 2)};
+    if (spec.on_gpu) {
+      cells.push_back(row.timing.median_ms > 0
+                          ? fixed(dense.timing.median_ms / row.timing.median_ms, 2) + "x"
+                          : "-");
+    }
+    table.add_row(cells);
   }
   std::cout << '\n';
   table.print(std::cout);
@@ -179,14 +194,23 @@ int run_decode(const DecodeArgs& args) {
             << (args.bench.enabled ? "median of " + std::to_string(args.bench.iters) +
                                          " runs after " + std::to_string(args.bench.warmup) +
                                          " warmup"
-                                   : std::string("one run"))
-            << " of the fp64 CPU reference (not a kernel; the sparse one scans every block's "
-               "codes)\n";
+                                   : std::string(spec.on_gpu ? "one run (after a warm-up run)"
+                                                             : "one run"));
+  if (spec.on_gpu) {
+    std::cout << " of the GPU kernel (CUDA events around each call on the default stream; every "
+                 "run reads the same cache, which stays in L2 when it fits); vs dense: dense ms / "
+                 "ms\n"
+                 "dense row: dense_decode accumulates in fp32 but rounds the softmax weights to "
+              << dtype_name(spec.dtype) << " for the P V product (docs/sparse_decode.md)\n";
+  } else {
+    std::cout << " of the fp64 CPU reference (not a kernel; the sparse one scans every block's "
+                 "codes)\n";
+  }
 
   if (!args.json_path.empty()) {
     using Json = nlohmann::ordered_json;
     Json json_rows = Json::array();
-    for (const DecodeRow& row : rows) json_rows.push_back(row_json(row));
+    for (const DecodeRow& row : rows) json_rows.push_back(row_json(row, spec.on_gpu));
     const Json record = {
         {"tool", "litetopk decode"},
         {"version", build_info().version},
@@ -200,9 +224,8 @@ int run_decode(const DecodeArgs& args) {
         {"head_dim", kSparseDecodeHeadDim},
         {"block_size", spec.block_size},
         {"seed", spec.seed},
-        {"backend", "cpu"},
-        {"device", cpu.model + " (CPU)"},
-        {"gpu_status", gpu_status ? std::string("ok") : gpu_status.to_string()},
+        {"backend", spec.on_gpu ? "gpu" : "cpu"},
+        {"device", device_name},
         {"bench", args.bench.enabled},
         {"warmup", args.bench.enabled ? args.bench.warmup : 0},
         {"iters", args.bench.enabled ? args.bench.iters : 1},
@@ -259,8 +282,8 @@ void add_decode_command(CLI::App& app, int* exit_code) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--device", args->device,
-                  "gpu: the GPU kernels (not in this build yet); cpu: the CPU references; auto: "
-                  "the CPU in this build")
+                  "gpu: the GPU kernels (sparse_kv_from_dense, sparse_decode, dense_decode); cpu: "
+                  "the CPU references; auto: the GPU when present")
       ->check(CLI::IsMember({"auto", "gpu", "cpu"}))
       ->capture_default_str();
   cmd->add_option("--seed", args->spec.seed, "Generator seed")->capture_default_str();

@@ -221,31 +221,4 @@ DecodeCacheMemory DecodeRunner::memory() const {
   return m;
 }
 
-Status sparse_decode_gpu_status(const DecodeSpec& spec) {
-  if (const std::string error = decode_spec_error(spec); !error.empty()) {
-    return Status(StatusCode::kInvalidArgument, "decode spec: " + error);
-  }
-  // Aligned host stand-ins for the device arrays: the call validates the shape and the pointers'
-  // alignment, and reads none of them.
-  alignas(64) static unsigned char stand_in[64];
-  SparseDecodeProblem p;
-  p.cache.dtype = spec.dtype;
-  p.cache.batch = spec.batch;
-  p.cache.num_kv_heads = spec.num_kv_heads;
-  p.cache.block_size = spec.block_size;
-  p.cache.max_blocks = (spec.context + spec.block_size - 1) / spec.block_size;
-  p.cache.lengths = reinterpret_cast<int32_t*>(stand_in);
-  p.cache.key_codes = stand_in;
-  p.cache.key_scales = stand_in;
-  p.cache.key_residuals = stand_in;
-  p.cache.values = stand_in;
-  p.cache.tail_keys = stand_in;
-  p.q = stand_in;
-  p.num_q_heads = spec.num_q_heads;
-  p.out = stand_in;
-  p.out_dtype = DType::kFloat32;
-  std::size_t workspace_bytes = 0;
-  return sparse_decode_workspace_size(p, &workspace_bytes);
-}
-
 }  // namespace litetopk::tools

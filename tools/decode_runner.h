@@ -109,9 +109,4 @@ class DecodeRunner {
   double quantize_ms_ = 0;
 };
 
-// The answer of the GPU entry point (sparse_decode_workspace_size) for a problem of the spec's
-// shape: kUnsupported until the sparse-decoding kernels are in the build. It only validates, so
-// it is asked with host stand-ins for the device pointers; nothing is read or allocated.
-Status sparse_decode_gpu_status(const DecodeSpec& spec);
-
 }  // namespace litetopk::tools

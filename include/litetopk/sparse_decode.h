@@ -193,9 +193,13 @@ struct DenseDecodeProblem {
 };
 
 struct DecodeOptions {
-  // KV blocks per split (flash-decoding work unit) on the GPU; 0 lets the kernel choose. The
-  // workspace size depends on it and on max_blocks, never on the current lengths, so one
-  // workspace serves a captured CUDA graph as the context grows.
+  // Work per split (the flash-decoding unit: one CTA per split, sequence and KV head, the splits
+  // merged by a second kernel) on the GPU, >= 0. sparse_decode: KV blocks of BS tokens (capped at
+  // 1024); dense_decode: the kernel's 64-token tiles. 0 lets the kernel choose: enough splits of
+  // the capacity (max_blocks, or the dense capacity) for about two CTAs per SM over all
+  // (sequence, KV head) pairs. The split plan and the workspace size depend on it, on the
+  // capacity and on the current device's SM count, never on the lengths, so one workspace serves
+  // a captured CUDA graph as the context grows (splits past a length exit at once).
   int64_t blocks_per_split = 0;
 };
 
@@ -211,27 +215,52 @@ Status validate_sparse_kv_lengths(const SparseKvCache& cache, const int32_t* hos
                                   const int32_t* host_block_table, int64_t extra_tokens = 0);
 
 // ---- GPU (device pointers) ----
-// Not implemented in this build yet: each validates its arguments and returns kUnsupported.
+// sm_90a kernels (src/cuda/decode/; docs/sparse_decode.md, "GPU cache writers" and "GPU kernels").
+// Each call validates its arguments on the host without dereferencing a pointer (kInvalidArgument;
+// the decodes also check the workspace: kWorkspaceTooSmall), then enqueues its kernels on `stream`
+// and returns: no allocation, no synchronization, no host read of device data (lengths and block
+// tables are read on the device), so every call can be captured once in a CUDA graph and replayed
+// at every step as the lengths grow. The caches may be contiguous or paged (sparse) and strided
+// (dense). Arrays must be 16-byte aligned (lengths, block_table and lse: 4-byte; kept_mask: any).
+// A build without CUDA returns kNotCompiled; a failed launch kCudaError.
 
 // Appends one token to every sequence: new_keys, new_values [batch, num_kv_heads, D] of
-// cache.dtype. Writes token lengths[b] (tail key, value slot), quantizes the block when the token
-// fills it, then lengths[b] += 1. A sequence already at capacity is left unchanged. Reads the
-// lengths on the device: valid inside a CUDA graph replayed at every step.
+// cache.dtype, 16-byte aligned. Writes token lengths[b] (tail key, value slot), quantizes the
+// block when the token fills it (bit-exact with sparse_kv_append_cpu), then lengths[b] += 1 (a
+// second kernel, after every KV head has read the old length). A sequence already at capacity is
+// left unchanged (the CPU function rejects it instead).
 Status sparse_kv_append(const SparseKvCache& cache, const void* new_keys, const void* new_values,
                         cudaStream_t stream);
-// Builds the sparse cache from a dense one: tokens [0, dense.lengths[b]) of every sequence
-// (full blocks quantized, the rest to the tail, values copied), then cache.lengths = dense.lengths.
+// Builds the sparse cache from a dense one: tokens [0, dense.lengths[b]) of every sequence (full
+// blocks quantized bit-exactly as sparse_decode_quantize_cpu does, the open block's keys to the
+// tail, values copied), then cache.lengths = dense.lengths (which may be the same array). One task
+// per (sequence, KV head, block) of the dense capacity (the lengths are on the device); nothing
+// past a length is written. dense.capacity must be <= max_blocks * BS.
 Status sparse_kv_from_dense(const DenseKvCache& dense, const SparseKvCache& cache,
                             cudaStream_t stream);
+// The workspace of sparse_decode: the splits' partial outputs and log-sum-exps (fp32) and the
+// anchor maxima, for batch * num_q_heads rows (about 1 MB at batch 8 and 256K tokens).
 Status sparse_decode_workspace_size(const SparseDecodeProblem& problem,
                                     std::size_t* workspace_bytes,
                                     const DecodeOptions& options = {});
-// No allocation, no synchronization: can be captured in a CUDA graph.
+// Steps 1-4 above in three kernels: the anchors' exact logits (pseudo-max); per split, the scan of
+// the 2-bit codes (int8 tensor cores, the query folded with the scales and rounded to int8; it
+// writes kept_mask) and exact attention over the kept blocks only (rebuilt keys, fp32-grade
+// scores, softmax weights rounded to the cache dtype for P V, fp32 accumulation); the merge of the
+// splits into out (fp32, fp16 or bf16) and lse. Skipped blocks' residuals and values are never
+// read. A block whose estimate is within rounding of pm - delta may be decided differently from
+// sparse_decode_cpu. fp16 and bf16 caches.
 Status sparse_decode(const SparseDecodeProblem& problem, void* workspace,
                      std::size_t workspace_bytes, cudaStream_t stream,
                      const DecodeOptions& options = {});
+// The workspace of dense_decode: the splits' partial outputs and log-sum-exps (fp32).
 Status dense_decode_workspace_size(const DenseDecodeProblem& problem, std::size_t* workspace_bytes,
                                    const DecodeOptions& options = {});
+// Flash-decoding over tokens [0, len) of an fp16 or bf16 cache (an fp32 cache is kUnsupported on
+// the GPU: dense_decode_cpu takes it): K and V tiles streamed by bulk copies, scores on tensor
+// cores with fp32 accumulation, softmax weights rounded to the cache dtype for P V (an output
+// element is off by at most about 2.5 u sum_t w_t |v_t|, u the dtype's unit roundoff), then the
+// merge of the splits into out and lse.
 Status dense_decode(const DenseDecodeProblem& problem, void* workspace, std::size_t workspace_bytes,
                     cudaStream_t stream, const DecodeOptions& options = {});
 

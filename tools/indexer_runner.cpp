@@ -46,7 +46,7 @@ Status run_gpu(const IndexerWorkload& w, const IndexerRunOptions& run_options, I
   }
   const IndexerAlgo resolved = algo == IndexerAlgo::kAuto ? indexer_topk_dispatch(p) : algo;
   run->algo = indexer_algo_name(resolved);
-  // The fused kernel counts its candidates in the first (untimed) run.
+  // The fused kernel counts its candidates in an untimed run (with a state, a warm one).
   unsigned long long counts[2] = {0, 0};
   if (resolved == IndexerAlgo::kFused) {
     if (Status s = counters.allocate(sizeof(counts)); !s) return s;
@@ -65,6 +65,14 @@ Status run_gpu(const IndexerWorkload& w, const IndexerRunOptions& run_options, I
     return s;
   }
   if (options.candidate_counters != nullptr) {
+    if (run_options.state) {
+      // Count a warm run: the one above read a zeroed state (a cold start) and wrote its sample.
+      if (Status s = detail::fill_device(counters.data(), 0, sizeof(counts)); !s) return s;
+      if (Status s = indexer_topk(p, workspace.data(), run->workspace_bytes, nullptr, options);
+          !s) {
+        return s;
+      }
+    }
     if (Status s = detail::copy_to_host(counts, counters.data(), sizeof(counts)); !s) return s;
     const auto queries = static_cast<double>(std::max<int64_t>(w.spec.T, 1));
     run->candidates_per_query = static_cast<double>(counts[0]) / queries;

@@ -32,8 +32,9 @@ struct IndexerRun {
   Timing timing;                      // when benchmarked
   std::size_t workspace_bytes = 0;    // GPU only
   std::size_t state_bytes = 0;        // GPU only, with state
-  // The fused kernel's first run (IndexerOptions::candidate_counters), per query: candidates
-  // admitted into its lists and list reductions; -1 for the other paths.
+  // The fused kernel's first run (with a state: its second, the first warm one), per query:
+  // candidates admitted into its lists (IndexerOptions::candidate_counters) and list reductions;
+  // -1 for the other paths.
   double candidates_per_query = -1;
   double reductions_per_query = -1;
 };

@@ -41,11 +41,16 @@ enum class IndexerAlgo : int {
 const char* indexer_algo_name(IndexerAlgo algo);
 bool parse_indexer_algo(const char* name, IndexerAlgo* algo);
 
-// Per-layer state carried from one prefill chunk to the next (the "hot sample": key positions
-// the previous chunk selected). Caller-owned device memory of indexer_state_bytes(); zero it
-// (or call indexer_state_reset) before the first chunk of a sequence. Not read by this build's
-// kernels yet (the fused kernel starts cold). Optional: without it, or with a useless one,
-// results are still exact.
+// Per-layer state carried from one prefill chunk to the next: the "hot sample", the 4k key
+// positions the chunk's queries chose most often. Caller-owned device memory of
+// indexer_state_bytes(k) bytes (4-byte aligned); zero it (or call indexer_state_reset) before the
+// first chunk of a sequence, and pass the same state with the same k for its later chunks. Every
+// indexer_topk call with a state writes the chunk's hot sample into it after selecting (both
+// algorithms); the fused kernel reads the previous one first: it scores the sample's positions
+// that lie in a query's range, and the k-th best of those scores is a lower bound of the query's
+// k-th best, so its gate starts there instead of at nothing. Optional: without it, or with a
+// useless one (a chunk whose top-k moved elsewhere), results are the same, exactly; only the
+// number of candidates (and the time) changes. Positions at or past S are ignored.
 struct IndexerState {
   void* data = nullptr;
   std::size_t bytes = 0;

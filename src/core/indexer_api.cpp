@@ -1,7 +1,9 @@
 // Public GPU entry points of indexer_topk: validation, algorithm resolution, workspace checks.
+#include <cstdint>
 #include <cstring>
 
 #include "core/format.h"
+#include "core/hot_sample_layout.h"
 #include "core/indexer_backend.h"
 #include "core/indexer_validation.h"
 #include "core/workspace.h"
@@ -28,10 +30,7 @@ bool parse_indexer_algo(const char* name, IndexerAlgo* algo) {
   return false;
 }
 
-std::size_t indexer_state_bytes(int64_t k) {
-  // A hot list of up to k key positions and its length (used by the fused kernel).
-  return static_cast<std::size_t>(k > 0 ? k : 0) * sizeof(int32_t) + 256;
-}
+std::size_t indexer_state_bytes(int64_t k) { return hot_sample::state_bytes(k); }
 
 Status indexer_state_reset(const IndexerState& state, cudaStream_t stream) {
   if (state.data == nullptr && state.bytes > 0) {
@@ -74,6 +73,20 @@ Status check_options(const IndexerOptions& options) {
   return Status::ok();
 }
 
+// The state, when one is given, must hold this k's hot sample.
+Status check_state(const IndexerProblem& problem, const IndexerOptions& options) {
+  if (options.state == nullptr || options.state->data == nullptr) return Status::ok();
+  const std::size_t needed = indexer_state_bytes(problem.k);
+  if (options.state->bytes < needed) {
+    return detail::invalid_argument("options.state->bytes must be >= indexer_state_bytes(k = ",
+                                    problem.k, ") = ", needed, ", got ", options.state->bytes);
+  }
+  if (reinterpret_cast<std::uintptr_t>(options.state->data) % alignof(int32_t) != 0) {
+    return detail::invalid_argument("options.state->data must be 4-byte aligned");
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status indexer_topk_workspace_size(const IndexerProblem& problem, std::size_t* workspace_bytes,
@@ -82,6 +95,7 @@ Status indexer_topk_workspace_size(const IndexerProblem& problem, std::size_t* w
   *workspace_bytes = 0;
   if (Status s = validate_indexer_problem(problem); !s) return s;
   if (Status s = check_options(options); !s) return s;
+  if (Status s = check_state(problem, options); !s) return s;
   IndexerAlgo algo;
   if (Status s = resolve_algo(problem, options.algo, &algo); !s) return s;
   return detail::cuda_indexer_workspace_size(problem, algo, options, workspace_bytes);
@@ -91,6 +105,7 @@ Status indexer_topk(const IndexerProblem& problem, void* workspace, std::size_t 
                     cudaStream_t stream, const IndexerOptions& options) {
   if (Status s = validate_indexer_problem(problem); !s) return s;
   if (Status s = check_options(options); !s) return s;
+  if (Status s = check_state(problem, options); !s) return s;
   IndexerAlgo algo;
   if (Status s = resolve_algo(problem, options.algo, &algo); !s) return s;
   std::size_t needed = 0;

@@ -281,5 +281,141 @@ TEST(IndexerGpuSmall, FusedCandidateCounters) {
   EXPECT_GT(counts[1], 0u);  // capacity 2k = 128 over ~3000 keys per query
 }
 
+// ---- the hot sample carried in IndexerState ----
+
+// indexer_topk with a state (and the fused kernel's candidate counter): the result and the
+// number of candidates admitted (0 for unfused).
+Status run_with_state(const IndexerCase& c, const HostIndexerInputs& in, IndexerAlgo algo,
+                      void* state, HostTopk* result, unsigned long long* candidates) {
+  DeviceInputs dev;
+  Status s = dev.upload(c, in);
+  if (!s) return s;
+  const IndexerProblem p = dev.problem(c, in);
+  DeviceBuffer counters;
+  s = counters.allocate(2 * sizeof(unsigned long long));
+  if (s) s = detail::fill_device(counters.data(), 0, 2 * sizeof(unsigned long long));
+  if (!s) return s;
+  IndexerState st;
+  st.data = state;
+  st.bytes = indexer_state_bytes(c.k);
+  IndexerOptions options;
+  options.algo = algo;
+  options.state = state != nullptr ? &st : nullptr;
+  options.candidate_counters = counters.as<unsigned long long>();
+  std::size_t bytes = 0;
+  s = indexer_topk_workspace_size(p, &bytes, options);
+  DeviceBuffer workspace;
+  if (s) s = workspace.allocate(bytes);
+  if (s) s = indexer_topk(p, workspace.data(), bytes, nullptr, options);
+  if (s) s = detail::device_synchronize();
+  const auto out = static_cast<std::size_t>(c.T * c.k);
+  result->indices.resize(out);
+  result->values.resize(out);
+  unsigned long long counts[2] = {};
+  if (s) s = detail::copy_to_host(result->indices.data(), dev.indices.data(), out * 4);
+  if (s) s = detail::copy_to_host(result->values.data(), dev.values.data(), out * 4);
+  if (s) s = detail::copy_to_host(counts, counters.data(), sizeof(counts));
+  *candidates = counts[0];
+  return s;
+}
+
+// The state's header words: count, capacity, magic.
+std::vector<int32_t> state_header(const DeviceBuffer& state) {
+  std::vector<int32_t> header(3, 0);
+  EXPECT_TRUE(detail::copy_to_host(header.data(), state.data(), 3 * sizeof(int32_t)).is_ok());
+  return header;
+}
+
+// Two consecutive chunks (make_chunk_pair): chunk 1 writes the hot sample, chunk 2 reads it. The
+// results stay exact and index for index those of the unfused path, with a useful sample (fewer
+// candidates than a cold start), a useless one (chunk 2's top-k is elsewhere) and a garbage state
+// (never written by litetopk: ignored, then overwritten). Both algorithms write the sample.
+TEST(IndexerGpuSmall, HotSampleAcrossChunks) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
+  IndexerCase c;
+  c.name = "HotSample";
+  c.T = 12;
+  c.H = 64;
+  c.S = 12000;
+  c.k = 64;
+  c.seed = 33;
+  IndexerCase c1 = c;
+  c1.S = c.S - c.T;
+  const std::size_t state_bytes = indexer_state_bytes(c.k);
+  for (bool disjoint : {false, true}) {
+    SCOPED_TRACE(disjoint ? "chunk 2's top-k elsewhere" : "chunk 2's top-k overlaps chunk 1's");
+    const auto [first, second] = make_chunk_pair(c, disjoint);
+    for (IndexerAlgo writer : {IndexerAlgo::kFused, IndexerAlgo::kUnfused}) {
+      SCOPED_TRACE(std::string("chunk 1 by ") + indexer_algo_name(writer));
+      DeviceBuffer state;
+      ASSERT_TRUE(state.allocate(state_bytes).is_ok());
+      IndexerState st{state.data(), state_bytes};
+      ASSERT_TRUE(indexer_state_reset(st, nullptr).is_ok());
+      HostTopk r1;
+      unsigned long long n1 = 0;
+      Status s = run_with_state(c1, first, writer, state.data(), &r1, &n1);
+      ASSERT_TRUE(s.is_ok()) << s.to_string();
+      EXPECT_TRUE(check_indexer_oracle(c1, first, r1.indices.data(), r1.values.data(), gpu_rel(c1)));
+      const std::vector<int32_t> header = state_header(state);
+      EXPECT_EQ(header[0], std::min<int64_t>(4 * c.k, c1.S));
+      EXPECT_EQ(header[1], 4 * c.k);
+      EXPECT_EQ(header[2], 0x4c54484f);
+
+      HostTopk unfused, cold, warm;
+      unsigned long long n_unfused = 0, n_cold = 0, n_warm = 0;
+      s = run_with_state(c, second, IndexerAlgo::kUnfused, nullptr, &unfused, &n_unfused);
+      ASSERT_TRUE(s.is_ok()) << s.to_string();
+      s = run_with_state(c, second, IndexerAlgo::kFused, nullptr, &cold, &n_cold);
+      ASSERT_TRUE(s.is_ok()) << s.to_string();
+      s = run_with_state(c, second, IndexerAlgo::kFused, state.data(), &warm, &n_warm);
+      ASSERT_TRUE(s.is_ok()) << s.to_string();
+      for (const HostTopk* r : {&cold, &warm}) {
+        EXPECT_TRUE(check_indexer_oracle(c, second, r->indices.data(), r->values.data(), gpu_rel(c)));
+        EXPECT_TRUE(check_indexer_agreement(c, r->indices.data(), r->values.data(),
+                                            unfused.indices.data(), unfused.values.data()));
+      }
+      std::printf("  hot sample (%s, chunk 1 by %s): candidates cold %llu, with the sample %llu\n",
+                  disjoint ? "disjoint" : "overlapping", indexer_algo_name(writer), n_cold,
+                  n_warm);
+      if (!disjoint) {
+        EXPECT_LT(n_warm, n_cold);
+      }
+    }
+  }
+  // A state never written by litetopk (no magic word) is a cold start, then holds this sample.
+  const auto [first, second] = make_chunk_pair(c, false);
+  DeviceBuffer state;
+  ASSERT_TRUE(state.allocate(state_bytes).is_ok());
+  ASSERT_TRUE(detail::fill_device(state.data(), 0x5a, state_bytes).is_ok());
+  HostTopk r;
+  unsigned long long n = 0;
+  Status s = run_with_state(c, second, IndexerAlgo::kFused, state.data(), &r, &n);
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_TRUE(check_indexer_oracle(c, second, r.indices.data(), r.values.data(), gpu_rel(c)));
+  EXPECT_EQ(state_header(state)[2], 0x4c54484f);
+}
+
+TEST(IndexerGpuErrors, StateTooSmall) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
+  IndexerCase c;
+  c.name = "StateTooSmall";
+  c.T = 4;
+  c.S = 3000;
+  c.k = 16;
+  const HostIndexerInputs in = make_indexer_inputs(c);
+  DeviceInputs dev;
+  ASSERT_TRUE(dev.upload(c, in).is_ok());
+  const IndexerProblem p = dev.problem(c, in);
+  DeviceBuffer state;
+  ASSERT_TRUE(state.allocate(indexer_state_bytes(c.k)).is_ok());
+  IndexerState st{state.data(), indexer_state_bytes(c.k) - 4};
+  IndexerOptions options;
+  options.state = &st;
+  std::size_t bytes = 0;
+  const Status s = indexer_topk_workspace_size(p, &bytes, options);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("options.state->bytes"), std::string::npos) << s.to_string();
+}
+
 }  // namespace
 }  // namespace litetopk::testing

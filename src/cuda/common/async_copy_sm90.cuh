@@ -56,6 +56,23 @@ __device__ __forceinline__ void mbarrier_wait_sleeping(uint64_t* barrier, uint32
   while (!mbarrier_try_wait(barrier, parity)) __nanosleep(256);
 }
 
+// Copies 16 bytes from global to shared memory asynchronously (cp.async, L2 only); with
+// `valid` false it writes 16 zero bytes and reads nothing. Completion: cp_async_commit /
+// cp_async_wait.
+__device__ __forceinline__ void cp_async_16(void* shared_dst, const void* global_src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(shared_address(shared_dst)),
+               "l"(global_src), "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+// Waits until at most `kPending` of this thread's committed groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
 // Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to shared memory;
 // completion is signalled on `barrier` as transferred bytes.
 __device__ __forceinline__ void bulk_copy_global_to_shared(void* shared_dst, const void* global_src,

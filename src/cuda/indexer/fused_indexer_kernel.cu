@@ -9,6 +9,10 @@
 //    ballot and a shared store); a queue holding 32 is flushed to the warpgroup's candidate list
 //    for the query in the workspace with one atomic and coalesced stores. When no score of the
 //    warp beats the gates, one vote ends it.
+// 4b. Hot sample (IndexerState): the block's first tiles are the previous chunk's most chosen
+//    positions. After them (end_samples) the k best sample scores of a query, when it has k in its
+//    range, bound its k-th best from below: the gate rises to them, and the sample's candidates
+//    are dropped (the key tiles score those keys again).
 // 5. Every 8 tiles (end_tile) a warpgroup whose list reached its capacity keeps the k best
 //    (candidate_list.cuh) and raises the query's gate to what they imply (shared by both
 //    warpgroups: k candidates beat anything at or below either gate). Nothing is dropped that can
@@ -24,6 +28,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/hot_sample_layout.h"
 #include "core/score_keys.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/indexer/candidate_list.cuh"
@@ -169,6 +174,34 @@ struct TopkEpilogue {
     }
   }
 
+  // After the hot sample's tiles: the k best of this warpgroup's sample scores of a query bound its
+  // k-th best from below, so the gate rises to them; then the sample's candidates are dropped
+  // (the main tiles score the same keys again and admit them if they still beat the gate).
+  __device__ void end_samples(int) {
+#pragma unroll
+    for (int qi = 0; qi < kQueries; ++qi) {
+      if (staged_count[qi] > 0) flush(qi);
+    }
+    const ListTeam<4> team = math_team(static_cast<int>(threadIdx.x));
+    team.sync();
+    for (int qi = 0; qi < kQueries; ++qi) {
+      const uint32_t n = *reinterpret_cast<volatile uint32_t*>(&sh.counts[set][group][qi]);
+      if (n >= static_cast<uint32_t>(fused.k)) {
+        const uint64_t* list = lists + int64_t{qi} * fused.slots;
+        const uint64_t* const both[2] = {list, list};
+        const uint32_t counts[2] = {n, 0};
+        const auto boundary = team.find_boundary(both, counts, static_cast<uint32_t>(fused.k));
+        if (team.thread == 0) {
+          atomicMax(reinterpret_cast<unsigned long long*>(&sh.gate[set][qi]),
+                    static_cast<unsigned long long>(boundary.gate()));
+        }
+      }
+      team.sync();
+      if (team.thread == 0) sh.counts[set][group][qi] = 0;
+    }
+    team.sync();
+  }
+
   // Every kCheckTiles tiles, a list that reached its capacity keeps its k best; the query's gate
   // rises.
   __device__ void end_tile(int) {
@@ -271,6 +304,8 @@ Status launch(const IndexerProblem& problem, const FusedPlan& plan, void* worksp
   CoreLaunch core;
   if (Status s = prepare_core_launch(problem, &core); !s) return s;
   if (core.blocks > plan.blocks) core.blocks = plan.blocks;
+  core.args.hot = plan.hot;
+  core.args.hot_limit = static_cast<int32_t>(hot_sample::capacity(problem.k));
   auto kernel = fused_indexer_kernel<kHeads>;
   const int smem = static_cast<int>(sizeof(sm90core::CoreStorage<kHeads>) +
                                     sizeof(FusedShared<sm90core::Shape<kHeads>::kQueries>));

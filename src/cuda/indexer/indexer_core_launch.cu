@@ -24,13 +24,16 @@ Status prepare_core_launch(const IndexerProblem& problem, CoreLaunch* launch) {
     return s;
   }
   const int64_t query_blocks = (problem.num_queries + queries_per_block - 1) / queries_per_block;
-  launch->args = {problem.kv_scale,
+  launch->args = {static_cast<const uint8_t*>(problem.kv),
+                  problem.kv_scale,
                   problem.weights,
                   problem.ks,
                   problem.ke,
                   static_cast<int32_t>(problem.num_queries),
                   static_cast<int32_t>(problem.num_keys),
-                  static_cast<int32_t>(query_blocks)};
+                  static_cast<int32_t>(query_blocks),
+                  nullptr,
+                  0};
   int device = 0;
   int sm_count = 0;
   LITETOPK_CUDA_TRY(cudaGetDevice(&device));

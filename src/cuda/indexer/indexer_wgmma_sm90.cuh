@@ -5,10 +5,12 @@
 // One persistent block per SM walks query blocks of kQueries queries (blockIdx.x, + gridDim.x, ...)
 // and, for each, the 64-key tiles covering the union of their ranges:
 // 1. Producer warp (warpgroup 2): per query block, stage the ranges and head weights, TMA the
-//    queries' q [kQueries * H, 128] into a double-buffered slot, then TMA the key tiles into a
-//    kKvStages-deep ring, each slot guarded by a full/empty mbarrier pair.
+//    queries' q [kQueries * H, 128] into a double-buffered slot, then fill a kKvStages-deep ring of
+//    64-key tiles, each slot guarded by a full/empty mbarrier pair: first the hot sample's tiles
+//    when there is one (rows gathered by cp.async into the swizzled layout, with their key
+//    indices), then the key tiles by TMA.
 // 2. Math warpgroups 0 and 1 take alternate tiles (ping-pong: one runs wgmma while the other runs
-//    its epilogue). Keys sit on the M side (64 per tile), query-heads on N: two banks of 128
+//    its epilogue); after its last sample tile a warpgroup calls Epilogue::end_samples. Keys sit on the M side (64 per tile), query-heads on N: two banks of 128
 //    columns, each 4 wgmma m64n128k32 steps over the head dimension. The epilogue of bank 0 runs
 //    while bank 1 is still in the tensor cores.
 // 3. Epilogue per bank: relu (keeping NaN), head weights, the head sum (in-thread, then two quad
@@ -23,6 +25,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/hot_sample_layout.h"
 #include "cuda/common/wgmma_sm90.cuh"
 
 namespace litetopk::cuda_indexer::sm90core {
@@ -47,6 +50,7 @@ struct Shape {
 };
 
 struct CoreArgs {
+  const uint8_t* kv;
   const float* kv_scale;
   const float* weights;
   const int32_t* ks;
@@ -54,14 +58,26 @@ struct CoreArgs {
   int32_t num_queries;
   int32_t num_keys;
   int32_t num_query_blocks;
+  // The hot sample to score before each query block's tiles (core/hot_sample_layout.h), or null;
+  // at most hot_limit of its positions are used.
+  const int32_t* hot;
+  int32_t hot_limit;
 };
+
+// Positions of the hot sample in use: none unless the writer's magic word is there.
+__device__ __forceinline__ int32_t hot_sample_count(const CoreArgs& args) {
+  if (args.hot == nullptr || args.hot[hot_sample::kMagicWord] != hot_sample::kMagic) return 0;
+  const int32_t limit = min(args.hot_limit, args.hot[hot_sample::kCapacityWord]);
+  return min(max(args.hot[hot_sample::kCountWord], 0), limit);
+}
 
 // The clamped ranges of a query block and the key tiles that cover their union.
 template <int kQueries>
 struct QueryBlockRanges {
   int32_t begin[kQueries];
   int32_t end[kQueries];
-  int32_t first_key;   // tile t covers keys [first_key + 64 t, + 64)
+  int32_t num_sample_tiles;  // tiles 0 .. num_sample_tiles-1: the hot sample's positions
+  int32_t first_key;   // then tile num_sample_tiles + t covers keys [first_key + 64 t, + 64)
   int32_t num_tiles;   // 0 when every range is empty
 };
 
@@ -99,17 +115,49 @@ __device__ __forceinline__ void compute_ranges(const CoreArgs& args, int query_b
   if (union_begin >= union_end) {
     out->first_key = 0;
     out->num_tiles = 0;
+    out->num_sample_tiles = 0;
   } else {
     out->first_key = union_begin / 16 * 16;
     out->num_tiles = (union_end - out->first_key + kTileKeys - 1) / kTileKeys;
+    out->num_sample_tiles = (hot_sample_count(args) + kTileKeys - 1) / kTileKeys;
   }
 }
+
+// Starts gathering the hot sample's rows first .. first+63 into a tile in TMA's 128-byte swizzled
+// layout (16-byte chunk c of row r at chunk c ^ (r % 8)) with cp.async, one commit group, and
+// writes their key indices (-1, and a zero row, for a row past the sample or a position outside
+// [0, S): never admitted). Run by one warp; the caller waits for the group and fences before
+// publishing the tile.
+__device__ __forceinline__ void start_sample_tile(const CoreArgs& args, int32_t count,
+                                                  int32_t first, uint8_t* tile, int32_t* keys,
+                                                  int lane) {
+  const int32_t* positions = args.hot + hot_sample::kHeaderWords;
+  // Lane l holds the positions of rows l and l + 32; the copies take them by shuffle.
+  const int32_t low = first + lane < count ? positions[first + lane] : -1;
+  const int32_t high = first + 32 + lane < count ? positions[first + 32 + lane] : -1;
+  constexpr int kChunks = kHeadDim / 16;
+#pragma unroll 1
+  for (int i = lane; i < kTileKeys * kChunks; i += 32) {
+    const int row = i / kChunks;  // the same half (< 32 or not) for the whole warp in a step
+    const int chunk = i % kChunks;
+    const int32_t position = __shfl_sync(0xffffffffu, row < 32 ? low : high, row % 32);
+    const bool valid = position >= 0 && position < args.num_keys;
+    const uint8_t* source = args.kv + (valid ? int64_t{position} * kHeadDim + chunk * 16 : 0);
+    sm90::cp_async_16(tile + row * kHeadDim + ((chunk ^ (row % 8)) * 16), source, valid);
+    if (chunk == 0) keys[row] = valid ? position : -1;
+  }
+  sm90::cp_async_commit();
+}
+
+// Sample tiles in flight per producer lane before the oldest is published.
+constexpr int kSampleTilesInFlight = 4;
 
 template <int kHeads>
 struct alignas(1024) CoreStorage {
   using S = Shape<kHeads>;
   uint8_t q[kQStages][S::kQRows * kHeadDim];
   uint8_t kv[kKvStages][kTileKeys * kHeadDim];
+  int32_t sample_keys[kKvStages][kTileKeys];  // a sample tile's key indices
   float weights[kQStages][S::kQueries * kHeads];
   QueryBlockRanges<S::kQueries> ranges[kQStages];
   uint64_t q_full[kQStages];
@@ -142,7 +190,7 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
       sm90::mbarrier_init(&s.q_empty[i], kMathThreads / 32);
     }
     for (int i = 0; i < kKvStages; ++i) {
-      sm90::mbarrier_init(&s.kv_full[i], 1);
+      sm90::mbarrier_init(&s.kv_full[i], 32);  // every producer lane (sample tiles are gathered)
       sm90::mbarrier_init(&s.kv_empty[i], 4);
     }
     sm90::fence_barrier_init();
@@ -177,16 +225,40 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
         } else {
           sm90::mbarrier_arrive(&s.q_full[slot]);
         }
-        if (lane == 0) {
-          for (int tile = 0; tile < ranges.num_tiles; ++tile, ++kv_iter) {
-            const uint32_t stage = kv_iter % kKvStages;
-            sm90::mbarrier_wait(&s.kv_empty[stage], ((kv_iter / kKvStages) & 1) ^ 1);
+        const int32_t sample_count = hot_sample_count(args);
+        // Sample tiles: gathered with cp.async, published kSampleTilesInFlight tiles later (the
+        // wait, then the fence that hands generic-proxy writes to the tensor cores).
+        const uint32_t first_sample_iter = kv_iter;
+        for (int tile = 0; tile < ranges.num_sample_tiles; ++tile, ++kv_iter) {
+          const uint32_t stage = kv_iter % kKvStages;
+          sm90::mbarrier_wait(&s.kv_empty[stage], ((kv_iter / kKvStages) & 1) ^ 1);
+          start_sample_tile(args, sample_count, tile * kTileKeys, s.kv[stage],
+                            s.sample_keys[stage], lane);
+          if (tile >= kSampleTilesInFlight) {
+            sm90::cp_async_wait<kSampleTilesInFlight>();
+            sm90::fence_proxy_async_shared();
+            sm90::mbarrier_arrive(&s.kv_full[(kv_iter - kSampleTilesInFlight) % kKvStages]);
+          }
+        }
+        sm90::cp_async_wait<0>();
+        sm90::fence_proxy_async_shared();
+        for (uint32_t iter = first_sample_iter + static_cast<uint32_t>(
+                                 max(ranges.num_sample_tiles - kSampleTilesInFlight, 0));
+             iter < kv_iter; ++iter) {
+          sm90::mbarrier_arrive(&s.kv_full[iter % kKvStages]);
+        }
+        // Key tiles: TMA.
+        for (int tile = 0; tile < ranges.num_tiles; ++tile, ++kv_iter) {
+          const uint32_t stage = kv_iter % kKvStages;
+          sm90::mbarrier_wait(&s.kv_empty[stage], ((kv_iter / kKvStages) & 1) ^ 1);
+          if (lane == 0) {
             sm90::mbarrier_arrive_expect_bytes(&s.kv_full[stage], kTileKeys * kHeadDim);
             sm90::tma_load_2d(s.kv[stage], kv_map, 0, ranges.first_key + tile * kTileKeys,
                               &s.kv_full[stage]);
+          } else {
+            sm90::mbarrier_arrive(&s.kv_full[stage]);
           }
         }
-        kv_iter = __shfl_sync(0xffffffffu, kv_iter, 0);
       }
     } else {
       // 4. The side warps.
@@ -212,8 +284,9 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
     const int slot = it % kQStages;
     sm90::mbarrier_wait(&s.q_full[slot], (it / kQStages) & 1);
     const QueryBlockRanges<S::kQueries>& ranges = s.ranges[slot];
-    const int num_tiles = ranges.num_tiles;
-    const int first_key = ranges.first_key;
+    const int num_samples = ranges.num_sample_tiles;
+    const int num_tiles = num_samples + ranges.num_tiles;
+    const int first_key = ranges.first_key - num_samples * kTileKeys;
     float weights[S::kQueries][S::kWeightsPerQuery];
 #pragma unroll
     for (int qi = 0; qi < S::kQueries; ++qi) {
@@ -226,14 +299,20 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
       }
     }
     epilogue.begin_query_block(qb, ranges, math_thread, group);
+    bool samples_done = num_samples == 0;
     for (int tile = group; tile < num_tiles; tile += kMathGroups) {
+      if (!samples_done && tile >= num_samples) {
+        epilogue.end_samples(group);
+        samples_done = true;
+      }
       const uint32_t iter = kv_base + static_cast<uint32_t>(tile);
       const uint32_t stage = iter % kKvStages;
-      const int key0 = first_key + tile * kTileKeys + row0;
-      const int key1 = key0 + 8;
-      const float scale0 = key0 < args.num_keys ? __ldg(args.kv_scale + key0) : 0.0f;
-      const float scale1 = key1 < args.num_keys ? __ldg(args.kv_scale + key1) : 0.0f;
       sm90::mbarrier_wait(&s.kv_full[stage], (iter / kKvStages) & 1);
+      const bool sample = tile < num_samples;
+      const int key0 = sample ? s.sample_keys[stage][row0] : first_key + tile * kTileKeys + row0;
+      const int key1 = sample ? s.sample_keys[stage][row0 + 8] : key0 + 8;
+      const float scale0 = key0 >= 0 && key0 < args.num_keys ? __ldg(args.kv_scale + key0) : 0.0f;
+      const float scale1 = key1 >= 0 && key1 < args.num_keys ? __ldg(args.kv_scale + key1) : 0.0f;
       float acc[2][64];
 #pragma unroll
       for (int bank = 0; bank < 2; ++bank) {
@@ -293,6 +372,7 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
       }
       epilogue.end_tile(group);
     }
+    if (!samples_done) epilogue.end_samples(group);
     kv_base += static_cast<uint32_t>(num_tiles);
     epilogue.end_query_block(qb, ranges, math_thread, group);
     if (lane == 0) sm90::mbarrier_arrive(&s.q_empty[slot]);

@@ -53,6 +53,7 @@ struct LogitsEpilogue {
     }
   }
 
+  __device__ void end_samples(int) {}  // the logits kernel has no hot sample
   __device__ void end_tile(int) {}
   __device__ void end_query_block(int, const QueryBlockRanges<kQueries>&, int, int) {}
 

@@ -19,6 +19,7 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/decode/quantize_block.cuh"
 #include "cuda/decode/sparse_kv_writers.h"
+#include "cuda/select/select_kernels.h"
 
 namespace litetopk::cuda_kv {
 namespace {
@@ -85,9 +86,9 @@ Status launch_sparse_kv_append(const SparseKvCache& cache, const void* new_keys,
     return Status(StatusCode::kUnsupported,
                   "sparse_kv_append: batch * num_kv_heads must be <= 2^31 - 1 (one CTA each)");
   }
-  int device = 0, sm_count = 0;
-  LITETOPK_CUDA_TRY(cudaGetDevice(&device));
-  LITETOPK_CUDA_TRY(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+  cuda_select::DeviceShape device{};
+  if (Status s = cuda_select::current_device_shape(&device); !s) return s;
+  const int sm_count = device.sm_count;
   const bool bf16 = cache.dtype == DType::kBFloat16;
   if (cache.block_size == 128) {
     return bf16 ? launch<true, 128>(cache, new_keys, new_values, sm_count, stream)

@@ -34,6 +34,7 @@
 #include "cuda/indexer/candidate_list.cuh"
 #include "cuda/indexer/indexer_kernels.h"
 #include "cuda/indexer/indexer_wgmma_sm90.cuh"
+#include "cuda/select/select_kernels.h"
 
 namespace litetopk::cuda_indexer {
 namespace {
@@ -326,13 +327,12 @@ Status launch(const IndexerProblem& problem, const FusedPlan& plan, void* worksp
 }  // namespace
 
 Status plan_fused(const IndexerProblem& problem, int64_t requested_capacity, FusedPlan* plan) {
-  int device = 0;
-  int sm_count = 0;
-  LITETOPK_CUDA_TRY(cudaGetDevice(&device));
-  LITETOPK_CUDA_TRY(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+  cuda_select::DeviceShape device{};
+  if (Status s = cuda_select::current_device_shape(&device); !s) return s;
   const int64_t query_blocks =
       (problem.num_queries + queries_per_block(problem) - 1) / queries_per_block(problem);
-  plan->blocks = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(query_blocks, sm_count)));
+  plan->blocks = static_cast<unsigned>(
+      std::max<int64_t>(1, std::min<int64_t>(query_blocks, device.sm_count)));
   const int64_t lists = plan->blocks * lists_per_block(problem);
   // Two k's are the least a list needs (the merge appends one list's k best to the other's);
   // the default aims at 4k within 2% of the [T, S] fp32 logits, and never below 2k.

@@ -12,12 +12,12 @@
 #include "core/hot_sample_layout.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/indexer/indexer_kernels.h"
+#include "cuda/select/select_kernels.h"
 #include "litetopk/select.h"
 
 namespace litetopk::cuda_indexer {
 namespace {
 
-constexpr std::size_t kAlignment = 256;
 constexpr int kCountThreads = 256;
 
 __global__ void count_choices(const int32_t* indices, const int32_t* ks, int64_t queries,
@@ -39,11 +39,6 @@ __global__ void finish_header(int32_t* header, int32_t count, int32_t capacity) 
   header[hot_sample::kMagicWord] = hot_sample::kMagic;
 }
 
-std::size_t counts_bytes(const IndexerProblem& problem) {
-  const auto bytes = static_cast<std::size_t>(problem.num_keys) * sizeof(float);
-  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
-}
-
 int64_t sample_size(const IndexerProblem& problem) {
   return std::min(hot_sample::capacity(problem.k), problem.num_keys);
 }
@@ -59,40 +54,59 @@ SelectProblem most_chosen(const IndexerProblem& problem, const float* counts, in
   return select;
 }
 
+// The writer's workspace: the counters, then the selection's (only sized when base is null).
+struct WriterLayout {
+  float* counts = nullptr;
+  void* selection = nullptr;
+  std::size_t selection_bytes = 0;
+  std::size_t bytes = 0;
+};
+
+Status carve_writer(const IndexerProblem& problem, void* base, WriterLayout* layout) {
+  cuda_select::WorkspaceCarver carver(base);
+  layout->counts = carver.take<float>(static_cast<std::size_t>(problem.num_keys));
+  // Sizing reads nothing; aligned host addresses stand in for the device arrays.
+  alignas(16) static float counts_placeholder[4];
+  alignas(16) static int32_t positions_placeholder[4];
+  if (Status s = select_topk_workspace_size(
+          most_chosen(problem, counts_placeholder, positions_placeholder),
+          &layout->selection_bytes);
+      !s) {
+    return s;
+  }
+  layout->selection = carver.take<char>(layout->selection_bytes);
+  layout->bytes = carver.bytes();
+  return Status::ok();
+}
+
 }  // namespace
 
 Status hot_sample_workspace_size(const IndexerProblem& problem, std::size_t* bytes) {
   *bytes = 0;
   if (problem.num_keys == 0 || problem.num_queries == 0) return Status::ok();
-  // Sizing reads nothing; aligned host addresses stand in for the device arrays.
-  alignas(16) static float counts_placeholder[4];
-  alignas(16) static int32_t positions_placeholder[4];
-  std::size_t select_bytes = 0;
-  if (Status s = select_topk_workspace_size(
-          most_chosen(problem, counts_placeholder, positions_placeholder), &select_bytes);
-      !s) {
-    return s;
-  }
-  *bytes = counts_bytes(problem) + select_bytes;
+  WriterLayout layout;
+  if (Status s = carve_writer(problem, nullptr, &layout); !s) return s;
+  *bytes = layout.bytes;
   return Status::ok();
 }
 
 Status write_hot_sample(const IndexerProblem& problem, void* state, void* workspace,
-                        std::size_t workspace_bytes, cudaStream_t stream) {
+                        cudaStream_t stream) {
   if (problem.num_keys == 0 || problem.num_queries == 0) return Status::ok();
+  WriterLayout layout;
+  if (Status s = carve_writer(problem, workspace, &layout); !s) return s;
   auto* header = static_cast<int32_t*>(state);
-  auto* counts = static_cast<float*>(workspace);
-  LITETOPK_CUDA_TRY(cudaMemsetAsync(counts, 0, counts_bytes(problem), stream));
+  LITETOPK_CUDA_TRY(cudaMemsetAsync(
+      layout.counts, 0, static_cast<std::size_t>(problem.num_keys) * sizeof(float), stream));
   const int64_t total = problem.num_queries * problem.k;
   const auto blocks =
       static_cast<unsigned>(std::min<int64_t>((total + kCountThreads - 1) / kCountThreads, 4096));
   count_choices<<<blocks, kCountThreads, 0, stream>>>(
       problem.indices, problem.ks, problem.num_queries, static_cast<int32_t>(problem.k),
-      static_cast<int32_t>(problem.num_keys), counts);
+      static_cast<int32_t>(problem.num_keys), layout.counts);
   LITETOPK_CUDA_TRY(cudaPeekAtLastError());
-  const std::size_t used = counts_bytes(problem);
-  if (Status s = select_topk(most_chosen(problem, counts, header + hot_sample::kHeaderWords),
-                             static_cast<char*>(workspace) + used, workspace_bytes - used, stream);
+  if (Status s = select_topk(most_chosen(problem, layout.counts, header + hot_sample::kHeaderWords),
+                             layout.selection, layout.selection_bytes, stream);
       !s) {
     return s;
   }

@@ -6,6 +6,7 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/tensor_map_sm90.h"
 #include "cuda/indexer/indexer_kernels.h"
+#include "cuda/select/select_kernels.h"
 
 namespace litetopk::cuda_indexer {
 
@@ -34,11 +35,9 @@ Status prepare_core_launch(const IndexerProblem& problem, CoreLaunch* launch) {
                   static_cast<int32_t>(query_blocks),
                   nullptr,
                   0};
-  int device = 0;
-  int sm_count = 0;
-  LITETOPK_CUDA_TRY(cudaGetDevice(&device));
-  LITETOPK_CUDA_TRY(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
-  launch->blocks = static_cast<unsigned>(std::min<int64_t>(query_blocks, sm_count));
+  cuda_select::DeviceShape device{};
+  if (Status s = cuda_select::current_device_shape(&device); !s) return s;
+  launch->blocks = static_cast<unsigned>(std::min<int64_t>(query_blocks, device.sm_count));
   return Status::ok();
 }
 

@@ -40,8 +40,9 @@ Status plan_fused(const IndexerProblem& problem, int64_t requested_capacity, Fus
 // The hot sample of IndexerState (hot_sample_writer.cu): the workspace its writer needs, and the
 // writer, run after a selection wrote problem.indices.
 Status hot_sample_workspace_size(const IndexerProblem& problem, std::size_t* bytes);
+// `workspace` holds hot_sample_workspace_size bytes.
 Status write_hot_sample(const IndexerProblem& problem, void* state, void* workspace,
-                        std::size_t workspace_bytes, cudaStream_t stream);
+                        cudaStream_t stream);
 
 // Scores and selects in one kernel, without a [T, S] buffer (fused_indexer_kernel.cu).
 Status launch_fused(const IndexerProblem& problem, const FusedPlan& plan, void* workspace,

@@ -8,17 +8,11 @@
 #include "core/indexer_backend.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/indexer/indexer_kernels.h"
+#include "cuda/select/select_kernels.h"
 #include "litetopk/select.h"
 
 namespace litetopk::detail {
 namespace {
-
-constexpr std::size_t kAlignment = 256;
-
-std::size_t logits_bytes(const IndexerProblem& problem) {
-  const auto bytes = static_cast<std::size_t>(problem.num_queries * problem.num_keys) * sizeof(float);
-  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
-}
 
 // The selection over the materialized logits.
 SelectProblem logits_selection(const IndexerProblem& problem, const float* logits) {
@@ -41,77 +35,86 @@ void* state_of(const IndexerOptions& options) {
   return options.state != nullptr ? options.state->data : nullptr;
 }
 
-std::size_t aligned(std::size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+// Where each part of a call's workspace lies (only sized when base is null): the fused kernel's
+// candidate lists, or the logits and their selection's workspace; then, with a state, the
+// hot-sample writer's.
+struct CallLayout {
+  cuda_indexer::FusedPlan plan{};
+  void* lists = nullptr;
+  float* logits = nullptr;
+  void* selection = nullptr;
+  std::size_t selection_bytes = 0;
+  void* writer = nullptr;
+  std::size_t writer_bytes = 0;
+  std::size_t bytes = 0;
+};
 
-// The selection's own workspace (before the hot-sample writer's, which follows it when a state
-// is given).
-Status selection_workspace_size(const IndexerProblem& problem, IndexerAlgo algo,
-                                const IndexerOptions& options, std::size_t* workspace_bytes) {
+Status carve_call(const IndexerProblem& problem, IndexerAlgo algo, const IndexerOptions& options,
+                  void* base, CallLayout* layout) {
+  cuda_select::WorkspaceCarver carver(base);
   if (algo == IndexerAlgo::kFused) {
-    cuda_indexer::FusedPlan plan;
-    if (Status s = cuda_indexer::plan_fused(problem, options.candidate_capacity, &plan); !s) {
+    if (Status s = cuda_indexer::plan_fused(problem, options.candidate_capacity, &layout->plan);
+        !s) {
       return s;
     }
-    *workspace_bytes = plan.workspace_bytes;
-    return Status::ok();
+    layout->plan.counters = options.candidate_counters;
+    layout->plan.hot = static_cast<const int32_t*>(state_of(options));
+    layout->lists = carver.take<char>(layout->plan.workspace_bytes);
+  } else {
+    layout->logits =
+        carver.take<float>(static_cast<std::size_t>(problem.num_queries * problem.num_keys));
+    // Sizing never reads the scores; any aligned non-null address stands in for the logits.
+    alignas(16) static const float placeholder[4] = {};
+    if (Status s = select_topk_workspace_size(logits_selection(problem, placeholder),
+                                              &layout->selection_bytes);
+        !s) {
+      return s;
+    }
+    layout->selection = carver.take<char>(layout->selection_bytes);
   }
-  // Sizing never reads the scores; any aligned non-null address stands in for the logits.
-  alignas(16) static const float placeholder[4] = {};
-  std::size_t select_bytes = 0;
-  if (Status s = select_topk_workspace_size(logits_selection(problem, placeholder), &select_bytes);
-      !s) {
-    return s;
+  if (state_of(options) != nullptr) {
+    if (Status s = cuda_indexer::hot_sample_workspace_size(problem, &layout->writer_bytes); !s) {
+      return s;
+    }
+    layout->writer = carver.take<char>(layout->writer_bytes);
   }
-  *workspace_bytes = logits_bytes(problem) + select_bytes;
+  layout->bytes = carver.bytes();
   return Status::ok();
-}
-
-Status run_selection(const IndexerProblem& problem, IndexerAlgo algo,
-                     const IndexerOptions& options, void* workspace, std::size_t workspace_bytes,
-                     cudaStream_t stream) {
-  if (algo == IndexerAlgo::kFused) {
-    cuda_indexer::FusedPlan plan;
-    if (Status s = cuda_indexer::plan_fused(problem, options.candidate_capacity, &plan); !s) {
-      return s;
-    }
-    plan.counters = options.candidate_counters;
-    plan.hot = static_cast<const int32_t*>(state_of(options));
-    return cuda_indexer::launch_fused(problem, plan, workspace, stream);
-  }
-  auto* logits = static_cast<float*>(workspace);
-  if (Status s = cuda_indexer::launch_logits(problem, logits, problem.num_keys, stream); !s) {
-    return s;
-  }
-  const std::size_t used = logits_bytes(problem);
-  return select_topk(logits_selection(problem, logits), static_cast<char*>(workspace) + used,
-                     workspace_bytes - used, stream);
 }
 
 }  // namespace
 
 Status cuda_indexer_workspace_size(const IndexerProblem& problem, IndexerAlgo algo,
                                    const IndexerOptions& options, std::size_t* workspace_bytes) {
-  if (Status s = selection_workspace_size(problem, algo, options, workspace_bytes); !s) return s;
-  if (state_of(options) == nullptr) return Status::ok();
-  std::size_t writer_bytes = 0;
-  if (Status s = cuda_indexer::hot_sample_workspace_size(problem, &writer_bytes); !s) return s;
-  *workspace_bytes = aligned(*workspace_bytes) + writer_bytes;
+  CallLayout layout;
+  if (Status s = carve_call(problem, algo, options, nullptr, &layout); !s) return s;
+  *workspace_bytes = layout.bytes;
   return Status::ok();
 }
 
 Status cuda_indexer_topk(const IndexerProblem& problem, IndexerAlgo algo,
-                         const IndexerOptions& options, void* workspace,
-                         std::size_t workspace_bytes, cudaStream_t stream) {
-  std::size_t selection_bytes = 0;
-  if (Status s = selection_workspace_size(problem, algo, options, &selection_bytes); !s) return s;
-  if (Status s = run_selection(problem, algo, options, workspace, selection_bytes, stream); !s) {
-    return s;
+                         const IndexerOptions& options, void* workspace, std::size_t,
+                         cudaStream_t stream) {
+  CallLayout layout;
+  if (Status s = carve_call(problem, algo, options, workspace, &layout); !s) return s;
+  if (algo == IndexerAlgo::kFused) {
+    if (Status s = cuda_indexer::launch_fused(problem, layout.plan, layout.lists, stream); !s) {
+      return s;
+    }
+  } else {
+    if (Status s = cuda_indexer::launch_logits(problem, layout.logits, problem.num_keys, stream);
+        !s) {
+      return s;
+    }
+    if (Status s = select_topk(logits_selection(problem, layout.logits), layout.selection,
+                               layout.selection_bytes, stream);
+        !s) {
+      return s;
+    }
   }
   void* state = state_of(options);
   if (state == nullptr) return Status::ok();
-  const std::size_t used = aligned(selection_bytes);
-  return cuda_indexer::write_hot_sample(problem, state, static_cast<char*>(workspace) + used,
-                                        workspace_bytes - used, stream);
+  return cuda_indexer::write_hot_sample(problem, state, layout.writer, stream);
 }
 
 Status cuda_indexer_logits(const IndexerProblem& problem, float* logits, int64_t logits_stride,

@@ -291,12 +291,8 @@ __global__ void __launch_bounds__(sm90core::kThreads, 1)
   sm90core::run_core<kHeads>(&q_map, &kv_map, args, core, epilogue);
 }
 
-int queries_per_block(const IndexerProblem& problem) {
-  return problem.num_heads == 64 ? sm90core::Shape<64>::kQueries : sm90core::Shape<32>::kQueries;
-}
-
 int64_t lists_per_block(const IndexerProblem& problem) {
-  return int64_t{kSets} * 2 * queries_per_block(problem);
+  return int64_t{kSets} * 2 * core_queries_per_block(problem);
 }
 
 template <int kHeads>
@@ -329,8 +325,7 @@ Status launch(const IndexerProblem& problem, const FusedPlan& plan, void* worksp
 Status plan_fused(const IndexerProblem& problem, int64_t requested_capacity, FusedPlan* plan) {
   cuda_select::DeviceShape device{};
   if (Status s = cuda_select::current_device_shape(&device); !s) return s;
-  const int64_t query_blocks =
-      (problem.num_queries + queries_per_block(problem) - 1) / queries_per_block(problem);
+  const int64_t query_blocks = core_query_blocks(problem);
   plan->blocks = static_cast<unsigned>(
       std::max<int64_t>(1, std::min<int64_t>(query_blocks, device.sm_count)));
   const int64_t lists = plan->blocks * lists_per_block(problem);

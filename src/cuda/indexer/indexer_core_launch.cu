@@ -11,8 +11,6 @@
 namespace litetopk::cuda_indexer {
 
 Status prepare_core_launch(const IndexerProblem& problem, CoreLaunch* launch) {
-  const int queries_per_block = problem.num_heads == 64 ? sm90core::Shape<64>::kQueries
-                                                        : sm90core::Shape<32>::kQueries;
   const auto q_rows = static_cast<uint64_t>(problem.num_queries * problem.num_heads);
   if (Status s = detail::make_row_tile_map(problem.q, q_rows, sm90core::kBankColumns * 2,
                                            &launch->q_map);
@@ -24,7 +22,7 @@ Status prepare_core_launch(const IndexerProblem& problem, CoreLaunch* launch) {
       !s) {
     return s;
   }
-  const int64_t query_blocks = (problem.num_queries + queries_per_block - 1) / queries_per_block;
+  const int64_t query_blocks = core_query_blocks(problem);
   launch->args = {static_cast<const uint8_t*>(problem.kv),
                   problem.kv_scale,
                   problem.weights,

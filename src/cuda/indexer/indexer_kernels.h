@@ -22,6 +22,15 @@ struct CoreLaunch {
 };
 Status prepare_core_launch(const IndexerProblem& problem, CoreLaunch* launch);
 
+// Queries per block of the scoring core for the problem's head count, and its query blocks.
+inline int core_queries_per_block(const IndexerProblem& problem) {
+  return problem.num_heads == 64 ? sm90core::Shape<64>::kQueries : sm90core::Shape<32>::kQueries;
+}
+inline int64_t core_query_blocks(const IndexerProblem& problem) {
+  const int per_block = core_queries_per_block(problem);
+  return (problem.num_queries + per_block - 1) / per_block;
+}
+
 // Writes logits[t * stride + s] for t < T, s < S: the score inside [ks[t], ke[t]), -inf outside.
 Status launch_logits(const IndexerProblem& problem, float* logits, int64_t logits_stride,
                      cudaStream_t stream);

@@ -1,8 +1,13 @@
 // launch_kernel (decode_kernels.h): cudaLaunchKernelEx with optional programmatic stream
-// serialization, for the decode .cu files.
+// serialization, and dispatch_cache_type, the runtime-to-template dispatch of the decode kernels,
+// for the decode .cu files.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include <type_traits>
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/decode/decode_kernels.h"
@@ -28,6 +33,19 @@ Status launch_kernel(void (*kernel)(Params), dim3 grid, dim3 block, std::size_t 
   config.numAttrs = dependent ? 1 : 0;
   LITETOPK_CUDA_TRY(cudaLaunchKernelEx(&config, kernel, params));
   return Status::ok();
+}
+
+// Calls body(T{}, std::integral_constant<int, NT>{}) for the runtime cache dtype and group: T is
+// __half for a float16 cache, else __nv_bfloat16 (the callers validated the dtype); NT, the
+// 8-head MMA tiles of the group's query heads, is 2 for a group over 8 heads, else 1. A kernel
+// that does not depend on the group ignores NT.
+template <typename Body>
+Status dispatch_cache_type(DType dtype, int group, Body&& body) {
+  using Narrow = std::integral_constant<int, 1>;
+  using Wide = std::integral_constant<int, 2>;
+  const bool wide = group > 8;
+  if (dtype == DType::kFloat16) return wide ? body(__half{}, Wide{}) : body(__half{}, Narrow{});
+  return wide ? body(__nv_bfloat16{}, Wide{}) : body(__nv_bfloat16{}, Narrow{});
 }
 
 }  // namespace litetopk::decode

@@ -173,12 +173,6 @@ __global__ void __launch_bounds__(kThreads, 2) dense_decode_kernel(const DensePa
                     p.partial);
 }
 
-template <typename T, int NT>
-Status launch_typed(const DenseParams& params, dim3 grid, cudaStream_t stream) {
-  return launch_kernel(dense_decode_kernel<T, NT>, grid, dim3(kThreads), sizeof(DenseShared),
-                       false, stream, params);
-}
-
 }  // namespace
 
 Status launch_dense_decode(const DenseDecodeProblem& problem, const SplitPartials& partials,
@@ -203,13 +197,10 @@ Status launch_dense_decode(const DenseDecodeProblem& problem, const SplitPartial
   params.partial = PartialOut{partials.o, partials.lse2, partials.splits};
   const dim3 grid(static_cast<unsigned>(partials.splits), static_cast<unsigned>(c.num_kv_heads),
                   static_cast<unsigned>(c.batch));
-  const bool wide = params.group > 8;
-  if (c.dtype == DType::kFloat16) {
-    return wide ? launch_typed<__half, 2>(params, grid, stream)
-                : launch_typed<__half, 1>(params, grid, stream);
-  }
-  return wide ? launch_typed<__nv_bfloat16, 2>(params, grid, stream)
-              : launch_typed<__nv_bfloat16, 1>(params, grid, stream);
+  return dispatch_cache_type(c.dtype, params.group, [&](auto element, auto width) {
+    return launch_kernel(dense_decode_kernel<decltype(element), decltype(width)::value>, grid,
+                         dim3(kThreads), sizeof(DenseShared), false, stream, params);
+  });
 }
 
 }  // namespace litetopk::decode

@@ -110,12 +110,10 @@ Status launch_sparse_anchors(const SparseDecodeProblem& problem, float* anchor_m
   params.anchor_max = anchor_max;
   const dim3 grid(static_cast<unsigned>(params.chunks), static_cast<unsigned>(c.num_kv_heads),
                   static_cast<unsigned>(c.batch));
-  if (c.dtype == DType::kFloat16) {
-    return launch_kernel(sparse_anchor_kernel<__half>, grid, dim3(kThreads), 0, false, stream,
-                         params);
-  }
-  return launch_kernel(sparse_anchor_kernel<__nv_bfloat16>, grid, dim3(kThreads), 0, false, stream,
-                       params);
+  return dispatch_cache_type(c.dtype, params.group, [&](auto element, auto) {
+    return launch_kernel(sparse_anchor_kernel<decltype(element)>, grid, dim3(kThreads), 0, false,
+                         stream, params);
+  });
 }
 
 }  // namespace litetopk::decode

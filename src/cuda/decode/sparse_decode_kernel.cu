@@ -434,12 +434,6 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_decode_kernel(const Sparse
                     p.partial);
 }
 
-template <typename T, int NT>
-Status launch_typed(const SparseParams& params, dim3 grid, cudaStream_t stream) {
-  return launch_kernel(sparse_decode_kernel<T, NT>, grid, dim3(kThreads), sizeof(SparseShared),
-                       true, stream, params);
-}
-
 }  // namespace
 
 SparseCacheView sparse_cache_view(const SparseDecodeProblem& problem) {
@@ -478,13 +472,10 @@ Status launch_sparse_decode(const SparseDecodeProblem& problem, int blocks_per_s
   params.partial = PartialOut{partials.o, partials.lse2, partials.splits};
   const dim3 grid(static_cast<unsigned>(partials.splits), static_cast<unsigned>(c.num_kv_heads),
                   static_cast<unsigned>(c.batch));
-  const bool wide = params.group > 8;
-  if (c.dtype == DType::kFloat16) {
-    return wide ? launch_typed<__half, 2>(params, grid, stream)
-                : launch_typed<__half, 1>(params, grid, stream);
-  }
-  return wide ? launch_typed<__nv_bfloat16, 2>(params, grid, stream)
-              : launch_typed<__nv_bfloat16, 1>(params, grid, stream);
+  return dispatch_cache_type(c.dtype, params.group, [&](auto element, auto width) {
+    return launch_kernel(sparse_decode_kernel<decltype(element), decltype(width)::value>, grid,
+                         dim3(kThreads), sizeof(SparseShared), true, stream, params);
+  });
 }
 
 }  // namespace litetopk::decode

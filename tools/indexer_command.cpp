@@ -35,6 +35,7 @@ struct IndexerArgs {
   std::string algo = "auto";
   int64_t candidate_capacity = 0;
   bool state = false;
+  bool no_cold_sample = false;
   uint64_t seed = 42;
   bool verify = false;
   double tol_rel = kIndexerTolRel;
@@ -60,6 +61,7 @@ int run_indexer(const IndexerArgs& args) {
   if (!on_cpu) parse_indexer_algo(args.algo.c_str(), &options.algo);  // validated by the option
   options.candidate_capacity = args.candidate_capacity;
   options.state = args.state;
+  options.cold_sample = !args.no_cold_sample;
   options.bench = args.bench;
 
   std::string device_name;
@@ -126,6 +128,11 @@ int run_indexer(const IndexerArgs& args) {
                  verified ? (*verified ? "yes" : "NO") : "not checked"});
   std::cout << '\n';
   table.print(std::cout);
+  if (counted) {
+    std::cout << "fused: " << fixed(run.reductions_per_query, 2)
+              << " list reductions per query, " << run.retried_blocks
+              << " query blocks re-run after a failed speculative gate\n";
+  }
 
   if (!args.json_path.empty()) {
     using Json = nlohmann::ordered_json;
@@ -147,6 +154,7 @@ int run_indexer(const IndexerArgs& args) {
         {"algo", run.algo},
         {"candidate_capacity", args.candidate_capacity},
         {"state", args.state},
+        {"cold_sample", !args.no_cold_sample},
         {"state_bytes", run.state_bytes},
         {"warmup", args.bench.warmup},
         {"iters", args.bench.iters},
@@ -161,6 +169,7 @@ int run_indexer(const IndexerArgs& args) {
         {"workspace_vs_logits", on_cpu ? Json() : Json(aux_ratio)},
         {"candidates_per_query", counted ? Json(run.candidates_per_query) : Json()},
         {"reductions_per_query", counted ? Json(run.reductions_per_query) : Json()},
+        {"retried_query_blocks", counted ? Json(run.retried_blocks) : Json()},
         {"verified", verified ? Json(*verified) : Json()},  // null: not checked
         {"verified_queries", checked},
         {"tol_rel", args.tol_rel},
@@ -204,6 +213,8 @@ void add_indexer_command(CLI::App& app, int* exit_code) {
   cmd->add_flag("--state", args->state,
                 "Carry an IndexerState across runs: the first run starts cold, later ones reuse "
                 "the hot sample of the previous run over the same chunk (optimistic)");
+  cmd->add_flag("--no-cold-sample", args->no_cold_sample,
+                "Fused: no speculative cold sample (IndexerOptions::cold_sample = false)");
   cmd->add_option("--seed", args->seed, "Generator seed")->capture_default_str();
   cmd->add_flag("--verify", args->verify,
                 "Check the first, middle and last queries (up to 7) against the CPU reference");

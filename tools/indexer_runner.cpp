@@ -35,6 +35,7 @@ Status run_gpu(const IndexerWorkload& w, const IndexerRunOptions& run_options, I
   IndexerOptions options;
   options.algo = algo;
   options.candidate_capacity = run_options.candidate_capacity;
+  options.cold_sample = run_options.cold_sample;
   IndexerState state;
   if (run_options.state) {
     run->state_bytes = indexer_state_bytes(w.spec.k);
@@ -47,7 +48,7 @@ Status run_gpu(const IndexerWorkload& w, const IndexerRunOptions& run_options, I
   const IndexerAlgo resolved = algo == IndexerAlgo::kAuto ? indexer_topk_dispatch(p) : algo;
   run->algo = indexer_algo_name(resolved);
   // The fused kernel counts its candidates in an untimed run (with a state, a warm one).
-  unsigned long long counts[2] = {0, 0};
+  unsigned long long counts[3] = {0, 0, 0};
   if (resolved == IndexerAlgo::kFused) {
     if (Status s = counters.allocate(sizeof(counts)); !s) return s;
     if (Status s = detail::fill_device(counters.data(), 0, sizeof(counts)); !s) return s;
@@ -77,6 +78,7 @@ Status run_gpu(const IndexerWorkload& w, const IndexerRunOptions& run_options, I
     const auto queries = static_cast<double>(std::max<int64_t>(w.spec.T, 1));
     run->candidates_per_query = static_cast<double>(counts[0]) / queries;
     run->reductions_per_query = static_cast<double>(counts[1]) / queries;
+    run->retried_blocks = static_cast<int64_t>(counts[2]);
     options.candidate_counters = nullptr;
   }
   if (!run_options.bench.enabled) return Status::ok();

@@ -19,6 +19,7 @@ struct IndexerRunOptions {
   int64_t candidate_capacity = 0;         // GPU only: IndexerOptions::candidate_capacity
   // GPU only: carry an IndexerState across the runs (the first starts cold).
   bool state = false;
+  bool cold_sample = true;  // GPU only: IndexerOptions::cold_sample
   BenchOptions bench;
 };
 
@@ -33,10 +34,11 @@ struct IndexerRun {
   std::size_t workspace_bytes = 0;    // GPU only
   std::size_t state_bytes = 0;        // GPU only, with state
   // The fused kernel's first run (with a state: its second, the first warm one), per query:
-  // candidates admitted into its lists (IndexerOptions::candidate_counters) and list reductions;
-  // -1 for the other paths.
+  // candidates admitted into its lists (IndexerOptions::candidate_counters) and list reductions,
+  // and the query blocks it re-ran; -1 for the other paths.
   double candidates_per_query = -1;
   double reductions_per_query = -1;
+  int64_t retried_blocks = -1;
 };
 
 // Uploads `w` (GPU), runs it once and, with options.bench.enabled, times more runs.

@@ -99,8 +99,8 @@ size_t litetopk_indexer_state_bytes(int64_t k);
 /* Zeroes a state before the first chunk of a sequence (device memory; stream as below). */
 int litetopk_indexer_state_reset(void* state_data, size_t state_bytes, void* stream);
 
-/* algo: a litetopk_indexer_algo. candidate_capacity: must be 0 in this build (the fused kernel
- * keeps k + 512 candidates per query); other values return LITETOPK_UNSUPPORTED. */
+/* algo: a litetopk_indexer_algo. candidate_capacity: IndexerOptions::candidate_capacity (>= 0;
+ * 0 the default). The other IndexerOptions keep their defaults. */
 int litetopk_indexer_topk_workspace_size(const litetopk_indexer_problem* problem, int32_t algo,
                                          int64_t candidate_capacity, size_t* workspace_bytes);
 /* Device pointers. state_data NULL (with state_bytes 0): no state, still exact. stream is a

@@ -66,9 +66,16 @@ struct IndexerOptions {
   // picks the default: 4k when the lists fit in 2% of the [T, S] fp32 logits, less otherwise.
   // Values below 2k are raised to 2k. Any value gives the exact result; small ones cost time.
   int64_t candidate_capacity = 0;
-  // Optional device uint64[2] the fused kernel adds its counts to (for measuring, not needed for
-  // the result): [0] the candidates it admitted into its lists, [1] the list reductions it ran.
-  // Zero it before the call; other paths leave it alone.
+  // The fused kernel's cold sample: it first scores a few dozen key tiles evenly strided over a
+  // query block's range, and gates the rest speculatively at a score that the query's k best
+  // very likely beat; a query whose k best turn out not to (about 1 in 10^6 on random scores;
+  // always on constant ones) has its block re-run without it. Exact either way; off, the gate
+  // rises only as the candidate lists fill, and more candidates are admitted.
+  bool cold_sample = true;
+  // Optional device uint64[3] the fused kernel adds its counts to (for measuring, not needed for
+  // the result): [0] the candidates it admitted into its lists, [1] the list reductions it ran,
+  // [2] the query blocks it re-ran after a failed speculative gate. Zero it before the call;
+  // other paths leave it alone.
   unsigned long long* candidate_counters = nullptr;
 };
 

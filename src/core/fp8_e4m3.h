@@ -14,13 +14,7 @@
 #include <cstdint>
 #include <cstring>
 
-#ifndef LITETOPK_HD
-#if defined(__CUDACC__)
-#define LITETOPK_HD __host__ __device__ __forceinline__
-#else
-#define LITETOPK_HD inline
-#endif
-#endif
+#include "core/host_device.h"
 
 namespace litetopk::fp8 {
 

@@ -12,11 +12,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define LITETOPK_HD __host__ __device__ __forceinline__
-#else
-#define LITETOPK_HD inline
-#endif
+#include "core/host_device.h"
 
 namespace litetopk::keys {
 

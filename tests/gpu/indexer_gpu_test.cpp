@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -65,17 +66,21 @@ struct HostTopk {
   std::vector<float> values;
 };
 
-// Runs indexer_topk with `algo` (and the fused kernel's candidate capacity) on poisoned outputs
-// and copies the result back.
-Status run_topk(const IndexerCase& c, const HostIndexerInputs& in, IndexerAlgo algo,
-                HostTopk* result, int64_t candidate_capacity = 0) {
+// Runs indexer_topk with `options` on poisoned outputs and copies the result back; with `counts`,
+// also the fused kernel's three candidate counters (IndexerOptions::candidate_counters).
+Status run_with_options(const IndexerCase& c, const HostIndexerInputs& in, IndexerOptions options,
+                        HostTopk* result, unsigned long long (*counts)[3] = nullptr) {
   DeviceInputs dev;
   Status s = dev.upload(c, in);
   if (!s) return s;
   const IndexerProblem p = dev.problem(c, in);
-  IndexerOptions options;
-  options.algo = algo;
-  options.candidate_capacity = candidate_capacity;
+  DeviceBuffer counters;
+  if (counts != nullptr) {
+    s = counters.allocate(sizeof(*counts));
+    if (s) s = detail::fill_device(counters.data(), 0, sizeof(*counts));
+    if (!s) return s;
+    options.candidate_counters = counters.as<unsigned long long>();
+  }
   std::size_t bytes = 0;
   s = indexer_topk_workspace_size(p, &bytes, options);
   DeviceBuffer workspace;
@@ -87,7 +92,17 @@ Status run_topk(const IndexerCase& c, const HostIndexerInputs& in, IndexerAlgo a
   result->values.resize(out);
   if (s) s = detail::copy_to_host(result->indices.data(), dev.indices.data(), out * 4);
   if (s) s = detail::copy_to_host(result->values.data(), dev.values.data(), out * 4);
+  if (s && counts != nullptr) s = detail::copy_to_host(*counts, counters.data(), sizeof(*counts));
   return s;
+}
+
+// indexer_topk with `algo` and the fused kernel's candidate capacity.
+Status run_topk(const IndexerCase& c, const HostIndexerInputs& in, IndexerAlgo algo,
+                HostTopk* result, int64_t candidate_capacity = 0) {
+  IndexerOptions options;
+  options.algo = algo;
+  options.candidate_capacity = candidate_capacity;
+  return run_with_options(c, in, options, result);
 }
 
 TEST_P(IndexerGpu, TopkMatchesOracle) {
@@ -251,24 +266,13 @@ TEST(IndexerGpuSmall, FusedCandidateCounters) {
   c.k = 64;
   c.seed = 9;
   const HostIndexerInputs in = make_indexer_inputs(c);
-  DeviceInputs dev;
-  ASSERT_TRUE(dev.upload(c, in).is_ok());
-  const IndexerProblem p = dev.problem(c, in);
-  DeviceBuffer counters;
-  ASSERT_TRUE(counters.allocate(2 * sizeof(unsigned long long)).is_ok());
-  ASSERT_TRUE(detail::fill_device(counters.data(), 0, 2 * sizeof(unsigned long long)).is_ok());
   IndexerOptions options;
   options.algo = IndexerAlgo::kFused;
   options.candidate_capacity = 1;
-  options.candidate_counters = counters.as<unsigned long long>();
-  std::size_t bytes = 0;
-  ASSERT_TRUE(indexer_topk_workspace_size(p, &bytes, options).is_ok());
-  DeviceBuffer workspace;
-  ASSERT_TRUE(workspace.allocate(bytes).is_ok());
-  Status s = indexer_topk(p, workspace.data(), bytes, nullptr, options);
+  HostTopk fused;
+  unsigned long long counts[3] = {};
+  const Status s = run_with_options(c, in, options, &fused, &counts);
   ASSERT_TRUE(s.is_ok()) << s.to_string();
-  unsigned long long counts[2] = {};
-  ASSERT_TRUE(detail::copy_to_host(counts, counters.data(), sizeof(counts)).is_ok());
   unsigned long long least = 0, most = 0;
   for (int64_t t = 0; t < c.T; ++t) {
     const auto begin = std::clamp<int64_t>(in.ks[static_cast<std::size_t>(t)], 0, c.S);
@@ -281,40 +285,110 @@ TEST(IndexerGpuSmall, FusedCandidateCounters) {
   EXPECT_GT(counts[1], 0u);  // capacity 2k = 128 over ~3000 keys per query
 }
 
+// ---- the cold sample's speculative gate ----
+
+// Sets LITETOPK_COLD_SAMPLE_TILES for one test, so that the sampled tiles are known.
+class ColdSampleTiles {
+ public:
+  explicit ColdSampleTiles(const char* tiles) { setenv(kName, tiles, 1); }
+  ~ColdSampleTiles() { unsetenv(kName); }
+  ColdSampleTiles(const ColdSampleTiles&) = delete;
+  ColdSampleTiles& operator=(const ColdSampleTiles&) = delete;
+
+ private:
+  static constexpr const char* kName = "LITETOPK_COLD_SAMPLE_TILES";
+};
+
+// Inputs whose k best all lie in the cold sample: with 8 sample tiles over a range of 256 tiles
+// (S = 16384, every query's range nearly all of it), the sample is key tiles 0, 32, 64, ...; their
+// kv scales are 64x the others and the weights positive, so those tiles hold every query's k
+// best. A warpgroup's speculative gate is then its r-th best sample score (r about 7, k = 64): far
+// fewer than k keys beat it, every query fails its check, and every query block is re-run. The
+// results are exact, the same as unfused and as without the cold sample.
+TEST(IndexerGpuSmall, FusedColdSampleRetriesFailedBlocks) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
+  const ColdSampleTiles tiles("8");
+  for (int64_t heads : {32, 64}) {
+    IndexerCase c;
+    c.name = "ColdSampleRetry";
+    c.T = 8;
+    c.S = 16384;
+    c.H = heads;
+    c.k = 64;
+    c.seed = 21;
+    HostIndexerInputs in = make_indexer_inputs(c);
+    for (int64_t key = 0; key < c.S; ++key) {
+      if ((key / 64) % 32 == 0) in.kv_scale[static_cast<std::size_t>(key)] = 64.0f;
+    }
+    for (float& w : in.weights) w = std::fabs(w) + 0.1f;
+    HostTopk unfused, speculative, plain;
+    Status s = run_topk(c, in, IndexerAlgo::kUnfused, &unfused);
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    IndexerOptions options;
+    options.algo = IndexerAlgo::kFused;
+    unsigned long long counts[3] = {};
+    s = run_with_options(c, in, options, &speculative, &counts);
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    options.cold_sample = false;
+    unsigned long long plain_counts[3] = {};
+    s = run_with_options(c, in, options, &plain, &plain_counts);
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    const int64_t query_blocks = (c.T * heads + 255) / 256;
+    EXPECT_EQ(counts[2], static_cast<unsigned long long>(query_blocks)) << "H = " << heads;
+    EXPECT_EQ(plain_counts[2], 0u);
+    for (const HostTopk* r : {&speculative, &plain}) {
+      EXPECT_TRUE(check_indexer_oracle(c, in, r->indices.data(), r->values.data(), gpu_rel(c)));
+      EXPECT_TRUE(check_indexer_agreement(c, r->indices.data(), r->values.data(),
+                                          unfused.indices.data(), unfused.values.data()));
+    }
+  }
+}
+
+// On random inputs the speculative gate holds (a re-run is rare) and the results are those of the
+// unfused path, with and without the cold sample; the candidate counts are printed.
+TEST(IndexerGpuSmall, FusedColdSampleExact) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
+  IndexerCase c;
+  c.name = "ColdSample";
+  c.T = 16;
+  c.S = 65536;
+  c.H = 64;
+  c.k = 512;
+  c.seed = 77;
+  const HostIndexerInputs in = make_indexer_inputs(c);
+  HostTopk unfused;
+  Status s = run_topk(c, in, IndexerAlgo::kUnfused, &unfused);
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  for (bool cold_sample : {true, false}) {
+    IndexerOptions options;
+    options.algo = IndexerAlgo::kFused;
+    options.cold_sample = cold_sample;
+    HostTopk fused;
+    unsigned long long counts[3] = {};
+    s = run_with_options(c, in, options, &fused, &counts);
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    EXPECT_TRUE(check_indexer_agreement(c, fused.indices.data(), fused.values.data(),
+                                        unfused.indices.data(), unfused.values.data()))
+        << "cold sample " << cold_sample;
+    std::printf("  cold sample %s: %.0f candidates per query, %llu query blocks re-run\n",
+                cold_sample ? "on" : "off", static_cast<double>(counts[0]) / static_cast<double>(c.T), counts[2]);
+  }
+}
+
 // ---- the hot sample carried in IndexerState ----
 
 // indexer_topk with a state (and the fused kernel's candidate counter): the result and the
 // number of candidates admitted (0 for unfused).
 Status run_with_state(const IndexerCase& c, const HostIndexerInputs& in, IndexerAlgo algo,
                       void* state, HostTopk* result, unsigned long long* candidates) {
-  DeviceInputs dev;
-  Status s = dev.upload(c, in);
-  if (!s) return s;
-  const IndexerProblem p = dev.problem(c, in);
-  DeviceBuffer counters;
-  s = counters.allocate(2 * sizeof(unsigned long long));
-  if (s) s = detail::fill_device(counters.data(), 0, 2 * sizeof(unsigned long long));
-  if (!s) return s;
   IndexerState st;
   st.data = state;
   st.bytes = indexer_state_bytes(c.k);
   IndexerOptions options;
   options.algo = algo;
   options.state = state != nullptr ? &st : nullptr;
-  options.candidate_counters = counters.as<unsigned long long>();
-  std::size_t bytes = 0;
-  s = indexer_topk_workspace_size(p, &bytes, options);
-  DeviceBuffer workspace;
-  if (s) s = workspace.allocate(bytes);
-  if (s) s = indexer_topk(p, workspace.data(), bytes, nullptr, options);
-  if (s) s = detail::device_synchronize();
-  const auto out = static_cast<std::size_t>(c.T * c.k);
-  result->indices.resize(out);
-  result->values.resize(out);
-  unsigned long long counts[2] = {};
-  if (s) s = detail::copy_to_host(result->indices.data(), dev.indices.data(), out * 4);
-  if (s) s = detail::copy_to_host(result->values.data(), dev.values.data(), out * 4);
-  if (s) s = detail::copy_to_host(counts, counters.data(), sizeof(counts));
+  unsigned long long counts[3] = {};
+  const Status s = run_with_options(c, in, options, result, &counts);
   *candidates = counts[0];
   return s;
 }

@@ -14,6 +14,7 @@
 //    it writes, and writes only below what it has read) or the kernel's output.
 // keep_best = both on one list; it returns the gate that the kept list implies: any later
 // candidate at or below it is beaten by the k kept ones and can be dropped.
+// 3. count_above: how many candidates beat a gate (the fused kernel's check of a speculative one).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,7 @@ struct ListScratch {
   uint64_t prefix;
   uint32_t need;
   uint32_t done;
+  uint32_t total;
 };
 
 template <int kWarps>
@@ -55,7 +57,7 @@ struct ListTeam {
   };
 
   // The boundary of the k best of the union of lists[0][0, n[0]) and lists[1][0, n[1]) (together
-  // more than k).
+  // at least k).
   __device__ Boundary find_boundary(const uint64_t* const (&lists)[2], const uint32_t (&n)[2],
                                     uint32_t k) const {
     const int lane = thread % 32;
@@ -124,12 +126,37 @@ struct ListTeam {
     }
   }
 
+  // How many elements of lists[0][0, n[0]) and lists[1][0, n[1]) are above `gate` (every thread
+  // gets the count).
+  __device__ uint32_t count_above(const uint64_t* const (&lists)[2], const uint32_t (&n)[2],
+                                  uint64_t gate) const {
+    if (thread == 0) scratch.total = 0;
+    sync();
+    uint32_t count = 0;
+    for (int l = 0; l < 2; ++l) {
+      for (uint32_t i = static_cast<uint32_t>(thread); i < n[l]; i += kThreads) {
+        count += lists[l][i] > gate ? 1u : 0u;
+      }
+    }
+    count = __reduce_add_sync(0xffffffffu, count);
+    if (thread % 32 == 0) atomicAdd(&scratch.total, count);
+    sync();
+    const uint32_t total = scratch.total;
+    sync();
+    return total;
+  }
+
+  // The boundary of the k best of one list[0, n) (n >= k).
+  __device__ Boundary find_boundary(const uint64_t* list, uint32_t n, uint32_t k) const {
+    const uint64_t* const lists[2] = {list, list};
+    const uint32_t counts[2] = {n, 0};
+    return find_boundary(lists, counts, k);
+  }
+
   // Keeps the k best of list[0, n) (n > k) in list[0, k); returns the new gate. Not inlined: the
   // math warpgroups call it rarely, and inlined it would crowd their registers everywhere.
   __device__ __noinline__ uint64_t keep_best(uint64_t* list, uint32_t n, uint32_t k) const {
-    const uint64_t* const lists[2] = {list, list};
-    const uint32_t counts[2] = {n, 0};
-    const Boundary boundary = find_boundary(lists, counts, k);
+    const Boundary boundary = find_boundary(list, n, k);
     compact(list, n, boundary);
     return boundary.gate();
   }

@@ -32,7 +32,9 @@ Status prepare_core_launch(const IndexerProblem& problem, CoreLaunch* launch) {
                   static_cast<int32_t>(problem.num_keys),
                   static_cast<int32_t>(query_blocks),
                   nullptr,
-                  0};
+                  0,
+                  0,
+                  nullptr};
   cuda_select::DeviceShape device{};
   if (Status s = cuda_select::current_device_shape(&device); !s) return s;
   launch->blocks = static_cast<unsigned>(std::min<int64_t>(query_blocks, device.sm_count));

@@ -36,15 +36,19 @@ Status launch_logits(const IndexerProblem& problem, float* logits, int64_t logit
                      cudaStream_t stream);
 
 // The fused kernel's grid and candidate lists: `capacity` candidates per list (at least 2k; the
-// default, requested 0, aims at 4k within 2% of the [T, S] fp32 logits), and the workspace.
+// default, requested 0, aims at 4k within 2% of the [T, S] fp32 logits), and its workspace: the
+// lists' uint64 slots and the retry list's int32 entries.
 struct FusedPlan {
   unsigned blocks = 0;
   int64_t capacity = 0;
-  std::size_t workspace_bytes = 0;
+  int64_t list_slots = 0;
+  int64_t retry_entries = 0;
   unsigned long long* counters = nullptr;  // IndexerOptions::candidate_counters
   const int32_t* hot = nullptr;            // IndexerState::data, the sample to read, or null
+  int32_t cold_sample_tiles = 0;  // per query block; 0 without IndexerOptions::cold_sample
 };
-Status plan_fused(const IndexerProblem& problem, int64_t requested_capacity, FusedPlan* plan);
+Status plan_fused(const IndexerProblem& problem, int64_t requested_capacity, bool cold_sample,
+                  FusedPlan* plan);
 
 // The hot sample of IndexerState (hot_sample_writer.cu): the workspace its writer needs, and the
 // writer, run after a selection wrote problem.indices.
@@ -54,7 +58,7 @@ Status write_hot_sample(const IndexerProblem& problem, void* state, void* worksp
                         cudaStream_t stream);
 
 // Scores and selects in one kernel, without a [T, S] buffer (fused_indexer_kernel.cu).
-Status launch_fused(const IndexerProblem& problem, const FusedPlan& plan, void* workspace,
-                    cudaStream_t stream);
+Status launch_fused(const IndexerProblem& problem, const FusedPlan& plan, uint64_t* lists,
+                    int32_t* retry, cudaStream_t stream);
 
 }  // namespace litetopk::cuda_indexer

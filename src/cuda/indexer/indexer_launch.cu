@@ -40,7 +40,8 @@ void* state_of(const IndexerOptions& options) {
 // hot-sample writer's.
 struct CallLayout {
   cuda_indexer::FusedPlan plan{};
-  void* lists = nullptr;
+  uint64_t* lists = nullptr;
+  int32_t* retry = nullptr;
   float* logits = nullptr;
   void* selection = nullptr;
   std::size_t selection_bytes = 0;
@@ -53,13 +54,15 @@ Status carve_call(const IndexerProblem& problem, IndexerAlgo algo, const Indexer
                   void* base, CallLayout* layout) {
   cuda_select::WorkspaceCarver carver(base);
   if (algo == IndexerAlgo::kFused) {
-    if (Status s = cuda_indexer::plan_fused(problem, options.candidate_capacity, &layout->plan);
+    if (Status s = cuda_indexer::plan_fused(problem, options.candidate_capacity,
+                                            options.cold_sample, &layout->plan);
         !s) {
       return s;
     }
     layout->plan.counters = options.candidate_counters;
     layout->plan.hot = static_cast<const int32_t*>(state_of(options));
-    layout->lists = carver.take<char>(layout->plan.workspace_bytes);
+    layout->lists = carver.take<uint64_t>(static_cast<std::size_t>(layout->plan.list_slots));
+    layout->retry = carver.take<int32_t>(static_cast<std::size_t>(layout->plan.retry_entries));
   } else {
     layout->logits =
         carver.take<float>(static_cast<std::size_t>(problem.num_queries * problem.num_keys));
@@ -98,7 +101,8 @@ Status cuda_indexer_topk(const IndexerProblem& problem, IndexerAlgo algo,
   CallLayout layout;
   if (Status s = carve_call(problem, algo, options, workspace, &layout); !s) return s;
   if (algo == IndexerAlgo::kFused) {
-    if (Status s = cuda_indexer::launch_fused(problem, layout.plan, layout.lists, stream); !s) {
+    if (Status s = cuda_indexer::launch_fused(problem, layout.plan, layout.lists, layout.retry,
+                                               stream); !s) {
       return s;
     }
   } else {

@@ -8,7 +8,8 @@
 //    queries' q [kQueries * H, 128] into a double-buffered slot, then fill a kKvStages-deep ring of
 //    64-key tiles, each slot guarded by a full/empty mbarrier pair: first the hot sample's tiles
 //    when there is one (rows gathered by cp.async into the swizzled layout, with their key
-//    indices), then the key tiles by TMA.
+//    indices), then the key tiles by TMA, in core/tile_order.h's order: with a cold sample,
+//    evenly strided tiles of the range first.
 // 2. Math warpgroups 0 and 1 take alternate tiles (ping-pong: one runs wgmma while the other runs
 //    its epilogue); after its last sample tile a warpgroup calls Epilogue::end_samples. Keys sit on the M side (64 per tile), query-heads on N: two banks of 128
 //    columns, each 4 wgmma m64n128k32 steps over the head dimension. The epilogue of bank 0 runs
@@ -16,8 +17,10 @@
 // 3. Epilogue per bank: relu (keeping NaN), head weights, the head sum (in-thread, then two quad
 //    shuffles), times kv_scale; then Epilogue::consume_bank with the bank's queries' scores of
 //    keys key0 and key1 = key0 + 8.
+//    After its last cold-sample tile a warpgroup calls Epilogue::end_cold_sample.
 // 4. The other three warps of warpgroup 2 run Epilogue::side_work for each query block (the logits
 //    kernel fills the keys outside the tiles with -inf there).
+// The query blocks are all of them in order, or those of a block list (a re-run of some).
 #pragma once
 
 #include <cuda.h>
@@ -26,6 +29,7 @@
 #include <cstdint>
 
 #include "core/hot_sample_layout.h"
+#include "core/tile_order.h"
 #include "cuda/common/wgmma_sm90.cuh"
 
 namespace litetopk::cuda_indexer::sm90core {
@@ -62,7 +66,21 @@ struct CoreArgs {
   // at most hot_limit of its positions are used.
   const int32_t* hot;
   int32_t hot_limit;
+  // Nonzero: each query block whose range spans at least 4x this many key tiles scores this many,
+  // evenly strided over the range, first (the cold sample).
+  int32_t cold_sample_tiles;
+  // Null: query blocks 0 .. num_query_blocks-1. Else [0] a count, then that many query blocks.
+  const int32_t* block_list;
 };
+
+// The query blocks a kernel walks, and the i-th of them.
+__device__ __forceinline__ int query_block_count(const CoreArgs& args) {
+  return args.block_list == nullptr ? args.num_query_blocks : args.block_list[0];
+}
+__device__ __forceinline__ int query_block_at(const CoreArgs& args, int i) {
+  return args.block_list == nullptr ? i : args.block_list[1 + i];
+}
+
 
 // Positions of the hot sample in use: none unless the writer's magic word is there.
 __device__ __forceinline__ int32_t hot_sample_count(const CoreArgs& args) {
@@ -77,8 +95,10 @@ struct QueryBlockRanges {
   int32_t begin[kQueries];
   int32_t end[kQueries];
   int32_t num_sample_tiles;  // tiles 0 .. num_sample_tiles-1: the hot sample's positions
-  int32_t first_key;   // then tile num_sample_tiles + t covers keys [first_key + 64 t, + 64)
-  int32_t num_tiles;   // 0 when every range is empty
+  int32_t first_key;  // then tile num_sample_tiles + t covers keys
+                      // [first_key + 64 key_tile(order, t), + 64)
+  int32_t num_tiles;  // 0 when every range is empty
+  tile_order::TileOrder order;
 };
 
 __device__ __forceinline__ void clamped_range(const CoreArgs& args, int t, int32_t* begin,
@@ -116,10 +136,12 @@ __device__ __forceinline__ void compute_ranges(const CoreArgs& args, int query_b
     out->first_key = 0;
     out->num_tiles = 0;
     out->num_sample_tiles = 0;
+    out->order = tile_order::TileOrder{};
   } else {
     out->first_key = union_begin / 16 * 16;
     out->num_tiles = (union_end - out->first_key + kTileKeys - 1) / kTileKeys;
     out->num_sample_tiles = (hot_sample_count(args) + kTileKeys - 1) / kTileKeys;
+    out->order = tile_order::make_tile_order(out->num_tiles, args.cold_sample_tiles);
   }
 }
 
@@ -175,8 +197,9 @@ __device__ __forceinline__ float relu_keep_nan(float x) {
 }
 
 // The kernel body. Epilogue: constructed per block from (epilogue args, its shared storage); its
-// hooks are called by the math threads (begin_query_block, consume_bank, end_tile, end_query_block,
-// with the math thread index 0..255 and warpgroup) and by the side warps (side_work).
+// hooks are called by the math threads (begin_query_block, consume_bank, end_samples,
+// end_cold_sample, end_tile, end_query_block, with the math thread index 0..255 and warpgroup)
+// and by the side warps (side_work).
 template <int kHeads, class Epilogue>
 __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtensorMap* kv_map,
                                          const CoreArgs& args, CoreStorage<kHeads>& s,
@@ -184,6 +207,7 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
   using S = Shape<kHeads>;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int blocks = query_block_count(args);
   if (threadIdx.x == 0) {
     for (int i = 0; i < kQStages; ++i) {
       sm90::mbarrier_init(&s.q_full[i], 32);  // every producer lane publishes its stores
@@ -207,7 +231,8 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
       }
       uint32_t kv_iter = 0;
       int it = 0;
-      for (int qb = blockIdx.x; qb < args.num_query_blocks; qb += gridDim.x, ++it) {
+      for (int i = blockIdx.x; i < blocks; i += gridDim.x, ++it) {
+        const int qb = query_block_at(args, i);
         const int slot = it % kQStages;
         sm90::mbarrier_wait(&s.q_empty[slot], ((it / kQStages) & 1) ^ 1);
         QueryBlockRanges<S::kQueries> ranges;
@@ -253,8 +278,8 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
           sm90::mbarrier_wait(&s.kv_empty[stage], ((kv_iter / kKvStages) & 1) ^ 1);
           if (lane == 0) {
             sm90::mbarrier_arrive_expect_bytes(&s.kv_full[stage], kTileKeys * kHeadDim);
-            sm90::tma_load_2d(s.kv[stage], kv_map, 0, ranges.first_key + tile * kTileKeys,
-                              &s.kv_full[stage]);
+            const int key = ranges.first_key + tile_order::key_tile(ranges.order, tile) * kTileKeys;
+            sm90::tma_load_2d(s.kv[stage], kv_map, 0, key, &s.kv_full[stage]);
           } else {
             sm90::mbarrier_arrive(&s.kv_full[stage]);
           }
@@ -263,7 +288,8 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
     } else {
       // 4. The side warps.
       const int side_thread = static_cast<int>(threadIdx.x) - kMathThreads - 32;
-      for (int qb = blockIdx.x; qb < args.num_query_blocks; qb += gridDim.x) {
+      for (int i = blockIdx.x; i < blocks; i += gridDim.x) {
+        const int qb = query_block_at(args, i);
         QueryBlockRanges<S::kQueries> ranges;
         compute_ranges(args, qb, lane, &ranges);
         epilogue.side_work(qb, ranges, side_thread, 96);
@@ -280,13 +306,14 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
   const int quad_lane = lane % 4;
   uint32_t kv_base = 0;
   int it = 0;
-  for (int qb = blockIdx.x; qb < args.num_query_blocks; qb += gridDim.x, ++it) {
+  for (int i = blockIdx.x; i < blocks; i += gridDim.x, ++it) {
+    const int qb = query_block_at(args, i);
     const int slot = it % kQStages;
     sm90::mbarrier_wait(&s.q_full[slot], (it / kQStages) & 1);
     const QueryBlockRanges<S::kQueries>& ranges = s.ranges[slot];
     const int num_samples = ranges.num_sample_tiles;
     const int num_tiles = num_samples + ranges.num_tiles;
-    const int first_key = ranges.first_key - num_samples * kTileKeys;
+    const int cold_end = num_samples + ranges.order.cold_tiles;
     float weights[S::kQueries][S::kWeightsPerQuery];
 #pragma unroll
     for (int qi = 0; qi < S::kQueries; ++qi) {
@@ -300,19 +327,37 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
     }
     epilogue.begin_query_block(qb, ranges, math_thread, group);
     bool samples_done = num_samples == 0;
+    bool cold_done = ranges.order.cold_tiles == 0;
     for (int tile = group; tile < num_tiles; tile += kMathGroups) {
       if (!samples_done && tile >= num_samples) {
         epilogue.end_samples(group);
         samples_done = true;
       }
+      if (!cold_done && tile >= cold_end) {
+        epilogue.end_cold_sample(group);
+        cold_done = true;
+      }
       const uint32_t iter = kv_base + static_cast<uint32_t>(tile);
       const uint32_t stage = iter % kKvStages;
-      sm90::mbarrier_wait(&s.kv_full[stage], (iter / kKvStages) & 1);
+      // A key tile's keys and scales are known before its data lands; a sample tile's after.
       const bool sample = tile < num_samples;
-      const int key0 = sample ? s.sample_keys[stage][row0] : first_key + tile * kTileKeys + row0;
-      const int key1 = sample ? s.sample_keys[stage][row0 + 8] : key0 + 8;
-      const float scale0 = key0 >= 0 && key0 < args.num_keys ? __ldg(args.kv_scale + key0) : 0.0f;
-      const float scale1 = key1 >= 0 && key1 < args.num_keys ? __ldg(args.kv_scale + key1) : 0.0f;
+      int key0 = 0;
+      float scale0 = 0.0f;
+      float scale1 = 0.0f;
+      if (!sample) {
+        key0 = ranges.first_key +
+               tile_order::key_tile(ranges.order, tile - num_samples) * kTileKeys + row0;
+        if (key0 < args.num_keys) scale0 = __ldg(args.kv_scale + key0);
+        if (key0 + 8 < args.num_keys) scale1 = __ldg(args.kv_scale + key0 + 8);
+      }
+      sm90::mbarrier_wait(&s.kv_full[stage], (iter / kKvStages) & 1);
+      int key1 = key0 + 8;
+      if (sample) {
+        key0 = s.sample_keys[stage][row0];
+        key1 = s.sample_keys[stage][row0 + 8];
+        if (key0 >= 0 && key0 < args.num_keys) scale0 = __ldg(args.kv_scale + key0);
+        if (key1 >= 0 && key1 < args.num_keys) scale1 = __ldg(args.kv_scale + key1);
+      }
       float acc[2][64];
 #pragma unroll
       for (int bank = 0; bank < 2; ++bank) {
@@ -337,24 +382,26 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
         }
         sm90::fence_accumulators(acc[bank]);
         // 3. Head sums of the bank's queries (all of them before the epilogue sees any, so that
-        // the shuffle latencies overlap).
+        // the shuffle latencies overlap), in two chains per key row for twice the FMAs in flight.
         float scores0[S::kBankQueries];
         float scores1[S::kBankQueries];
 #pragma unroll
         for (int bq = 0; bq < S::kBankQueries; ++bq) {
           const int qi = bank * S::kBankQueries + bq;
-          float sum0 = 0.0f;
-          float sum1 = 0.0f;
+          float sum0[2] = {0.0f, 0.0f};
+          float sum1[2] = {0.0f, 0.0f};
 #pragma unroll
           for (int j = 0; j < kHeads / 8; ++j) {
             const int c = (bq * kHeads / 8 + j) * 4;
-            const float w0 = weights[qi][2 * j];
-            const float w1 = weights[qi][2 * j + 1];
-            sum0 += relu_keep_nan(acc[bank][c]) * w0 + relu_keep_nan(acc[bank][c + 1]) * w1;
-            sum1 += relu_keep_nan(acc[bank][c + 2]) * w0 + relu_keep_nan(acc[bank][c + 3]) * w1;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const float w = weights[qi][2 * j + h];
+              sum0[h] = fmaf(relu_keep_nan(acc[bank][c + h]), w, sum0[h]);
+              sum1[h] = fmaf(relu_keep_nan(acc[bank][c + 2 + h]), w, sum1[h]);
+            }
           }
-          scores0[bq] = sum0;
-          scores1[bq] = sum1;
+          scores0[bq] = sum0[0] + sum0[1];
+          scores1[bq] = sum1[0] + sum1[1];
         }
 #pragma unroll
         for (int bq = 0; bq < S::kBankQueries; ++bq) {
@@ -373,6 +420,7 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
       epilogue.end_tile(group);
     }
     if (!samples_done) epilogue.end_samples(group);
+    if (!cold_done) epilogue.end_cold_sample(group);
     kv_base += static_cast<uint32_t>(num_tiles);
     epilogue.end_query_block(qb, ranges, math_thread, group);
     if (lane == 0) sm90::mbarrier_arrive(&s.q_empty[slot]);

@@ -53,7 +53,8 @@ struct LogitsEpilogue {
     }
   }
 
-  __device__ void end_samples(int) {}  // the logits kernel has no hot sample
+  __device__ void end_samples(int) {}  // the logits kernel has no hot or cold sample
+  __device__ void end_cold_sample(int) {}
   __device__ void end_tile(int) {}
   __device__ void end_query_block(int, const QueryBlockRanges<kQueries>&, int, int) {}
 

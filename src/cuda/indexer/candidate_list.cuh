@@ -3,7 +3,7 @@
 //
 // Candidates are distinct 64-bit composites (score key << 32 | ~key index, core/score_keys.h):
 // larger is better and no two are equal, so "the k best" is always exactly k elements.
-// 1. find_boundary (over one list or the union of two): radix descent, 11 bits per pass from the
+// 1. find_boundary: radix descent, 11 bits per pass from the
 //    top, kBatch loads in flight per thread: a 2048-bin histogram of the candidates that share
 //    the prefix found so far picks the digit holding the k-th best, until the candidates of that
 //    prefix are all needed (at the latest when one is left). Scores of one query share their top
@@ -56,10 +56,8 @@ struct ListTeam {
     __device__ uint64_t gate() const { return (prefix << shift) - 1; }
   };
 
-  // The boundary of the k best of the union of lists[0][0, n[0]) and lists[1][0, n[1]) (together
-  // at least k).
-  __device__ Boundary find_boundary(const uint64_t* const (&lists)[2], const uint32_t (&n)[2],
-                                    uint32_t k) const {
+  // The boundary of the k best of list[0, n) (n >= k).
+  __device__ Boundary find_boundary(const uint64_t* list, uint32_t n, uint32_t k) const {
     const int lane = thread % 32;
     const int warp = thread / 32;
     uint64_t prefix = 0;
@@ -72,20 +70,18 @@ struct ListTeam {
       const uint32_t bins = 1u << width;
       for (uint32_t b = thread; b < bins; b += kThreads) scratch.histogram[b] = 0;
       sync();
-      for (int l = 0; l < 2; ++l) {
-        for (uint32_t base = 0; base < n[l]; base += kListBatch * kThreads) {
-          uint64_t c[kListBatch];
+      for (uint32_t base = 0; base < n; base += kListBatch * kThreads) {
+        uint64_t c[kListBatch];
 #pragma unroll
-          for (int j = 0; j < kListBatch; ++j) {
-            const uint32_t i = base + static_cast<uint32_t>(j * kThreads + thread);
-            c[j] = i < n[l] ? lists[l][i] : 0;
-          }
+        for (int j = 0; j < kListBatch; ++j) {
+          const uint32_t i = base + static_cast<uint32_t>(j * kThreads + thread);
+          c[j] = i < n ? list[i] : 0;
+        }
 #pragma unroll
-          for (int j = 0; j < kListBatch; ++j) {
-            const uint32_t i = base + static_cast<uint32_t>(j * kThreads + thread);
-            if (i < n[l] && (above == 64 || (c[j] >> above) == prefix)) {
-              atomicAdd(&scratch.histogram[(c[j] >> shift) & (bins - 1)], 1u);
-            }
+        for (int j = 0; j < kListBatch; ++j) {
+          const uint32_t i = base + static_cast<uint32_t>(j * kThreads + thread);
+          if (i < n && (above == 64 || (c[j] >> above) == prefix)) {
+            atomicAdd(&scratch.histogram[(c[j] >> shift) & (bins - 1)], 1u);
           }
         }
       }
@@ -126,17 +122,14 @@ struct ListTeam {
     }
   }
 
-  // How many elements of lists[0][0, n[0]) and lists[1][0, n[1]) are above `gate` (every thread
-  // gets the count).
-  __device__ uint32_t count_above(const uint64_t* const (&lists)[2], const uint32_t (&n)[2],
-                                  uint64_t gate) const {
+  // How many elements of list[0, n) are above `gate` (every thread gets the count).
+  __device__ uint32_t count_above(const uint64_t* list, uint32_t n, uint64_t gate) const {
     if (thread == 0) scratch.total = 0;
     sync();
     uint32_t count = 0;
-    for (int l = 0; l < 2; ++l) {
-      for (uint32_t i = static_cast<uint32_t>(thread); i < n[l]; i += kThreads) {
-        count += lists[l][i] > gate ? 1u : 0u;
-      }
+#pragma unroll 8
+    for (uint32_t i = static_cast<uint32_t>(thread); i < n; i += kThreads) {
+      count += list[i] > gate ? 1u : 0u;
     }
     count = __reduce_add_sync(0xffffffffu, count);
     if (thread % 32 == 0) atomicAdd(&scratch.total, count);
@@ -144,13 +137,6 @@ struct ListTeam {
     const uint32_t total = scratch.total;
     sync();
     return total;
-  }
-
-  // The boundary of the k best of one list[0, n) (n >= k).
-  __device__ Boundary find_boundary(const uint64_t* list, uint32_t n, uint32_t k) const {
-    const uint64_t* const lists[2] = {list, list};
-    const uint32_t counts[2] = {n, 0};
-    return find_boundary(lists, counts, k);
   }
 
   // Keeps the k best of list[0, n) (n > k) in list[0, k); returns the new gate. Not inlined: the

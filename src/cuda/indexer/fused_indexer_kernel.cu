@@ -4,35 +4,36 @@
 // query blocks of 4 (H = 64) or 8 (H = 32) queries):
 // 1.-3. The core scores every key tile that meets some query of the block's ranges; math
 //    warpgroups 0 and 1 take alternate tiles.
-// 4. Filter (consume_bank): a score inside the query's range whose composite (score key, key
-//    index) beats the query's gate is staged in the warp's shared-memory queue for that query (a
-//    ballot and a shared store); a queue holding 32 is flushed to the warpgroup's candidate list
-//    for the query in the workspace with one atomic and coalesced stores. When no score of the
-//    warp beats the gates, one vote ends it.
-// 4b. Hot sample (IndexerState): the block's first tiles are the previous chunk's most chosen
-//    positions. After them (end_samples) the k best sample scores of a query, when it has k in its
-//    range, bound its k-th best from below: the gate rises to them, and the sample's candidates
-//    are dropped (the key tiles score those keys again).
-// 4c. Cold sample (speculative gate): the block's first key tiles are 8 to 512 evenly strided
-//    over the range (cold_sample_tiles). After them (end_cold_sample) a warpgroup sets each query's
-//    speculative gate to its r-th best sample score, r a few standard deviations above the number
-//    of the query's k best that its share of the sample is expected to hold, so that the k best
-//    very likely beat it; these tiles are not scored again, so their candidates stay.
-// 5. Every 8 tiles (end_tile) a warpgroup whose list reached its capacity keeps the k best
-//    (candidate_list.cuh) and raises the query's gate to what they imply (shared by both
-//    warpgroups: k candidates beat anything at or below either gate). Nothing is dropped that can
-//    still be in the answer, so the result is exact whatever the capacity.
-// 6. Select: at the end of a query block the lists are handed to the side warps (mbarrier), and
-//    the math warpgroups go on with the next query block on the other of two list sets. Per
-//    query the side warps find the boundary of the k best of the union of its two lists and write
-//    those (indices relative to ks, fp32 values), -1 / NaN padded; then they reset the set's
-//    counts and gates and release it. A query with a speculative gate is checked: its result is
-//    exact when at least k candidates beat that gate (then no key it turned away can be among the
-//    k best); when fewer do, the query block goes on the retry list.
-// 7. Retry: a second launch re-runs the listed query blocks without a cold sample (exact
-//    always); when the list is empty its blocks return at once.
-// Auxiliary memory: the workspace of lists, blocks x 2 sets x 2 warpgroups x queries x slots, and
-// the retry list.
+// 4. Hand-off (consume_bank, end_tile): the math warpgroups write each tile's scores and key
+//    indices into a kRingStages-deep ring in shared memory (full/empty mbarriers), with one
+//    ballot per warp, bank and pair of queries: which of its 32 (row, query) scores reach the
+//    query's gate as a score. Then they go on; they wait for the filter only when the ring is full.
+// 5. Filter (the three side warps, filter_tile): warp w takes tiles w, w + 3, ...; it reads only
+//    the flagged scores. One inside the query's range whose composite (score key, key index)
+//    beats the query's gate is appended to the query's candidate list in the workspace (per flag
+//    word and query: one shared atomic, then one store per admitted lane).
+// 6. Gates (the side warps together, when every tile before the point is filtered):
+//    a. Hot sample (IndexerState): the block's first tiles are the previous chunk's most chosen
+//       positions. After them the k best sample scores of a query, when it has k in its range,
+//       bound its k-th best from below: the gate rises to them, and the sample's candidates are
+//       dropped (the key tiles score those keys again).
+//    b. Cold sample (speculative gate): then come 8 to 512 key tiles evenly strided over the range
+//       (core/tile_order.h; not scored again, so their candidates stay). After them a query's
+//       speculative gate is its r-th best sample score, r several standard deviations above the
+//       number of the query's k best the sample is expected to hold, so that the k best very
+//       likely beat it; the gate rises to it.
+//    c. Every 16 tiles a list that reached its capacity keeps its k best (candidate_list.cuh) and
+//       the gate rises to what they imply. Nothing is dropped that can still be in the answer,
+//       so the result is exact whatever the capacity.
+// 7. Select (after the block's last tile): per query the side warps find the boundary of the k
+//    best of its list and write those (indices relative to ks, fp32 values), -1 / NaN padded. A
+//    query with a speculative gate is checked first: its result is exact when at least k
+//    candidates beat that gate (then no key it turned away can be among the k best); when fewer
+//    do, the query block goes on the retry list. Meanwhile the math warpgroups go on with the
+//    next query block until the ring fills.
+// 8. Retry: a second launch re-runs the listed query blocks without a cold sample (exact always);
+//    when the list is empty its blocks return at once.
+// Auxiliary memory: the workspace of lists, blocks x queries x slots, and the retry list.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -51,24 +52,21 @@ namespace litetopk::cuda_indexer {
 namespace {
 
 using sm90core::CoreArgs;
+using sm90core::kTileKeys;
 using sm90core::QueryBlockRanges;
 
-// Each math warp stages its admitted candidates per query in shared memory (no atomics) and
-// flushes them to the warpgroup's list once kFlushAt have piled up; a warp adds at most 16 per
-// query and tile, so a stage never holds more than kFlushAt + 15 < kStageSlots.
-constexpr int kStageSlots = 64;
-constexpr uint32_t kFlushAt = 32;
-constexpr int kMathWarps = sm90core::kMathThreads / 32;
-// The lists are checked against their capacity every kCheckTiles tiles of a warpgroup (a check is
-// a warpgroup barrier); in between a list grows by at most 64 candidates per tile plus what its
-// four warps had staged before.
-constexpr int kCheckTiles = 8;
-constexpr int64_t kListSlack = int64_t{kCheckTiles} * sm90core::kTileKeys + 4 * kStageSlots;
+constexpr int kRingStages = 16;
+constexpr int kSideWarps = 3;
+constexpr int kSideThreads = kSideWarps * 32;
+constexpr uint32_t kSideBarrier = 4;  // named barrier of the side warps (core: 0, math: none)
+// The side warps meet every kCheckTiles tiles to reduce the lists that reached their capacity; in
+// between a list grows by at most 64 candidates per tile.
+constexpr int kCheckTiles = 16;
+constexpr int64_t kListSlack = int64_t{kCheckTiles} * kTileKeys;
 constexpr uint64_t kInitialGate = keys::kAdmitAllValid - 1;  // admits every non-NaN score
-constexpr int kSets = 2;
 
 struct FusedArgs {
-  uint64_t* lists;   // [blocks, kSets, 2 groups, queries, slots]
+  uint64_t* lists;   // [blocks, queries, slots]
   int32_t slots;     // capacity + kListSlack
   int32_t capacity;  // a list is reduced to its k best when it reaches this many
   int32_t k;
@@ -79,270 +77,248 @@ struct FusedArgs {
   int32_t* retry;  // the retry list (sm90core::CoreArgs::block_list); null on the retry launch
 };
 
-// The speculative gate's sample rank for a warpgroup that scored `cold` of the `tiles` key tiles:
-// its share of a query's k best is about binomial with mean mu = cold k / tiles, and the sample's
-// r-th best with r = mu + 3 sqrt(mu) + 2 lies below the query's k-th best but with a
-// probability of about 1e-3. The speculative gate is the lower of the two warpgroups' (each from
-// its half of the sample), so a query fails only when both do: about 1e-6.
+// The speculative gate's sample rank for a sample of `cold` of the `tiles` key tiles: the sample's
+// share of a query's k best is about binomial with mean mu = cold k / tiles, and the sample's
+// r-th best with r = mu + 4.75 sqrt(mu) + 2 lies below the query's k-th best but with a
+// probability of about 1e-6.
 __device__ __forceinline__ uint32_t speculative_rank(int cold, int tiles, int32_t k) {
   const float mu = static_cast<float>(cold) * static_cast<float>(k) / static_cast<float>(tiles);
-  return static_cast<uint32_t>(ceilf(mu + 3.0f * sqrtf(mu))) + 2;
+  return static_cast<uint32_t>(ceilf(mu + 4.75f * sqrtf(mu))) + 2;
+}
+
+// One tile's scores in the ring: [query][row], the rows' key indices (-1: none), and the math
+// warps' flags (flag_word, flag_lane).
+template <int kQueries>
+struct ScoreStage {
+  static constexpr int kWords = 2 * kQueries;  // 4 warps x 2 banks x kQueries / 4 query pairs
+  float score[kQueries][kTileKeys];
+  int32_t key[kTileKeys];
+  uint32_t flags[kWords];
+};
+
+// Flag word i of a tile is math warp w's ballot in bank b over query pair j, i = (b * 4 + w) *
+// (kQueries / 4) + j; its bit l is the score of row 16 w + l / 4 + 8 (l % 2) and query
+// b * kQueries / 2 + 2 j + (l % 4) / 2 (each quad lane of a math warp holds every sum of its two
+// rows, so lane l takes row parity l % 2 and query parity (l % 4) / 2).
+struct FlagSlot {
+  int row;
+  int query;
+};
+template <int kQueries>
+__device__ __forceinline__ FlagSlot flag_slot(int word, int lane) {
+  constexpr int kPairs = kQueries / 4;
+  const int j = word % kPairs;
+  const int w = (word / kPairs) % 4;
+  const int bank = word / (4 * kPairs);
+  return {16 * w + lane / 4 + 8 * (lane % 2), bank * kQueries / 2 + 2 * j + (lane % 4) / 2};
 }
 
 template <int kQueries>
 struct FusedShared {
-  uint32_t counts[kSets][2][kQueries];
-  uint64_t gate[kSets][kQueries];
-  uint64_t speculative[kSets][kQueries];  // 0: none
-  // Each warpgroup's speculative gate of a query (0: none) and how many have been posted.
-  uint64_t speculative_part[kSets][2][kQueries];
-  uint32_t speculative_posted[kSets][kQueries];
-  uint64_t staged[kMathWarps][kQueries][kStageSlots];
-  ListScratch scratch[3];  // math warpgroup 0, 1, side warps
-  uint64_t set_full[kSets];
-  uint64_t set_empty[kSets];
+  ScoreStage<kQueries> ring[kRingStages];
+  uint64_t ring_full[kRingStages];
+  uint64_t ring_empty[kRingStages];
+  uint64_t gate[kQueries];
+  uint64_t speculative[kQueries];  // 0: none
+  float gate_score[kQueries];      // the score of the gate's key (-inf for the initial gate)
+  uint32_t count[kQueries];
+  int32_t begin[kQueries];  // the clamped ranges of the block's queries
+  int32_t end[kQueries];
+  // The query block (its iteration in this block's walk) that the gates belong to: the math
+  // warps flag against them only for that block (they may run ahead into the next one).
+  int32_t gate_owner;
+  ListScratch scratch;
 
   __device__ void init() {
-    for (int s = 0; s < kSets; ++s) {
-      for (int qi = 0; qi < kQueries; ++qi) {
-        counts[s][0][qi] = counts[s][1][qi] = 0;
-        gate[s][qi] = kInitialGate;
-        speculative[s][qi] = 0;
-        speculative_posted[s][qi] = 0;
-      }
-      sm90::mbarrier_init(&set_full[s], sm90core::kMathThreads / 32);
-      sm90::mbarrier_init(&set_empty[s], 3);
+    for (int i = 0; i < kRingStages; ++i) {
+      sm90::mbarrier_init(&ring_full[i], 128);  // every thread of the writing warpgroup
+      sm90::mbarrier_init(&ring_empty[i], 1);  // the side warp that filtered the tile
     }
+    for (int qi = 0; qi < kQueries; ++qi) reset(qi);
+    gate_owner = 0;
+  }
+
+  __device__ void reset(int qi) {
+    gate[qi] = kInitialGate;
+    speculative[qi] = 0;
+    gate_score[qi] = -INFINITY;
+    count[qi] = 0;
   }
 };
 
 template <int kQueries>
 struct TopkEpilogue {
+  using Team = ListTeam<kSideWarps>;
   const CoreArgs& args;
   const FusedArgs& fused;
   FusedShared<kQueries>& sh;
-  const QueryBlockRanges<kQueries>* ranges = nullptr;
-  uint64_t* lists = nullptr;  // this warpgroup's lists of the current set
-  int set = 0;
-  int group = 0;
-  int iteration = 0;
-  int tiles_since_check = 0;
-  uint32_t staged_count[kQueries];  // this warp's staged candidates per query (warp-uniform)
-  // The lowest of the block's gates as a score, refreshed every kCheckTiles tiles: a score below
-  // it beats no gate (a stale one is lower, so it only lets more through to the exact check).
-  // One register: the math warpgroups have none to spare.
-  float gate_floor = -INFINITY;
+  // Side warps only: the ring position of the query block's first tile.
+  uint32_t side_base = 0;
+  // Both: the query block being worked on, counted over this block's walk.
+  int block_iteration = -1;
 
-  __device__ uint64_t* list_of(int s, int g, int qi) const {
-    const int64_t list = ((int64_t{blockIdx.x} * kSets + s) * 2 + g) * kQueries + qi;
-    return fused.lists + list * fused.slots;
+  __device__ uint64_t* list_of(int qi) const {
+    return fused.lists + (int64_t{blockIdx.x} * kQueries + qi) * fused.slots;
   }
 
-  __device__ ListTeam<4> math_team(int math_thread) const {
-    return {sh.scratch[group], static_cast<uint32_t>(2 + group), math_thread % 128};
-  }
+  // ---- the math warpgroups: hand each tile over through the ring ----
 
-  __device__ void begin_query_block(int, const QueryBlockRanges<kQueries>& r, int, int g) {
-    set = iteration % kSets;
-    sm90::mbarrier_wait(&sh.set_empty[set], ((iteration / kSets) & 1) ^ 1);
-    ++iteration;
-    ranges = &r;
-    group = g;
-    lists = list_of(set, g, 0);
-#pragma unroll
-    for (int qi = 0; qi < kQueries; ++qi) staged_count[qi] = 0;
-    refresh_gate_floor();
-  }
-
-  // gate_floor from the gates: the score of the lowest gate's key (-inf for the initial gate,
-  // whose key is 0, so that every score but NaN goes on to the exact check).
-  __device__ __forceinline__ void refresh_gate_floor() {
-    uint32_t key = UINT32_MAX;
-#pragma unroll
-    for (int qi = 0; qi < kQueries; ++qi) {
-      key = min(key, keys::composite_key(*reinterpret_cast<volatile uint64_t*>(&sh.gate[set][qi])));
-    }
-    gate_floor = key == 0 ? -INFINITY : __uint_as_float(keys::f32_bits_from_key(key, true));
-  }
-
-  // Moves this warp's staged candidates of query qi to the end of the warpgroup's list.
-  __device__ __forceinline__ void flush(int qi) {
-    const int lane = static_cast<int>(threadIdx.x) % 32;
-    const uint64_t* stage = sh.staged[threadIdx.x / 32][qi];
-    __syncwarp();  // the lanes' staged stores
-    uint32_t base = 0;
-    if (lane == 0) {
-      base = atomicAdd(&sh.counts[set][group][qi], staged_count[qi]);
-      if (fused.counters != nullptr) {
-        atomicAdd(&fused.counters[0], static_cast<unsigned long long>(staged_count[qi]));
-      }
-    }
-    base = __shfl_sync(0xffffffffu, base, 0);
-    uint64_t* list = lists + qi * fused.slots + base;
-    for (uint32_t i = lane; i < staged_count[qi]; i += 32) list[i] = stage[i];
-    staged_count[qi] = 0;
-    __syncwarp();  // before the stage is written again
-  }
-
-  __device__ void flush_all() {
-#pragma unroll
-    for (int qi = 0; qi < kQueries; ++qi) {
-      if (staged_count[qi] > 0) flush(qi);
-    }
-  }
+  __device__ void begin_query_block(int, const QueryBlockRanges<kQueries>&) { ++block_iteration; }
 
   template <int kBankQueries>
-  __device__ __forceinline__ void consume_bank(int first_query, const float (&scores0)[kBankQueries],
+  __device__ __forceinline__ void consume_bank(uint32_t iter, int row0, int first_query,
+                                               const float (&scores0)[kBankQueries],
                                                const float (&scores1)[kBankQueries], int key0,
                                                int key1, int quad_lane) {
-    // The common case once the gates have risen: no score of the warp reaches the gate floor.
-    bool maybe = false;
-#pragma unroll
-    for (int bq = 0; bq < kBankQueries; ++bq) {
-      maybe |= (quad_lane == 0 ? scores0[bq] : scores1[bq]) >= gate_floor;
+    const uint32_t slot = iter % kRingStages;
+    if (first_query == 0) {
+      sm90::mbarrier_wait(&sh.ring_empty[slot], ((iter / kRingStages) & 1) ^ 1);
     }
-    if (!__any_sync(0xffffffffu, maybe)) return;
-    // The exact check: the composite (score key, key index) inside the range beats the gate.
-    const int key = quad_lane == 0 ? key0 : key1;
-    uint64_t composite[kBankQueries];
-    bool admit[kBankQueries];
-    bool any = false;
+    ScoreStage<kQueries>& stage = sh.ring[slot];
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    const int warp = static_cast<int>(threadIdx.x) / 32 % 4;
+    const int bank = first_query / kBankQueries;
+    const int row = row0 + 8 * (quad_lane % 2);
+    if (first_query == 0 && quad_lane < 2) stage.key[row] = quad_lane == 0 ? key0 : key1;
+    const bool gates_live =
+        *reinterpret_cast<volatile int32_t*>(&sh.gate_owner) == block_iteration;
 #pragma unroll
-    for (int bq = 0; bq < kBankQueries; ++bq) {
-      const int qi = first_query + bq;
-      const float score = quad_lane == 0 ? scores0[bq] : scores1[bq];
-      composite[bq] = keys::make_composite(keys::key_from_f32_bits(__float_as_uint(score), true),
-                                           static_cast<uint32_t>(key));
-      const uint64_t gate = *reinterpret_cast<volatile uint64_t*>(&sh.gate[set][qi]);
-      admit[bq] = quad_lane < 2 && key >= ranges->begin[qi] && key < ranges->end[qi] &&
-                  composite[bq] > gate;
-      any |= admit[bq];
+    for (int j = 0; j < kBankQueries / 2; ++j) {
+      // Static indices into the sums (a computed one would put them in local memory).
+      const int bq = 2 * j + quad_lane / 2;
+      const float row_even = quad_lane / 2 == 0 ? scores0[2 * j] : scores0[2 * j + 1];
+      const float row_odd = quad_lane / 2 == 0 ? scores1[2 * j] : scores1[2 * j + 1];
+      const float score = quad_lane % 2 == 0 ? row_even : row_odd;
+      stage.score[first_query + bq][row] = score;
+      const float floor = gates_live ? sh.gate_score[first_query + bq] : -INFINITY;
+      const uint32_t flags = __ballot_sync(0xffffffffu, score >= floor);
+      if (lane == 0) stage.flags[(bank * 4 + warp) * (kBankQueries / 2) + j] = flags;
     }
-    if (!__any_sync(0xffffffffu, any)) return;
+  }
+
+  __device__ void end_tile(uint32_t iter) { sm90::mbarrier_arrive(&sh.ring_full[iter % kRingStages]); }
+
+  // ---- the side warps: filter, gates, select ----
+
+  // 5. One side warp filters a whole tile: the flagged scores of each flag word that has any
+  // are checked exactly, one per lane, and the admitted ones of each of the word's two queries
+  // are appended to its list (one shared atomic per query and word, then a store per lane).
+  __device__ void filter_tile(const ScoreStage<kQueries>& stage, int lane) {
+    constexpr int kWords = ScoreStage<kQueries>::kWords;
     uint32_t lanes_below;
     asm("mov.u32 %0, %%lanemask_lt;" : "=r"(lanes_below));
-    uint64_t(*stage)[kStageSlots] = sh.staged[threadIdx.x / 32];
-#pragma unroll
-    for (int bq = 0; bq < kBankQueries; ++bq) {
-      const int qi = first_query + bq;
-      const uint32_t ballot = __ballot_sync(0xffffffffu, admit[bq]);
-      if (admit[bq]) stage[qi][staged_count[qi] + __popc(ballot & lanes_below)] = composite[bq];
-      staged_count[qi] += __popc(ballot);
-    }
-#pragma unroll
-    for (int bq = 0; bq < kBankQueries; ++bq) {
-      if (staged_count[first_query + bq] >= kFlushAt) flush(first_query + bq);
-    }
-  }
-
-  // After the hot sample's tiles: the k best of this warpgroup's sample scores of a query bound its
-  // k-th best from below, so the gate rises to them; then the sample's candidates are dropped
-  // (the main tiles score the same keys again and admit them if they still beat the gate).
-  __device__ void end_samples(int) {
-    flush_all();
-    const ListTeam<4> team = math_team(static_cast<int>(threadIdx.x));
-    team.sync();
-    for (int qi = 0; qi < kQueries; ++qi) {
-      const uint32_t n = *reinterpret_cast<volatile uint32_t*>(&sh.counts[set][group][qi]);
-      if (n >= static_cast<uint32_t>(fused.k)) {
-        const auto boundary = team.find_boundary(lists + int64_t{qi} * fused.slots, n,
-                                                 static_cast<uint32_t>(fused.k));
-        if (team.thread == 0) {
-          atomicMax(reinterpret_cast<unsigned long long*>(&sh.gate[set][qi]),
-                    static_cast<unsigned long long>(boundary.gate()));
-        }
+    const uint32_t lane_flags = lane < kWords ? stage.flags[lane] : 0u;
+    uint32_t words = __ballot_sync(0xffffffffu, lane_flags != 0);
+    while (words != 0) {
+      const int i = __ffs(words) - 1;
+      words &= words - 1;
+      const uint32_t flags = __shfl_sync(0xffffffffu, lane_flags, i);
+      const FlagSlot slot = flag_slot<kQueries>(i, lane);
+      bool admit = false;
+      uint64_t composite = 0;
+      if ((flags >> lane) & 1u) {
+        const float score = stage.score[slot.query][slot.row];
+        const int key = stage.key[slot.row];
+        composite = keys::make_composite(keys::key_from_f32_bits(__float_as_uint(score), true),
+                                         static_cast<uint32_t>(key));
+        admit = key >= sh.begin[slot.query] && key < sh.end[slot.query] &&
+                composite > sh.gate[slot.query];
       }
-      team.sync();
-      if (team.thread == 0) sh.counts[set][group][qi] = 0;
-    }
-    team.sync();
-    refresh_gate_floor();
-  }
-
-  // After the cold sample: this warpgroup's speculative gate of each query (its sample's r-th best
-  // when the range is long enough, 4k, and the list holds r; else none). The second warpgroup to
-  // post one sets the query's speculative gate to the lower of the two (none if either is none),
-  // and the gate rises to it: it fails only when both halves of the sample overshoot.
-  __device__ void end_cold_sample(int) {
-    flush_all();
-    const ListTeam<4> team = math_team(static_cast<int>(threadIdx.x));
-    team.sync();
-    // This warpgroup's share of the sample: the tiles of its parity among the first cold_tiles.
-    const int mine = (ranges->num_sample_tiles + group) % 2 == 0 ? 1 : 0;
-    const int cold = (ranges->order.cold_tiles + mine) / 2;
-    const uint32_t rank = speculative_rank(cold, ranges->num_tiles, fused.k);
-    for (int qi = 0; qi < kQueries; ++qi) {
-      const uint32_t n = *reinterpret_cast<volatile uint32_t*>(&sh.counts[set][group][qi]);
-      const int64_t length = ranges->end[qi] - ranges->begin[qi];
-      uint64_t mine_gate = 0;
-      if (length >= 4 * int64_t{fused.k} && 2 * rank <= static_cast<uint32_t>(fused.k) &&
-          n >= rank) {
-        mine_gate = team.find_boundary(lists + int64_t{qi} * fused.slots, n, rank).gate();
-      }
-      if (team.thread == 0) {
-        sh.speculative_part[set][group][qi] = mine_gate;
-        __threadfence_block();
-        if (atomicAdd(&sh.speculative_posted[set][qi], 1u) == 1u) {
-          __threadfence_block();
-          const uint64_t other =
-              *reinterpret_cast<volatile uint64_t*>(&sh.speculative_part[set][1 - group][qi]);
-          const uint64_t gate = min(mine_gate, other);
-          if (gate != 0) {
-            sh.speculative[set][qi] = gate;
-            atomicMax(reinterpret_cast<unsigned long long*>(&sh.gate[set][qi]),
-                      static_cast<unsigned long long>(gate));
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int qi = flag_slot<kQueries>(i, 2 * half).query;
+        const bool mine = admit && slot.query == qi;
+        const uint32_t ballot = __ballot_sync(0xffffffffu, mine);
+        if (ballot == 0) continue;
+        const int leader = __ffs(ballot) - 1;
+        uint32_t base = 0;
+        if (lane == leader) {
+          base = atomicAdd(&sh.count[qi], static_cast<uint32_t>(__popc(ballot)));
+          if (fused.counters != nullptr) {
+            atomicAdd(&fused.counters[0], static_cast<unsigned long long>(__popc(ballot)));
           }
         }
+        base = __shfl_sync(0xffffffffu, base, leader);
+        if (mine) list_of(qi)[base + __popc(ballot & lanes_below)] = composite;
+      }
+    }
+  }
+
+  // Waits for ring position `position`, filters it and hands it back.
+  __device__ void filter_position(uint32_t position, int lane) {
+    const uint32_t slot = position % kRingStages;
+    sm90::mbarrier_wait(&sh.ring_full[slot], (position / kRingStages) & 1);
+    filter_tile(sh.ring[slot], lane);
+    __syncwarp();
+    if (lane == 0) sm90::mbarrier_arrive(&sh.ring_empty[slot]);
+  }
+
+  // The gate of query qi rises to `gate` (by one thread; the side warps are its only writers).
+  __device__ void raise_gate(int qi, uint64_t gate) {
+    if (gate <= sh.gate[qi]) return;
+    sh.gate[qi] = gate;
+    const uint32_t key = keys::composite_key(gate);
+    sh.gate_score[qi] = key == 0 ? -INFINITY : __uint_as_float(keys::f32_bits_from_key(key, true));
+  }
+
+  // 6a. After the hot sample's tiles.
+  __device__ void end_hot_sample(const Team& team) {
+    for (int qi = 0; qi < kQueries; ++qi) {
+      const uint32_t n = sh.count[qi];
+      if (n >= static_cast<uint32_t>(fused.k)) {
+        const auto boundary = team.find_boundary(list_of(qi), n, static_cast<uint32_t>(fused.k));
+        if (team.thread == 0) raise_gate(qi, boundary.gate());
+      }
+      team.sync();
+      if (team.thread == 0) sh.count[qi] = 0;
+    }
+    team.sync();
+  }
+
+  // 6b. After the cold sample: the speculative gate of each query whose range is long enough (4k)
+  // and whose list holds the sample rank.
+  __device__ void end_cold_sample(const Team& team, const QueryBlockRanges<kQueries>& r) {
+    const uint32_t rank = speculative_rank(r.order.cold_tiles, r.num_tiles, fused.k);
+    for (int qi = 0; qi < kQueries; ++qi) {
+      const uint32_t n = sh.count[qi];
+      const int64_t length = r.end[qi] - r.begin[qi];
+      if (length < 4 * int64_t{fused.k} || 2 * rank > static_cast<uint32_t>(fused.k) || n < rank) {
+        continue;
+      }
+      const uint64_t gate = team.find_boundary(list_of(qi), n, rank).gate();
+      if (team.thread == 0) {
+        sh.speculative[qi] = gate;
+        raise_gate(qi, gate);
       }
       team.sync();
     }
-    refresh_gate_floor();
   }
 
-  // Every kCheckTiles tiles, a list that reached its capacity keeps its k best; the query's gate
-  // rises.
-  __device__ void end_tile(int) {
-    if (++tiles_since_check < kCheckTiles) return;
-    tiles_since_check = 0;
-    const ListTeam<4> team = math_team(static_cast<int>(threadIdx.x));
-    team.sync();
+  // 6c. A list that reached its capacity keeps its k best.
+  __device__ void reduce_full_lists(const Team& team) {
     for (int qi = 0; qi < kQueries; ++qi) {
-      const uint32_t n = *reinterpret_cast<volatile uint32_t*>(&sh.counts[set][group][qi]);
+      const uint32_t n = sh.count[qi];
       if (n < static_cast<uint32_t>(fused.capacity)) continue;
-      const uint64_t gate = team.keep_best(lists + int64_t{qi} * fused.slots, n,
-                                           static_cast<uint32_t>(fused.k));
+      const uint64_t gate = team.keep_best(list_of(qi), n, static_cast<uint32_t>(fused.k));
       if (team.thread == 0) {
         if (fused.counters != nullptr) atomicAdd(&fused.counters[1], 1ull);
-        sh.counts[set][group][qi] = static_cast<uint32_t>(fused.k);
-        atomicMax(reinterpret_cast<unsigned long long*>(&sh.gate[set][qi]),
-                  static_cast<unsigned long long>(gate));
+        sh.count[qi] = static_cast<uint32_t>(fused.k);
+        raise_gate(qi, gate);
       }
       team.sync();
     }
-    refresh_gate_floor();
   }
 
-  // Flushes the stages and hands the set's lists to the side warps.
-  __device__ void end_query_block(int, const QueryBlockRanges<kQueries>&, int math_thread, int) {
-    flush_all();
-    math_team(math_thread).sync();
-    if (threadIdx.x % 32 == 0) sm90::mbarrier_arrive(&sh.set_full[set]);
-  }
-
-  // 6. The side warps: the exact k best of each query of the block.
-  __device__ void side_work(int query_block, const QueryBlockRanges<kQueries>& r, int thread,
-                            int threads) {
-    const int s = iteration % kSets;
-    sm90::mbarrier_wait_sleeping(&sh.set_full[s], (iteration / kSets) & 1);
-    ++iteration;
-    const ListTeam<3> team{sh.scratch[2], 4, thread};
+  // 7. The exact k best of each query of the block; the block goes on the retry list when a
+  // speculative gate turned away too much. Then the lists and gates start over.
+  __device__ void select(const Team& team, int query_block, const QueryBlockRanges<kQueries>& r) {
     const auto k = static_cast<uint32_t>(fused.k);
     bool retry = false;
     for (int qi = 0; qi < kQueries; ++qi) {
       const int t = query_block * kQueries + qi;
       if (t >= args.num_queries) break;
-      const uint64_t* const lists[2] = {list_of(s, 0, qi), list_of(s, 1, qi)};
-      const uint32_t n[2] = {sh.counts[s][0][qi], sh.counts[s][1][qi]};
+      const uint64_t* list = list_of(qi);
+      const uint32_t n = sh.count[qi];
       int32_t* out_indices = fused.indices + int64_t{t} * fused.k;
       float* out_values = fused.values != nullptr ? fused.values + int64_t{t} * fused.k : nullptr;
       const int32_t begin = r.begin[qi];
@@ -353,30 +329,60 @@ struct TopkEpilogue {
               __uint_as_float(keys::f32_bits_from_key(keys::composite_key(c), true));
         }
       };
-      // Both lists whole when they hold at most k together, else the k best of their union.
-      const uint64_t speculative = sh.speculative[s][qi];
-      if (speculative != 0 && team.count_above(lists, n, speculative) < k) retry = true;
-      typename ListTeam<3>::Boundary boundary{0, 0};
-      if (n[0] + n[1] > k) boundary = team.find_boundary(lists, n, k);
-      uint32_t written = team.for_each_kept(lists[0], n[0], boundary, 0, write);
-      written = team.for_each_kept(lists[1], n[1], boundary, written, write);
-      for (uint32_t i = written + thread; i < k; i += threads) {
+      const uint64_t speculative = sh.speculative[qi];
+      if (speculative != 0 && team.count_above(list, n, speculative) < k) retry = true;
+      // The whole list when it holds at most k, else its k best.
+      typename Team::Boundary boundary{0, 0};
+      if (n > k) boundary = team.find_boundary(list, n, k);
+      const uint32_t written = team.for_each_kept(list, n, boundary, 0, write);
+      for (uint32_t i = written + team.thread; i < k; i += kSideThreads) {
         out_indices[i] = -1;
         if (out_values != nullptr) out_values[i] = NAN;
       }
     }
-    if (retry && thread == 0) {
+    if (retry && team.thread == 0) {
       fused.retry[1 + atomicAdd(&fused.retry[0], 1)] = query_block;
       if (fused.counters != nullptr) atomicAdd(&fused.counters[2], 1ull);
     }
-    if (thread < kQueries) {
-      sh.counts[s][0][thread] = sh.counts[s][1][thread] = 0;
-      sh.gate[s][thread] = kInitialGate;
-      sh.speculative[s][thread] = 0;
-      sh.speculative_posted[s][thread] = 0;
-    }
     team.sync();
-    if (thread % 32 == 0) sm90::mbarrier_arrive(&sh.set_empty[s]);
+    if (team.thread < kQueries) sh.reset(team.thread);
+    team.sync();
+  }
+
+  // The side warps' whole query block: warp w filters tiles w, w + 3, ... as they arrive; they
+  // meet at the end of the hot sample, of the cold sample, every kCheckTiles tiles and at the end
+  // for the gate updates between tiles (each when every tile before it is filtered), then select.
+  __device__ void side_work(int query_block, const QueryBlockRanges<kQueries>& r, int thread,
+                            int /*threads: kSideThreads*/) {
+    const Team team{sh.scratch, kSideBarrier, thread};
+    const int warp = thread / 32;
+    const int lane = thread % 32;
+    ++block_iteration;
+    if (thread < kQueries) {
+      sh.begin[thread] = r.begin[thread];
+      sh.end[thread] = r.end[thread];
+    }
+    if (thread == 0) sh.gate_owner = block_iteration;
+    team.sync();
+    const int samples = r.num_sample_tiles;
+    const int cold_end = r.order.cold_tiles > 0 ? samples + r.order.cold_tiles : -1;
+    const int tiles = samples + r.num_tiles;
+    int next = warp;  // this warp's next tile
+    for (int done = 0; done < tiles;) {
+      int boundary = min(tiles, (done / kCheckTiles + 1) * kCheckTiles);
+      if (samples > done) boundary = min(boundary, samples);
+      if (cold_end > done) boundary = min(boundary, cold_end);
+      for (; next < boundary; next += kSideWarps) {
+        filter_position(side_base + static_cast<uint32_t>(next), lane);
+      }
+      team.sync();
+      if (boundary == samples) end_hot_sample(team);
+      if (boundary == cold_end) end_cold_sample(team, r);
+      if (boundary % kCheckTiles == 0) reduce_full_lists(team);
+      done = boundary;
+    }
+    side_base += static_cast<uint32_t>(tiles);
+    select(team, query_block, r);
   }
 };
 
@@ -394,9 +400,7 @@ __global__ void __launch_bounds__(sm90core::kThreads, 1)
   sm90core::run_core<kHeads>(&q_map, &kv_map, args, core, epilogue);
 }
 
-int64_t lists_per_block(const IndexerProblem& problem) {
-  return int64_t{kSets} * 2 * core_queries_per_block(problem);
-}
+int64_t lists_per_block(const IndexerProblem& problem) { return core_queries_per_block(problem); }
 
 // The speculative launch over every query block, then the retry launch over the listed ones.
 template <int kHeads>

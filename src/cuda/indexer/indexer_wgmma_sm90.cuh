@@ -11,15 +11,15 @@
 //    indices), then the key tiles by TMA, in core/tile_order.h's order: with a cold sample,
 //    evenly strided tiles of the range first.
 // 2. Math warpgroups 0 and 1 take alternate tiles (ping-pong: one runs wgmma while the other runs
-//    its epilogue); after its last sample tile a warpgroup calls Epilogue::end_samples. Keys sit on the M side (64 per tile), query-heads on N: two banks of 128
+//    its epilogue). Keys sit on the M side (64 per tile), query-heads on N: two banks of 128
 //    columns, each 4 wgmma m64n128k32 steps over the head dimension. The epilogue of bank 0 runs
 //    while bank 1 is still in the tensor cores.
 // 3. Epilogue per bank: relu (keeping NaN), head weights, the head sum (in-thread, then two quad
 //    shuffles), times kv_scale; then Epilogue::consume_bank with the bank's queries' scores of
-//    keys key0 and key1 = key0 + 8.
-//    After its last cold-sample tile a warpgroup calls Epilogue::end_cold_sample.
+//    the tile's rows row0 and row0 + 8 (keys key0 and key1), and Epilogue::end_tile per tile.
 // 4. The other three warps of warpgroup 2 run Epilogue::side_work for each query block (the logits
-//    kernel fills the keys outside the tiles with -inf there).
+//    kernel fills the keys outside the tiles with -inf there; the fused kernel filters the scores
+//    and selects).
 // The query blocks are all of them in order, or those of a block list (a re-run of some).
 #pragma once
 
@@ -196,10 +196,9 @@ __device__ __forceinline__ float relu_keep_nan(float x) {
   return y;
 }
 
-// The kernel body. Epilogue: constructed per block from (epilogue args, its shared storage); its
-// hooks are called by the math threads (begin_query_block, consume_bank, end_samples,
-// end_cold_sample, end_tile, end_query_block, with the math thread index 0..255 and warpgroup)
-// and by the side warps (side_work).
+// The kernel body. Epilogue: constructed per thread from (epilogue args, its shared storage); its
+// hooks are called by the math threads (begin_query_block; consume_bank and end_tile with the
+// tile's iteration, counted over the block's query blocks) and by the side warps (side_work).
 template <int kHeads, class Epilogue>
 __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtensorMap* kv_map,
                                          const CoreArgs& args, CoreStorage<kHeads>& s,
@@ -301,7 +300,6 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
   // 2. The math warpgroups.
   sm90::warpgroup_registers_increase<kMathRegisters>();
   const int group = warp / 4;
-  const int math_thread = static_cast<int>(threadIdx.x);
   const int row0 = (warp % 4) * 16 + lane / 4;
   const int quad_lane = lane % 4;
   uint32_t kv_base = 0;
@@ -313,7 +311,6 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
     const QueryBlockRanges<S::kQueries>& ranges = s.ranges[slot];
     const int num_samples = ranges.num_sample_tiles;
     const int num_tiles = num_samples + ranges.num_tiles;
-    const int cold_end = num_samples + ranges.order.cold_tiles;
     float weights[S::kQueries][S::kWeightsPerQuery];
 #pragma unroll
     for (int qi = 0; qi < S::kQueries; ++qi) {
@@ -325,18 +322,8 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
         weights[qi][2 * j + 1] = w.y;
       }
     }
-    epilogue.begin_query_block(qb, ranges, math_thread, group);
-    bool samples_done = num_samples == 0;
-    bool cold_done = ranges.order.cold_tiles == 0;
+    epilogue.begin_query_block(qb, ranges);
     for (int tile = group; tile < num_tiles; tile += kMathGroups) {
-      if (!samples_done && tile >= num_samples) {
-        epilogue.end_samples(group);
-        samples_done = true;
-      }
-      if (!cold_done && tile >= cold_end) {
-        epilogue.end_cold_sample(group);
-        cold_done = true;
-      }
       const uint32_t iter = kv_base + static_cast<uint32_t>(tile);
       const uint32_t stage = iter % kKvStages;
       // A key tile's keys and scales are known before its data lands; a sample tile's after.
@@ -415,14 +402,12 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
           scores0[bq] *= scale0;
           scores1[bq] *= scale1;
         }
-        epilogue.consume_bank(bank * S::kBankQueries, scores0, scores1, key0, key1, quad_lane);
+        epilogue.consume_bank(iter, row0, bank * S::kBankQueries, scores0, scores1, key0, key1,
+                              quad_lane);
       }
-      epilogue.end_tile(group);
+      epilogue.end_tile(iter);
     }
-    if (!samples_done) epilogue.end_samples(group);
-    if (!cold_done) epilogue.end_cold_sample(group);
     kv_base += static_cast<uint32_t>(num_tiles);
-    epilogue.end_query_block(qb, ranges, math_thread, group);
     if (lane == 0) sm90::mbarrier_arrive(&s.q_empty[slot]);
   }
 }

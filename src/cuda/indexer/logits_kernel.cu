@@ -30,14 +30,14 @@ struct LogitsEpilogue {
   const QueryBlockRanges<kQueries>* ranges = nullptr;
   int t0 = 0;
 
-  __device__ void begin_query_block(int query_block, const QueryBlockRanges<kQueries>& r, int,
-                                    int) {
+  __device__ void begin_query_block(int query_block, const QueryBlockRanges<kQueries>& r) {
     ranges = &r;
     t0 = query_block * kQueries;
   }
 
   template <int kBankQueries>
-  __device__ __forceinline__ void consume_bank(int first_query, const float (&scores0)[kBankQueries],
+  __device__ __forceinline__ void consume_bank(uint32_t, int, int first_query,
+                                               const float (&scores0)[kBankQueries],
                                                const float (&scores1)[kBankQueries], int key0,
                                                int key1, int quad_lane) {
     const int key = quad_lane == 0 ? key0 : key1;
@@ -53,10 +53,7 @@ struct LogitsEpilogue {
     }
   }
 
-  __device__ void end_samples(int) {}  // the logits kernel has no hot or cold sample
-  __device__ void end_cold_sample(int) {}
-  __device__ void end_tile(int) {}
-  __device__ void end_query_block(int, const QueryBlockRanges<kQueries>&, int, int) {}
+  __device__ void end_tile(uint32_t) {}
 
   // -inf over [0, first_key) and [first_key + 64 tiles, S) of every row of the block.
   __device__ void side_work(int query_block, const QueryBlockRanges<kQueries>& r, int thread,

@@ -307,5 +307,23 @@ TEST(IndexerOptionsValidation, UnknownAlgoNamesTheOption) {
   EXPECT_NE(status.message().find("options.algo"), std::string::npos);
 }
 
+// auto's cost model (indexer_topk_dispatch): unfused where the H200 measured it faster (S up to
+// 256K at k = 2048), fused from S = 384 k on (1M at k = 2048 measured faster fused).
+TEST(IndexerDispatch, FusedOnlyForLongContexts) {
+  IndexerProblem p;
+  p.num_queries = 8192;
+  p.num_heads = 64;
+  p.head_dim = 128;
+  p.k = 2048;
+  for (int64_t keys : {int64_t{65536}, int64_t{131072}, int64_t{262144}, int64_t{524288}}) {
+    p.num_keys = keys;
+    EXPECT_EQ(indexer_topk_dispatch(p), IndexerAlgo::kUnfused) << "S = " << keys;
+  }
+  p.num_keys = 1048576;
+  EXPECT_EQ(indexer_topk_dispatch(p), IndexerAlgo::kFused);
+  p.k = 8192;
+  EXPECT_EQ(indexer_topk_dispatch(p), IndexerAlgo::kUnfused);
+}
+
 }  // namespace
 }  // namespace litetopk

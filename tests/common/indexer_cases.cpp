@@ -305,6 +305,18 @@ IndexerProblem make_indexer_problem(const IndexerCase& c, const HostIndexerInput
   return p;
 }
 
+IndexerCase causal_case(std::string name, int64_t T, int64_t S, int64_t H, int64_t k,
+                        uint64_t seed) {
+  IndexerCase c;
+  c.name = std::move(name);
+  c.T = T;
+  c.S = S;
+  c.H = H;
+  c.k = k;
+  c.seed = seed;
+  return c;
+}
+
 std::vector<IndexerCase> indexer_cases() {
   struct Shape {
     int64_t T, S, H, k;
@@ -328,17 +340,13 @@ std::vector<IndexerCase> indexer_cases() {
 
   std::vector<IndexerCase> cases;
   auto add = [&](IndexerPattern pattern, RangePattern ranges, const Shape& shape) {
-    IndexerCase c;
-    c.T = shape.T;
-    c.H = shape.H;
-    c.S = shape.S;
-    c.k = shape.k;
+    IndexerCase c = causal_case(
+        std::string(indexer_pattern_name(pattern)) + "_" + range_pattern_name(ranges) + "_T" +
+            std::to_string(shape.T) + "_S" + std::to_string(shape.S) + "_H" +
+            std::to_string(shape.H) + "_k" + std::to_string(shape.k),
+        shape.T, shape.S, shape.H, shape.k, 1000 + cases.size());
     c.pattern = pattern;
     c.ranges = ranges;
-    c.seed = 1000 + cases.size();
-    c.name = std::string(indexer_pattern_name(pattern)) + "_" + range_pattern_name(ranges) + "_T" +
-             std::to_string(c.T) + "_S" + std::to_string(c.S) + "_H" + std::to_string(c.H) +
-             "_k" + std::to_string(c.k);
     cases.push_back(c);
   };
   int rotation = 0;

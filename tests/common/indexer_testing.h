@@ -90,6 +90,10 @@ IndexerProblem make_indexer_problem(const IndexerCase& c, const HostIndexerInput
 // reference + oracle over the whole list takes seconds on two cores.
 std::vector<IndexerCase> indexer_cases();
 
+// A random-pattern causal-chunk case of the given shape (D = 128).
+IndexerCase causal_case(std::string name, int64_t T, int64_t S, int64_t H, int64_t k,
+                        uint64_t seed);
+
 // Per-query tolerance of the oracle check: a bound on |fp32 score - exact score| for any fp32
 // evaluation of the score formula (any summation order):
 //

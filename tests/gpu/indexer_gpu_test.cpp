@@ -203,11 +203,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, IndexerGpu, ::testing::ValuesIn(indexer_cases())
 
 TEST(IndexerGpuErrors, WorkspaceTooSmall) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
-  IndexerCase c;
-  c.name = "Errors";
-  c.T = 4;
-  c.S = 3000;
-  c.k = 2049;
+  const IndexerCase c = causal_case("Errors", 4, 3000, 64, 2049, 1);
   const HostIndexerInputs in = make_indexer_inputs(c);
   DeviceInputs dev;
   ASSERT_TRUE(dev.upload(c, in).is_ok());
@@ -239,13 +235,7 @@ namespace {
 TEST(IndexerGpuSmall, FusedUnderSanitizer) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   for (int64_t heads : {32, 64}) {
-    IndexerCase c;
-    c.name = "SmallFused";
-    c.T = 6;
-    c.S = 3000;
-    c.H = heads;
-    c.k = 64;
-    c.seed = 5;
+    const IndexerCase c = causal_case("SmallFused", 6, 3000, heads, 64, 5);
     const HostIndexerInputs in = make_indexer_inputs(c);
     HostTopk fused;
     const Status s = run_topk(c, in, IndexerAlgo::kFused, &fused, 1);
@@ -258,13 +248,7 @@ TEST(IndexerGpuSmall, FusedUnderSanitizer) {
 // (it keeps them) and at most every key of the ranges; the smallest capacity forces reductions.
 TEST(IndexerGpuSmall, FusedCandidateCounters) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
-  IndexerCase c;
-  c.name = "SmallCounters";
-  c.T = 6;
-  c.S = 3000;
-  c.H = 64;
-  c.k = 64;
-  c.seed = 9;
+  const IndexerCase c = causal_case("SmallCounters", 6, 3000, 64, 64, 9);
   const HostIndexerInputs in = make_indexer_inputs(c);
   IndexerOptions options;
   options.algo = IndexerAlgo::kFused;
@@ -309,13 +293,7 @@ TEST(IndexerGpuSmall, FusedColdSampleRetriesFailedBlocks) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   const ColdSampleTiles tiles("8");
   for (int64_t heads : {32, 64}) {
-    IndexerCase c;
-    c.name = "ColdSampleRetry";
-    c.T = 8;
-    c.S = 16384;
-    c.H = heads;
-    c.k = 64;
-    c.seed = 21;
+    const IndexerCase c = causal_case("ColdSampleRetry", 8, 16384, heads, 64, 21);
     HostIndexerInputs in = make_indexer_inputs(c);
     for (int64_t key = 0; key < c.S; ++key) {
       if ((key / 64) % 32 == 0) in.kv_scale[static_cast<std::size_t>(key)] = 64.0f;
@@ -348,13 +326,7 @@ TEST(IndexerGpuSmall, FusedColdSampleRetriesFailedBlocks) {
 // unfused path, with and without the cold sample; the candidate counts are printed.
 TEST(IndexerGpuSmall, FusedColdSampleExact) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
-  IndexerCase c;
-  c.name = "ColdSample";
-  c.T = 16;
-  c.S = 65536;
-  c.H = 64;
-  c.k = 512;
-  c.seed = 77;
+  const IndexerCase c = causal_case("ColdSample", 16, 65536, 64, 512, 77);
   const HostIndexerInputs in = make_indexer_inputs(c);
   HostTopk unfused;
   Status s = run_topk(c, in, IndexerAlgo::kUnfused, &unfused);
@@ -406,13 +378,7 @@ std::vector<int32_t> state_header(const DeviceBuffer& state) {
 // (never written by litetopk: ignored, then overwritten). Both algorithms write the sample.
 TEST(IndexerGpuSmall, HotSampleAcrossChunks) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
-  IndexerCase c;
-  c.name = "HotSample";
-  c.T = 12;
-  c.H = 64;
-  c.S = 12000;
-  c.k = 64;
-  c.seed = 33;
+  const IndexerCase c = causal_case("HotSample", 12, 12000, 64, 64, 33);
   IndexerCase c1 = c;
   c1.S = c.S - c.T;
   const std::size_t state_bytes = indexer_state_bytes(c.k);
@@ -471,11 +437,7 @@ TEST(IndexerGpuSmall, HotSampleAcrossChunks) {
 
 TEST(IndexerGpuErrors, StateTooSmall) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
-  IndexerCase c;
-  c.name = "StateTooSmall";
-  c.T = 4;
-  c.S = 3000;
-  c.k = 16;
+  const IndexerCase c = causal_case("StateTooSmall", 4, 3000, 64, 16, 1);
   const HostIndexerInputs in = make_indexer_inputs(c);
   DeviceInputs dev;
   ASSERT_TRUE(dev.upload(c, in).is_ok());

@@ -154,7 +154,7 @@ int run_indexer(const IndexerArgs& args) {
         {"algo", run.algo},
         {"candidate_capacity", args.candidate_capacity},
         {"state", args.state},
-        {"cold_sample", !args.no_cold_sample},
+        {"cold_sample", run.algo == "fused" ? Json(!args.no_cold_sample) : Json()},
         {"state_bytes", run.state_bytes},
         {"warmup", args.bench.warmup},
         {"iters", args.bench.iters},

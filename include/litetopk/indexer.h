@@ -61,21 +61,22 @@ Status indexer_state_reset(const IndexerState& state, cudaStream_t stream);
 struct IndexerOptions {
   IndexerAlgo algo = IndexerAlgo::kAuto;
   const IndexerState* state = nullptr;
-  // Candidates per list in the fused kernel (each of a block's two math warpgroups keeps one list
-  // per query; a list that fills is reduced to its k best, which raises the query's gate). 0
-  // picks the default: 4k when the lists fit in 2% of the [T, S] fp32 logits, less otherwise.
+  // Candidates per list in the fused kernel (one list per query of a thread block's current query
+  // block; a list that fills is reduced to its k best, which raises the query's gate). 0 picks
+  // the default: 4k when the lists fit in 2% of the [T, S] fp32 logits, less otherwise.
   // Values below 2k are raised to 2k. Any value gives the exact result; small ones cost time.
   int64_t candidate_capacity = 0;
-  // The fused kernel's cold sample: it first scores a few dozen key tiles evenly strided over a
-  // query block's range, and gates the rest speculatively at a score that the query's k best
+  // The fused kernel's cold sample: it first scores 8 to 512 key tiles (66 at S = 128K, 133 at
+  // 1M for k = 2048) evenly strided over a query block's range, and gates the rest speculatively at a score that the query's k best
   // very likely beat; a query whose k best turn out not to (about 1 in 10^6 on random scores;
   // always on constant ones) has its block re-run without it. Exact either way; off, the gate
   // rises only as the candidate lists fill, and more candidates are admitted.
   bool cold_sample = true;
   // Optional device uint64[3] the fused kernel adds its counts to (for measuring, not needed for
   // the result): [0] the candidates it admitted into its lists, [1] the list reductions it ran,
-  // [2] the query blocks it re-ran after a failed speculative gate. Zero it before the call;
-  // other paths leave it alone.
+  // [2] the query blocks it re-ran after a failed speculative gate ([0] and [1] include the
+  // re-runs' work). Zero it before the call; other paths leave it alone. (Until 2026-11-29 it
+  // had two entries: a caller's buffer needs the third now.)
   unsigned long long* candidate_counters = nullptr;
 };
 

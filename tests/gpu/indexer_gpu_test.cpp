@@ -253,6 +253,7 @@ TEST(IndexerGpuSmall, FusedCandidateCounters) {
   IndexerOptions options;
   options.algo = IndexerAlgo::kFused;
   options.candidate_capacity = 1;
+  options.cold_sample = false;  // a re-run block would count its candidates twice
   HostTopk fused;
   unsigned long long counts[3] = {};
   const Status s = run_with_options(c, in, options, &fused, &counts);
@@ -286,9 +287,9 @@ class ColdSampleTiles {
 // Inputs whose k best all lie in the cold sample: with 8 sample tiles over a range of 256 tiles
 // (S = 16384, every query's range nearly all of it), the sample is key tiles 0, 32, 64, ...; their
 // kv scales are 64x the others and the weights positive, so those tiles hold every query's k
-// best. A warpgroup's speculative gate is then its r-th best sample score (r about 7, k = 64): far
-// fewer than k keys beat it, every query fails its check, and every query block is re-run. The
-// results are exact, the same as unfused and as without the cold sample.
+// best. A query's speculative gate is then its r-th best sample score (mu = 8 x 64 / 256 = 2,
+// r = 11, k = 64): far fewer than k keys beat it, every query fails its check, and every query
+// block is re-run. The results are exact, the same as unfused and as without the cold sample.
 TEST(IndexerGpuSmall, FusedColdSampleRetriesFailedBlocks) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   const ColdSampleTiles tiles("8");

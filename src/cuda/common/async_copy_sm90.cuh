@@ -50,12 +50,6 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* barrier, uint32_t parity
   }
 }
 
-// mbarrier_wait for a waiter that is not in a hurry (it may wait for a long time): it sleeps
-// between polls so that it does not take issue slots from the warps doing the work.
-__device__ __forceinline__ void mbarrier_wait_sleeping(uint64_t* barrier, uint32_t parity) {
-  while (!mbarrier_try_wait(barrier, parity)) __nanosleep(256);
-}
-
 // Copies 16 bytes from global to shared memory asynchronously (cp.async, L2 only); with
 // `valid` false it writes 16 zero bytes and reads nothing. Completion: cp_async_commit /
 // cp_async_wait.

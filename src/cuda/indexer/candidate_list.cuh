@@ -1,16 +1,16 @@
-// Exact top-k over a candidate list in global memory, run by a team of warps (a math warpgroup or
-// the side warps of the fused indexer kernel) synchronized by a named barrier.
+// Exact top-k over a candidate list in global memory, run by a team of warps (the side warps of
+// the fused indexer kernel) synchronized by a named barrier.
 //
 // Candidates are distinct 64-bit composites (score key << 32 | ~key index, core/score_keys.h):
 // larger is better and no two are equal, so "the k best" is always exactly k elements.
-// 1. find_boundary: radix descent, 11 bits per pass from the
-//    top, kBatch loads in flight per thread: a 2048-bin histogram of the candidates that share
+// 1. find_boundary: radix descent, 11 bits per pass from the top, kBatch loads in flight per
+//    thread: a 2048-bin histogram of the candidates that share
 //    the prefix found so far picks the digit holding the k-th best, until the candidates of that
 //    prefix are all needed (at the latest when one is left). Scores of one query share their top
 //    bits, so this takes 2 to 3 passes.
 // 2. for_each_kept: an order-preserving pass over kBatch rounds of 32 * warps candidates at a time
-//    (two barriers per batch), handing every kept element (top bits >= the prefix: exactly k over
-//    the lists) and its position to a writer: compact (in place: a batch reads everything before
+//    (two barriers per batch), handing every kept element (top bits >= the prefix: exactly k) and
+//    its position to a writer: compact (in place: a batch reads everything before
 //    it writes, and writes only below what it has read) or the kernel's output.
 // keep_best = both on one list; it returns the gate that the kept list implies: any later
 // candidate at or below it is beaten by the k kept ones and can be dropped.
@@ -140,7 +140,7 @@ struct ListTeam {
   }
 
   // Keeps the k best of list[0, n) (n > k) in list[0, k); returns the new gate. Not inlined: the
-  // math warpgroups call it rarely, and inlined it would crowd their registers everywhere.
+  // side warps call it rarely, and inlined it would crowd their 72 registers everywhere.
   __device__ __noinline__ uint64_t keep_best(uint64_t* list, uint32_t n, uint32_t k) const {
     const Boundary boundary = find_boundary(list, n, k);
     compact(list, n, boundary);

@@ -113,6 +113,19 @@ __device__ __forceinline__ FlagSlot flag_slot(int word, int lane) {
   return {16 * w + lane / 4 + 8 * (lane % 2), bank * kQueries / 2 + 2 * j + (lane % 4) / 2};
 }
 
+__device__ __forceinline__ uint64_t gate_floor_word(int block_iteration, float score) {
+  return (uint64_t{static_cast<uint32_t>(block_iteration)} << 32) | __float_as_uint(score);
+}
+
+// The score below which nothing beats a gate: that of the gate's key, -inf for keys at or below
+// -inf's (the initial gate's 0, and boundaries among -inf scores, whose keys decode to NaN).
+__device__ __forceinline__ float gate_floor_score(uint64_t gate) {
+  const uint32_t minus_infinity_key = keys::key_from_f32_bits(__float_as_uint(-INFINITY), true);
+  const uint32_t key = keys::composite_key(gate);
+  return key <= minus_infinity_key ? -INFINITY
+                                   : __uint_as_float(keys::f32_bits_from_key(key, true));
+}
+
 template <int kQueries>
 struct FusedShared {
   ScoreStage<kQueries> ring[kRingStages];
@@ -120,13 +133,14 @@ struct FusedShared {
   uint64_t ring_empty[kRingStages];
   uint64_t gate[kQueries];
   uint64_t speculative[kQueries];  // 0: none
-  float gate_score[kQueries];      // the score of the gate's key (-inf for the initial gate)
+  // The gate as a score for the math warps' flags, tagged with the query block it belongs to
+  // (its iteration in this block's walk): gate_floor_word. One 64-bit word, written and read in
+  // one access, so that a math warp running ahead into the next query block can never pair that
+  // block with this one's gate.
+  uint64_t gate_floor[kQueries];
   uint32_t count[kQueries];
   int32_t begin[kQueries];  // the clamped ranges of the block's queries
   int32_t end[kQueries];
-  // The query block (its iteration in this block's walk) that the gates belong to: the math
-  // warps flag against them only for that block (they may run ahead into the next one).
-  int32_t gate_owner;
   ListScratch scratch;
 
   __device__ void init() {
@@ -134,14 +148,15 @@ struct FusedShared {
       sm90::mbarrier_init(&ring_full[i], 128);  // every thread of the writing warpgroup
       sm90::mbarrier_init(&ring_empty[i], 1);  // the side warp that filtered the tile
     }
-    for (int qi = 0; qi < kQueries; ++qi) reset(qi);
-    gate_owner = 0;
+    for (int qi = 0; qi < kQueries; ++qi) {
+      reset(qi);
+      gate_floor[qi] = gate_floor_word(-1, -INFINITY);
+    }
   }
 
   __device__ void reset(int qi) {
     gate[qi] = kInitialGate;
     speculative[qi] = 0;
-    gate_score[qi] = -INFINITY;
     count[qi] = 0;
   }
 };
@@ -180,8 +195,6 @@ struct TopkEpilogue {
     const int bank = first_query / kBankQueries;
     const int row = row0 + 8 * (quad_lane % 2);
     if (first_query == 0 && quad_lane < 2) stage.key[row] = quad_lane == 0 ? key0 : key1;
-    const bool gates_live =
-        *reinterpret_cast<volatile int32_t*>(&sh.gate_owner) == block_iteration;
 #pragma unroll
     for (int j = 0; j < kBankQueries / 2; ++j) {
       // Static indices into the sums (a computed one would put them in local memory).
@@ -190,7 +203,10 @@ struct TopkEpilogue {
       const float row_odd = quad_lane / 2 == 0 ? scores1[2 * j] : scores1[2 * j + 1];
       const float score = quad_lane % 2 == 0 ? row_even : row_odd;
       stage.score[first_query + bq][row] = score;
-      const float floor = gates_live ? sh.gate_score[first_query + bq] : -INFINITY;
+      const uint64_t word =
+          *reinterpret_cast<volatile uint64_t*>(&sh.gate_floor[first_query + bq]);
+      const bool live = static_cast<int>(word >> 32) == block_iteration;
+      const float floor = live ? __uint_as_float(static_cast<uint32_t>(word)) : -INFINITY;
       const uint32_t flags = __ballot_sync(0xffffffffu, score >= floor);
       if (lane == 0) stage.flags[(bank * 4 + warp) * (kBankQueries / 2) + j] = flags;
     }
@@ -257,8 +273,8 @@ struct TopkEpilogue {
   __device__ void raise_gate(int qi, uint64_t gate) {
     if (gate <= sh.gate[qi]) return;
     sh.gate[qi] = gate;
-    const uint32_t key = keys::composite_key(gate);
-    sh.gate_score[qi] = key == 0 ? -INFINITY : __uint_as_float(keys::f32_bits_from_key(key, true));
+    *reinterpret_cast<volatile uint64_t*>(&sh.gate_floor[qi]) =
+        gate_floor_word(block_iteration, gate_floor_score(gate));
   }
 
   // 6a. After the hot sample's tiles.
@@ -361,8 +377,9 @@ struct TopkEpilogue {
     if (thread < kQueries) {
       sh.begin[thread] = r.begin[thread];
       sh.end[thread] = r.end[thread];
+      *reinterpret_cast<volatile uint64_t*>(&sh.gate_floor[thread]) =
+          gate_floor_word(block_iteration, -INFINITY);
     }
-    if (thread == 0) sh.gate_owner = block_iteration;
     team.sync();
     const int samples = r.num_sample_tiles;
     const int cold_end = r.order.cold_tiles > 0 ? samples + r.order.cold_tiles : -1;
@@ -400,8 +417,6 @@ __global__ void __launch_bounds__(sm90core::kThreads, 1)
   sm90core::run_core<kHeads>(&q_map, &kv_map, args, core, epilogue);
 }
 
-int64_t lists_per_block(const IndexerProblem& problem) { return core_queries_per_block(problem); }
-
 // The speculative launch over every query block, then the retry launch over the listed ones.
 template <int kHeads>
 Status launch(const IndexerProblem& problem, const FusedPlan& plan, void* lists, int32_t* retry,
@@ -438,16 +453,21 @@ Status launch(const IndexerProblem& problem, const FusedPlan& plan, void* lists,
   return Status::ok();
 }
 
-// Cold-sample tiles: a warpgroup's share of c sample tiles holds mu = c k / (2 n) of a query's k
-// best (n key tiles), and after the sample a query admits about k (1 + 3 / sqrt(mu)) more
-// candidates, while the sample itself admits about 64 c. Their sum is least at
-// c^1.5 = 1.5 k sqrt(2 n / k) / 64. Four times that is taken, within [8, 512] tiles: a candidate
-// admitted after the sample costs the side warps more than one in the sample's dense tiles, and
-// on the H200 (T = 8192, k = 2048) 64 sample tiles beat 16 and 32 at 128K and 256K and matched 32
-// at 1M. LITETOPK_COLD_SAMPLE_TILES overrides it (a tuning knob for benchmarks).
+// Cold-sample tiles c for ranges of n key tiles: the sample admits about 64 c candidates per
+// query, and after it a query admits about k (1 + z / sqrt(c k / n)) more (the speculative gate's
+// margin, z = 4.75). The default, 4 (1.5 k sqrt(2 n / k) / 64)^(2/3) within [8, 512] tiles, is
+// the optimum of an earlier, two-warpgroup form of that model times four, chosen by measurement on
+// the H200 (T = 8192, k = 2048): a candidate admitted after the sample costs the side warps more
+// than one in the sample's dense tiles, and 64 tiles beat 16 and 32 at 128K and 256K; at 1M, 64-73
+// tiles ran 1-3% faster than this default's 133. LITETOPK_COLD_SAMPLE_TILES (a count of tiles,
+// 0 = none) overrides it, a tuning knob for benchmarks; other values are ignored.
 int32_t cold_sample_tiles(const IndexerProblem& problem) {
   if (const char* env = std::getenv("LITETOPK_COLD_SAMPLE_TILES"); env != nullptr) {
-    return static_cast<int32_t>(std::clamp(std::atol(env), 0L, 1L << 20));
+    char* end = nullptr;
+    const long tiles = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && tiles >= 0 && tiles <= (1L << 20)) {
+      return static_cast<int32_t>(tiles);
+    }
   }
   const double k = static_cast<double>(problem.k);
   const double tiles = static_cast<double>(problem.num_keys) / sm90core::kTileKeys;
@@ -464,9 +484,9 @@ Status plan_fused(const IndexerProblem& problem, int64_t requested_capacity, boo
   const int64_t query_blocks = core_query_blocks(problem);
   plan->blocks = static_cast<unsigned>(
       std::max<int64_t>(1, std::min<int64_t>(query_blocks, device.sm_count)));
-  const int64_t lists = plan->blocks * lists_per_block(problem);
-  // Two k's are the least a list needs (the merge appends one list's k best to the other's);
-  // the default aims at 4k within 2% of the [T, S] fp32 logits, and never below 2k.
+  const int64_t lists = plan->blocks * core_queries_per_block(problem);  // one per query
+  // 2k is the least a list gets (a reduction to the k best then frees at least k slots); the
+  // default aims at 4k within 2% of the [T, S] fp32 logits, and never below 2k.
   const int64_t least = 2 * problem.k;
   int64_t capacity = requested_capacity;
   if (capacity == 0) {

@@ -81,7 +81,6 @@ __device__ __forceinline__ int query_block_at(const CoreArgs& args, int i) {
   return args.block_list == nullptr ? i : args.block_list[1 + i];
 }
 
-
 // Positions of the hot sample in use: none unless the writer's magic word is there.
 __device__ __forceinline__ int32_t hot_sample_count(const CoreArgs& args) {
   if (args.hot == nullptr || args.hot[hot_sample::kMagicWord] != hot_sample::kMagic) return 0;

@@ -10,6 +10,7 @@
 
 #include "common/indexer_testing.h"
 #include "core/device_memory.h"
+#include "core/hot_sample_layout.h"
 #include "core/fp8_e4m3.h"
 #include "gpu/gpu_select_runner.h"
 
@@ -434,6 +435,46 @@ TEST(IndexerGpuSmall, HotSampleAcrossChunks) {
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   EXPECT_TRUE(check_indexer_oracle(c, second, r.indices.data(), r.values.data(), gpu_rel(c)));
   EXPECT_EQ(state_header(state)[2], 0x4c54484f);
+}
+
+// A hot sample whose k positions all score -inf (negative weights, kv_scale +inf there): the k
+// best of the sample bound the gate at a boundary among -inf composites, whose key lies below
+// -inf's. The gate must read as -inf (an earlier version decoded it as NaN, after which no score
+// passed the math warps' flags and every query came out -1). The state is written by hand in its
+// layout (core/hot_sample_layout.h); the cold sample is off to isolate the hot one.
+TEST(IndexerGpuSmall, HotSampleOfMinusInfinityScores) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
+  const IndexerCase c = causal_case("HotMinusInfinity", 4, 3000, 64, 16, 41);
+  HostIndexerInputs in = make_indexer_inputs(c);
+  for (float& w : in.weights) w = -std::fabs(w) - 0.01f;
+  std::vector<int32_t> state_words(indexer_state_bytes(c.k) / sizeof(int32_t), 0);
+  state_words[hot_sample::kCountWord] = static_cast<int32_t>(c.k);
+  state_words[hot_sample::kCapacityWord] = static_cast<int32_t>(hot_sample::capacity(c.k));
+  state_words[hot_sample::kMagicWord] = hot_sample::kMagic;
+  for (int64_t i = 0; i < c.k; ++i) {
+    const int64_t position = 100 + 7 * i;  // inside every query's causal range
+    state_words[static_cast<std::size_t>(hot_sample::kHeaderWords + i)] =
+        static_cast<int32_t>(position);
+    in.kv_scale[static_cast<std::size_t>(position)] = INFINITY;
+  }
+  DeviceBuffer state;
+  ASSERT_TRUE(state.allocate(state_words.size() * sizeof(int32_t)).is_ok());
+  ASSERT_TRUE(detail::copy_to_device(state.data(), state_words.data(),
+                                     state_words.size() * sizeof(int32_t))
+                  .is_ok());
+  IndexerState st{state.data(), state_words.size() * sizeof(int32_t)};
+  HostTopk unfused, fused;
+  Status s = run_topk(c, in, IndexerAlgo::kUnfused, &unfused);
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  IndexerOptions options;
+  options.algo = IndexerAlgo::kFused;
+  options.state = &st;
+  options.cold_sample = false;
+  s = run_with_options(c, in, options, &fused);
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_TRUE(check_indexer_oracle(c, in, fused.indices.data(), fused.values.data(), gpu_rel(c)));
+  EXPECT_TRUE(check_indexer_agreement(c, fused.indices.data(), fused.values.data(),
+                                      unfused.indices.data(), unfused.values.data()));
 }
 
 TEST(IndexerGpuErrors, StateTooSmall) {

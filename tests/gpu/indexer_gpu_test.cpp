@@ -345,7 +345,8 @@ TEST(IndexerGpuSmall, FusedColdSampleExact) {
                                         unfused.indices.data(), unfused.values.data()))
         << "cold sample " << cold_sample;
     std::printf("  cold sample %s: %.0f candidates per query, %llu query blocks re-run\n",
-                cold_sample ? "on" : "off", static_cast<double>(counts[0]) / static_cast<double>(c.T), counts[2]);
+                cold_sample ? "on" : "off",
+                static_cast<double>(counts[0]) / static_cast<double>(c.T), counts[2]);
   }
 }
 

@@ -57,7 +57,6 @@ using sm90core::QueryBlockRanges;
 
 constexpr int kRingStages = 16;
 constexpr int kSideWarps = 3;
-constexpr int kSideThreads = kSideWarps * 32;
 constexpr uint32_t kSideBarrier = 4;  // named barrier of the side warps (core: 0, math: none)
 // The side warps meet every kCheckTiles tiles to reduce the lists that reached their capacity; in
 // between a list grows by at most 64 candidates per tile.
@@ -212,7 +211,9 @@ struct TopkEpilogue {
     }
   }
 
-  __device__ void end_tile(uint32_t iter) { sm90::mbarrier_arrive(&sh.ring_full[iter % kRingStages]); }
+  __device__ void end_tile(uint32_t iter) {
+    sm90::mbarrier_arrive(&sh.ring_full[iter % kRingStages]);
+  }
 
   // ---- the side warps: filter, gates, select ----
 
@@ -351,7 +352,7 @@ struct TopkEpilogue {
       typename Team::Boundary boundary{0, 0};
       if (n > k) boundary = team.find_boundary(list, n, k);
       const uint32_t written = team.for_each_kept(list, n, boundary, 0, write);
-      for (uint32_t i = written + team.thread; i < k; i += kSideThreads) {
+      for (uint32_t i = written + team.thread; i < k; i += Team::kThreads) {
         out_indices[i] = -1;
         if (out_values != nullptr) out_values[i] = NAN;
       }
@@ -369,7 +370,7 @@ struct TopkEpilogue {
   // meet at the end of the hot sample, of the cold sample, every kCheckTiles tiles and at the end
   // for the gate updates between tiles (each when every tile before it is filtered), then select.
   __device__ void side_work(int query_block, const QueryBlockRanges<kQueries>& r, int thread,
-                            int /*threads: kSideThreads*/) {
+                            int /*threads: Team::kThreads*/) {
     const Team team{sh.scratch, kSideBarrier, thread};
     const int warp = thread / 32;
     const int lane = thread % 32;
@@ -419,8 +420,8 @@ __global__ void __launch_bounds__(sm90core::kThreads, 1)
 
 // The speculative launch over every query block, then the retry launch over the listed ones.
 template <int kHeads>
-Status launch(const IndexerProblem& problem, const FusedPlan& plan, void* lists, int32_t* retry,
-              cudaStream_t stream) {
+Status launch(const IndexerProblem& problem, const FusedPlan& plan, uint64_t* lists,
+              int32_t* retry, cudaStream_t stream) {
   CoreLaunch core;
   if (Status s = prepare_core_launch(problem, &core); !s) return s;
   if (core.blocks > plan.blocks) core.blocks = plan.blocks;
@@ -431,7 +432,7 @@ Status launch(const IndexerProblem& problem, const FusedPlan& plan, void* lists,
   const int smem = static_cast<int>(sizeof(sm90core::CoreStorage<kHeads>) +
                                     sizeof(FusedShared<sm90core::Shape<kHeads>::kQueries>));
   LITETOPK_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  FusedArgs fused{static_cast<uint64_t*>(lists),
+  FusedArgs fused{lists,
                   static_cast<int32_t>(plan.capacity + kListSlack),
                   static_cast<int32_t>(plan.capacity),
                   static_cast<int32_t>(problem.k),
@@ -439,18 +440,18 @@ Status launch(const IndexerProblem& problem, const FusedPlan& plan, void* lists,
                   problem.values,
                   plan.counters,
                   retry};
+  auto run = [&]() -> Status {
+    kernel<<<core.blocks, sm90core::kThreads, smem, stream>>>(core.q_map, core.kv_map, core.args,
+                                                              fused);
+    LITETOPK_CUDA_TRY(cudaPeekAtLastError());
+    return Status::ok();
+  };
   LITETOPK_CUDA_TRY(cudaMemsetAsync(retry, 0, sizeof(int32_t), stream));
-  kernel<<<core.blocks, sm90core::kThreads, smem, stream>>>(core.q_map, core.kv_map, core.args,
-                                                            fused);
-  LITETOPK_CUDA_TRY(cudaPeekAtLastError());
-  if (plan.cold_sample_tiles == 0) return Status::ok();
+  if (Status s = run(); !s || plan.cold_sample_tiles == 0) return s;
   core.args.cold_sample_tiles = 0;
   core.args.block_list = retry;
   fused.retry = nullptr;
-  kernel<<<core.blocks, sm90core::kThreads, smem, stream>>>(core.q_map, core.kv_map, core.args,
-                                                            fused);
-  LITETOPK_CUDA_TRY(cudaPeekAtLastError());
-  return Status::ok();
+  return run();
 }
 
 // Cold-sample tiles c for ranges of n key tiles: the sample admits about 64 c candidates per
@@ -471,7 +472,8 @@ int32_t cold_sample_tiles(const IndexerProblem& problem) {
   }
   const double k = static_cast<double>(problem.k);
   const double tiles = static_cast<double>(problem.num_keys) / sm90core::kTileKeys;
-  const double best = std::pow(1.5 * k * std::sqrt(2.0 * tiles / k) / sm90core::kTileKeys, 2.0 / 3.0);
+  const double best =
+      std::pow(1.5 * k * std::sqrt(2.0 * tiles / k) / sm90core::kTileKeys, 2.0 / 3.0);
   return static_cast<int32_t>(std::clamp(4.0 * best, 8.0, 512.0));
 }
 

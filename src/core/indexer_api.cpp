@@ -42,11 +42,10 @@ Status indexer_state_reset(const IndexerState& state, cudaStream_t stream) {
 IndexerAlgo indexer_topk_dispatch(const IndexerProblem& problem) {
   // The fused kernel scores as fast as the logits kernel (it writes no [T, S] logits), but its
   // side warps must keep up with the candidates, denser per key tile the shorter the context. On
-  // the H200 (T = 8192, H = 64, k = 2048, causal ranges, docs/BENCHMARKS.md) it is 1.7x slower
-  // than unfused at S = 128K, 1.2x at 256K, 2.6% faster at 512K and 5% at 1M; auto takes it from
-  // S = 384 k on (ks/ke are device memory, so S stands for the ranges), which keeps it within 3%
-  // of the faster path and never slower than unfused on every benchmarked shape.
-  constexpr int64_t kFusedFromKeysPerK = 384;
+  // the H200 (T = 8192, H = 64, k = 2048, causal ranges, docs/BENCHMARKS.md) it is 1.5x slower
+  // than unfused at S = 64K, 1.15x at 128K, 4% at 256K, and 3% faster at 512K and 5% at 1M; auto
+  // takes it from S = 256 k on (ks/ke are device memory, so S stands for the ranges).
+  constexpr int64_t kFusedFromKeysPerK = 256;
   return problem.num_keys >= kFusedFromKeysPerK * problem.k ? IndexerAlgo::kFused
                                                            : IndexerAlgo::kUnfused;
 }

@@ -10,8 +10,10 @@
 //    query's gate as a score. Then they go on; they wait for the filter only when the ring is full.
 // 5. Filter (the three side warps, filter_tile): warp w takes tiles w, w + 3, ...; it reads only
 //    the flagged scores. One inside the query's range whose composite (score key, key index)
-//    beats the query's gate is appended to the query's candidate list in the workspace (per flag
-//    word and query: one shared atomic, then one store per admitted lane).
+//    beats the query's gate is appended to the query's candidate list in the workspace. Sparse
+//    tiles (at most 4 flags per word, the usual case once a gate is up): a lane per flag word,
+//    a shared atomic per admitted score. Dense ones (samples, no gate yet): a lane per bit of
+//    all words at once, one shared atomic per query for the whole tile.
 // 6. Gates (the side warps together, when every tile before the point is filtered):
 //    a. Hot sample (IndexerState): the block's first tiles are the previous chunk's most chosen
 //       positions. After them the k best sample scores of a query, when it has k in its range,
@@ -21,7 +23,8 @@
 //       (core/tile_order.h; not scored again, so their candidates stay). After them a query's
 //       speculative gate is its r-th best sample score, r several standard deviations above the
 //       number of the query's k best the sample is expected to hold, so that the k best very
-//       likely beat it; the gate rises to it.
+//       likely beat it; the gate rises to it, and the list keeps only the sample's r best (what
+//       it drops is at or below the gate: never in the answer when the check of 7. passes).
 //    c. Every 16 tiles a list that reached its capacity keeps its k best (candidate_list.cuh) and
 //       the gate rises to what they imply. Nothing is dropped that can still be in the answer,
 //       so the result is exact whatever the capacity.
@@ -56,6 +59,8 @@ using sm90core::kTileKeys;
 using sm90core::QueryBlockRanges;
 
 constexpr int kRingStages = 16;
+// A tile whose flag words have at most this many flags each is filtered a word per lane.
+constexpr uint32_t kSparseWordFlags = 4;
 constexpr int kSideWarps = 3;
 constexpr uint32_t kSideBarrier = 4;  // named barrier of the side warps (core: 0, math: none)
 // The side warps meet every kCheckTiles tiles to reduce the lists that reached their capacity; in
@@ -217,46 +222,93 @@ struct TopkEpilogue {
 
   // ---- the side warps: filter, gates, select ----
 
-  // 5. One side warp filters a whole tile: the flagged scores of each flag word that has any
-  // are checked exactly, one per lane, and the admitted ones of each of the word's two queries
-  // are appended to its list (one shared atomic per query and word, then a store per lane).
+  // 5. One side warp filters a whole tile: each flagged score is checked exactly (inside its
+  // query's range, composite above its gate) and appended to its query's list when admitted.
   __device__ void filter_tile(const ScoreStage<kQueries>& stage, int lane) {
     constexpr int kWords = ScoreStage<kQueries>::kWords;
+    const uint32_t lane_flags = lane < kWords ? stage.flags[lane] : 0u;
+    const uint32_t busiest =
+        __reduce_max_sync(0xffffffffu, static_cast<uint32_t>(__popc(lane_flags)));
+    if (busiest > kSparseWordFlags) {
+      filter_dense(stage, lane_flags, lane);
+    } else if (busiest != 0) {
+      filter_sparse(stage, lane_flags, lane);
+    }
+  }
+
+  // The composite of a tile's score, and whether it is admitted (inside its query's range and
+  // above its gate).
+  __device__ __forceinline__ uint64_t composite_of(const ScoreStage<kQueries>& stage,
+                                                  const FlagSlot& slot) const {
+    return keys::make_composite(
+        keys::key_from_f32_bits(__float_as_uint(stage.score[slot.query][slot.row]), true),
+        static_cast<uint32_t>(stage.key[slot.row]));
+  }
+  __device__ __forceinline__ bool admits(const FlagSlot& slot, uint64_t composite) const {
+    const auto key = static_cast<int32_t>(keys::composite_index(composite));
+    return key >= sh.begin[slot.query] && key < sh.end[slot.query] &&
+           composite > sh.gate[slot.query];
+  }
+
+  // 5a. Few flags per word (the usual case once a gate is up): lane w takes word w's flagged
+  // scores one after another, with a shared atomic per admitted one. The lanes' chains overlap.
+  __device__ void filter_sparse(const ScoreStage<kQueries>& stage, uint32_t lane_flags, int lane) {
+    for (uint32_t rest = lane_flags; rest != 0; rest &= rest - 1) {
+      const FlagSlot slot = flag_slot<kQueries>(lane, __ffs(rest) - 1);
+      const uint64_t composite = composite_of(stage, slot);
+      if (admits(slot, composite)) {
+        list_of(slot.query)[atomicAdd(&sh.count[slot.query], 1u)] = composite;
+        if (fused.counters != nullptr) atomicAdd(&fused.counters[0], 1ull);
+      }
+    }
+  }
+
+  // 5b. Many flags (samples, and before a gate is up): lane l takes bit l of every word, all at
+  // once. Per query one shared atomic (lane q) reserves the slots of all the tile's admitted
+  // scores; the ballots give each its slot (the composites are read again then, to spare
+  // registers).
+  __device__ void filter_dense(const ScoreStage<kQueries>& stage, uint32_t lane_flags, int lane) {
+    constexpr int kWords = ScoreStage<kQueries>::kWords;
+    constexpr uint32_t kHalfLanes[2] = {0x33333333u, 0xccccccccu};  // lanes with (l % 4) / 2 = h
     uint32_t lanes_below;
     asm("mov.u32 %0, %%lanemask_lt;" : "=r"(lanes_below));
-    const uint32_t lane_flags = lane < kWords ? stage.flags[lane] : 0u;
-    uint32_t words = __ballot_sync(0xffffffffu, lane_flags != 0);
-    while (words != 0) {
-      const int i = __ffs(words) - 1;
-      words &= words - 1;
-      const uint32_t flags = __shfl_sync(0xffffffffu, lane_flags, i);
-      const FlagSlot slot = flag_slot<kQueries>(i, lane);
-      bool admit = false;
-      uint64_t composite = 0;
-      if ((flags >> lane) & 1u) {
-        const float score = stage.score[slot.query][slot.row];
-        const int key = stage.key[slot.row];
-        composite = keys::make_composite(keys::key_from_f32_bits(__float_as_uint(score), true),
-                                         static_cast<uint32_t>(key));
-        admit = key >= sh.begin[slot.query] && key < sh.end[slot.query] &&
-                composite > sh.gate[slot.query];
-      }
+    uint32_t admitted[kWords];
+    uint32_t total[kQueries];
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int qi = flag_slot<kQueries>(i, 2 * half).query;
-        const bool mine = admit && slot.query == qi;
-        const uint32_t ballot = __ballot_sync(0xffffffffu, mine);
-        if (ballot == 0) continue;
-        const int leader = __ffs(ballot) - 1;
-        uint32_t base = 0;
-        if (lane == leader) {
-          base = atomicAdd(&sh.count[qi], static_cast<uint32_t>(__popc(ballot)));
-          if (fused.counters != nullptr) {
-            atomicAdd(&fused.counters[0], static_cast<unsigned long long>(__popc(ballot)));
-          }
+    for (int q = 0; q < kQueries; ++q) total[q] = 0;
+#pragma unroll
+    for (int j = 0; j < kWords; ++j) {
+      const uint32_t flags = __shfl_sync(0xffffffffu, lane_flags, j);
+      const FlagSlot slot = flag_slot<kQueries>(j, lane);
+      const bool admit = ((flags >> lane) & 1u) != 0 && admits(slot, composite_of(stage, slot));
+      admitted[j] = __ballot_sync(0xffffffffu, admit);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        total[flag_slot<kQueries>(j, 2 * h).query] += __popc(admitted[j] & kHalfLanes[h]);
+      }
+    }
+    uint32_t reserve = 0;
+#pragma unroll
+    for (int q = 0; q < kQueries; ++q) reserve = lane == q ? total[q] : reserve;
+    uint32_t base = 0;
+    if (reserve != 0) {
+      base = atomicAdd(&sh.count[lane], reserve);
+      if (fused.counters != nullptr) atomicAdd(&fused.counters[0], uint64_t{reserve});
+    }
+    uint32_t next[kQueries];
+#pragma unroll
+    for (int q = 0; q < kQueries; ++q) next[q] = __shfl_sync(0xffffffffu, base, q);
+#pragma unroll
+    for (int j = 0; j < kWords; ++j) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int q = flag_slot<kQueries>(j, 2 * h).query;
+        const uint32_t ballot = admitted[j] & kHalfLanes[h];
+        if ((ballot >> lane) & 1u) {
+          list_of(q)[next[q] + __popc(ballot & lanes_below)] =
+              composite_of(stage, flag_slot<kQueries>(j, lane));
         }
-        base = __shfl_sync(0xffffffffu, base, leader);
-        if (mine) list_of(qi)[base + __popc(ballot & lanes_below)] = composite;
+        next[q] += __popc(ballot);
       }
     }
   }
@@ -302,9 +354,10 @@ struct TopkEpilogue {
       if (length < 4 * int64_t{fused.k} || 2 * rank > static_cast<uint32_t>(fused.k) || n < rank) {
         continue;
       }
-      const uint64_t gate = team.find_boundary(list_of(qi), n, rank).gate();
+      const uint64_t gate = team.keep_best(list_of(qi), n, rank);
       if (team.thread == 0) {
         sh.speculative[qi] = gate;
+        sh.count[qi] = rank;
         raise_gate(qi, gate);
       }
       team.sync();
@@ -456,11 +509,11 @@ Status launch(const IndexerProblem& problem, const FusedPlan& plan, uint64_t* li
 
 // Cold-sample tiles c for ranges of n key tiles: the sample admits about 64 c candidates per
 // query, and after it a query admits about k (1 + z / sqrt(c k / n)) more (the speculative gate's
-// margin, z = 4.75). The default, 4 (1.5 k sqrt(2 n / k) / 64)^(2/3) within [8, 512] tiles, is
-// the optimum of an earlier, two-warpgroup form of that model times four, chosen by measurement on
-// the H200 (T = 8192, k = 2048): a candidate admitted after the sample costs the side warps more
-// than one in the sample's dense tiles, and 64 tiles beat 16 and 32 at 128K and 256K; at 1M, 64-73
-// tiles ran 1-3% faster than this default's 133. LITETOPK_COLD_SAMPLE_TILES (a count of tiles,
+// margin, z = 4.75). The default, 2.8 (1.5 k sqrt(2 n / k) / 64)^(2/3) within [8, 512] tiles,
+// is the optimum of an earlier, two-warpgroup form of that model times 2.8, fitted to a sweep on
+// the H200 (T = 8192, k = 2048, bench/results/logs/h200_2026-11-29_s4_cold_sweep.log): 46 tiles
+// at 128K (48: 27.7 ms, 16: 30.5, 66: 27.9), 58 at 256K (32-48: 49.0, 83: 50.0), 93 at 1M
+// (64-96: 180.2, 133: 182.6). LITETOPK_COLD_SAMPLE_TILES (a count of tiles,
 // 0 = none) overrides it, a tuning knob for benchmarks; other values are ignored.
 int32_t cold_sample_tiles(const IndexerProblem& problem) {
   if (const char* env = std::getenv("LITETOPK_COLD_SAMPLE_TILES"); env != nullptr) {
@@ -474,7 +527,7 @@ int32_t cold_sample_tiles(const IndexerProblem& problem) {
   const double tiles = static_cast<double>(problem.num_keys) / sm90core::kTileKeys;
   const double best =
       std::pow(1.5 * k * std::sqrt(2.0 * tiles / k) / sm90core::kTileKeys, 2.0 / 3.0);
-  return static_cast<int32_t>(std::clamp(4.0 * best, 8.0, 512.0));
+  return static_cast<int32_t>(std::clamp(2.8 * best, 8.0, 512.0));
 }
 
 }  // namespace
@@ -487,20 +540,24 @@ Status plan_fused(const IndexerProblem& problem, int64_t requested_capacity, boo
   plan->blocks = static_cast<unsigned>(
       std::max<int64_t>(1, std::min<int64_t>(query_blocks, device.sm_count)));
   const int64_t lists = plan->blocks * core_queries_per_block(problem);  // one per query
-  // 2k is the least a list gets (a reduction to the k best then frees at least k slots); the
-  // default aims at 4k within 2% of the [T, S] fp32 logits, and never below 2k.
+  plan->cold_sample_tiles = cold_sample ? cold_sample_tiles(problem) : 0;
+  // 2k is the least a list gets (a reduction to the k best then frees at least k slots). The
+  // default aims at 4k, or more when the cold sample's candidates would fill that (they are all
+  // admitted; at its end the list keeps the sample rank, so 2k more leave room for the rest),
+  // within 2% of the [T, S] fp32 logits, and never below 2k.
   const int64_t least = 2 * problem.k;
   int64_t capacity = requested_capacity;
   if (capacity == 0) {
     const double budget = 0.02 * static_cast<double>(problem.num_queries) *
                           static_cast<double>(problem.num_keys) * sizeof(float);
     const auto fitting = static_cast<int64_t>(budget / (static_cast<double>(lists) * 8)) - kListSlack;
-    capacity = std::min<int64_t>(4 * problem.k, fitting) / 64 * 64;
+    const int64_t aim = std::max<int64_t>(
+        4 * problem.k, int64_t{plan->cold_sample_tiles} * sm90core::kTileKeys + 2 * problem.k);
+    capacity = std::min<int64_t>(aim, fitting) / 64 * 64;
   }
   plan->capacity = std::max(capacity, least);
   plan->list_slots = lists * (plan->capacity + kListSlack);
   plan->retry_entries = 1 + query_blocks;
-  plan->cold_sample_tiles = cold_sample ? cold_sample_tiles(problem) : 0;
   return Status::ok();
 }
 

@@ -44,6 +44,11 @@ constexpr int kThreads = kMathThreads + 128;
 constexpr int kBankColumns = 128;
 constexpr int kProducerRegisters = 72;
 constexpr int kMathRegisters = 216;
+// setmaxnreg moves registers only within the block's launch allocation (65536 / 384 threads,
+// rounded down to 8: 168 each); asking for more would stall the math warpgroups forever.
+static_assert(128 * kProducerRegisters + kMathThreads * kMathRegisters <=
+                  kThreads * (65536 / kThreads / 8 * 8),
+              "register split beyond the launch allocation");
 
 template <int kHeads>
 struct Shape {

@@ -83,11 +83,13 @@ struct FusedArgs {
 
 // The speculative gate's sample rank for a sample of `cold` of the `tiles` key tiles: the sample's
 // share of a query's k best is about binomial with mean mu = cold k / tiles, and the sample's
-// r-th best with r = mu + 4.75 sqrt(mu) + 2 lies below the query's k-th best but with a
-// probability of about 1e-6.
+// r-th best with r = mu + 6 sqrt(mu) + 2 lies below the query's k-th best but with a
+// probability of about 1e-8 (Poisson tail at mu = 18, the sample of 512K keys). With 4.75 (about
+// 3e-6) one query of the benchmark's 8192 x 512K, H = 32 failed, and re-running its block alone
+// on one SM cost 10 ms (20%); the wider margin admits about 0.3k more sparse candidates.
 __device__ __forceinline__ uint32_t speculative_rank(int cold, int tiles, int32_t k) {
   const float mu = static_cast<float>(cold) * static_cast<float>(k) / static_cast<float>(tiles);
-  return static_cast<uint32_t>(ceilf(mu + 4.75f * sqrtf(mu))) + 2;
+  return static_cast<uint32_t>(ceilf(mu + 6.0f * sqrtf(mu))) + 2;
 }
 
 // One tile's scores in the ring: [query][row], the rows' key indices (-1: none), and the math
@@ -509,7 +511,7 @@ Status launch(const IndexerProblem& problem, const FusedPlan& plan, uint64_t* li
 
 // Cold-sample tiles c for ranges of n key tiles: the sample admits about 64 c candidates per
 // query, and after it a query admits about k (1 + z / sqrt(c k / n)) more (the speculative gate's
-// margin, z = 4.75). The default, 2.8 (1.5 k sqrt(2 n / k) / 64)^(2/3) within [8, 512] tiles,
+// margin, z = 6). The default, 2.8 (1.5 k sqrt(2 n / k) / 64)^(2/3) within [8, 512] tiles,
 // is the optimum of an earlier, two-warpgroup form of that model times 2.8, fitted to a sweep on
 // the H200 (T = 8192, k = 2048, bench/results/logs/h200_2026-11-29_s4_cold_sweep.log): 46 tiles
 // at 128K (48: 27.7 ms, 16: 30.5, 66: 27.9), 58 at 256K (32-48: 49.0, 83: 50.0), 93 at 1M

@@ -63,13 +63,15 @@ struct IndexerOptions {
   const IndexerState* state = nullptr;
   // Candidates per list in the fused kernel (one list per query of a thread block's current query
   // block; a list that fills is reduced to its k best, which raises the query's gate). 0 picks
-  // the default: 4k when the lists fit in 2% of the [T, S] fp32 logits, less otherwise.
-  // Values below 2k are raised to 2k. Any value gives the exact result; small ones cost time.
+  // the default: 4k, or the cold sample's candidates + 2k when more, when the lists fit in 2% of
+  // the [T, S] fp32 logits, less otherwise. Values below 2k are raised to 2k. Any value gives the
+  // exact result; small ones cost time.
   int64_t candidate_capacity = 0;
-  // The fused kernel's cold sample: it first scores 8 to 512 key tiles (66 at S = 128K, 133 at
-  // 1M for k = 2048) evenly strided over a query block's range, and gates the rest speculatively at a score that the query's k best
-  // very likely beat; a query whose k best turn out not to (about 1 in 10^6 on random scores;
-  // always on constant ones) has its block re-run without it. Exact either way; off, the gate
+  // The fused kernel's cold sample: it first scores 8 to 512 key tiles (46 at S = 128K, 93 at
+  // 1M for k = 2048) evenly strided over a query block's range, and gates the rest
+  // speculatively at a score that the query's k best very likely beat; a query whose k best turn
+  // out not to (about 1 in 10^8 on random scores; always on constant ones) has its block re-run
+  // without it. Exact either way; off, the gate
   // rises only as the candidate lists fill, and more candidates are admitted.
   bool cold_sample = true;
   // Optional device uint64[3] the fused kernel adds its counts to (for measuring, not needed for

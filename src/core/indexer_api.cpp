@@ -42,10 +42,11 @@ Status indexer_state_reset(const IndexerState& state, cudaStream_t stream) {
 IndexerAlgo indexer_topk_dispatch(const IndexerProblem& problem) {
   // The fused kernel scores as fast as the logits kernel (it writes no [T, S] logits), but its
   // side warps must keep up with the candidates, denser per key tile the shorter the context. On
-  // the H200 (T = 8192, H = 64, k = 2048, causal ranges, docs/BENCHMARKS.md) it is 1.5x slower
-  // than unfused at S = 64K, 1.15x at 128K, 4% at 256K, and 3% faster at 512K and 5% at 1M; auto
-  // takes it from S = 256 k on (ks/ke are device memory, so S stands for the ranges).
-  constexpr int64_t kFusedFromKeysPerK = 256;
+  // the H200 (T = 8192, k = 2048, causal ranges, docs/BENCHMARKS.md) it is 1.4x (H = 64) and 2x
+  // (H = 32) slower than unfused at S = 64K, 1.07x and 1.2x at 128K, and faster from 256K on (3-4%
+  // at 256K, 6-12% at 512K, 6-15% at 1M; at 256K also for T = 1024 and 2048, and for k = 512);
+  // auto takes it from S = 128 k on (ks/ke are device memory, so S stands for the ranges).
+  constexpr int64_t kFusedFromKeysPerK = 128;
   return problem.num_keys >= kFusedFromKeysPerK * problem.k ? IndexerAlgo::kFused
                                                            : IndexerAlgo::kUnfused;
 }

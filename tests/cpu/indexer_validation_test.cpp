@@ -307,22 +307,24 @@ TEST(IndexerOptionsValidation, UnknownAlgoNamesTheOption) {
   EXPECT_NE(status.message().find("options.algo"), std::string::npos);
 }
 
-// auto's cost model (indexer_topk_dispatch): fused from S = 256 k on (512K and 1M at k = 2048
-// measured faster fused), unfused below (up to 256K unfused measured faster).
+// auto's cost model (indexer_topk_dispatch): fused from S = 128 k on (256K, 512K and 1M at
+// k = 2048 measured faster fused), unfused below (64K and 128K measured faster unfused; so was
+// k = 8192 at 256K).
 TEST(IndexerDispatch, FusedOnlyForLongContexts) {
   IndexerProblem p;
   p.num_queries = 8192;
   p.num_heads = 64;
   p.head_dim = 128;
   p.k = 2048;
-  for (int64_t keys : {int64_t{65536}, int64_t{131072}, int64_t{262144}}) {
+  for (int64_t keys : {int64_t{65536}, int64_t{131072}}) {
     p.num_keys = keys;
     EXPECT_EQ(indexer_topk_dispatch(p), IndexerAlgo::kUnfused) << "S = " << keys;
   }
-  for (int64_t keys : {int64_t{524288}, int64_t{1048576}}) {
+  for (int64_t keys : {int64_t{262144}, int64_t{524288}, int64_t{1048576}}) {
     p.num_keys = keys;
     EXPECT_EQ(indexer_topk_dispatch(p), IndexerAlgo::kFused) << "S = " << keys;
   }
+  p.num_keys = 262144;
   p.k = 8192;
   EXPECT_EQ(indexer_topk_dispatch(p), IndexerAlgo::kUnfused);
 }

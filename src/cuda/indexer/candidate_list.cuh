@@ -14,7 +14,6 @@
 //    it writes, and writes only below what it has read) or the kernel's output.
 // keep_best = both on one list; it returns the gate that the kept list implies: any later
 // candidate at or below it is beaten by the k kept ones and can be dropped.
-// 3. count_above: how many candidates beat a gate (the fused kernel's check of a speculative one).
 #pragma once
 
 #include <cstdint>
@@ -34,7 +33,6 @@ struct ListScratch {
   uint64_t prefix;
   uint32_t need;
   uint32_t done;
-  uint32_t total;
 };
 
 template <int kWarps>
@@ -79,9 +77,17 @@ struct ListTeam {
         }
 #pragma unroll
         for (int j = 0; j < kListBatch; ++j) {
+          // A query's candidates crowd into a few bins of the first passes: the lanes that share
+          // lane 0's bin add up in one atomic (a shuffle and a ballot, cheaper than match.any),
+          // the others add one each.
           const uint32_t i = base + static_cast<uint32_t>(j * kThreads + thread);
-          if (i < n && (above == 64 || (c[j] >> above) == prefix)) {
-            atomicAdd(&scratch.histogram[(c[j] >> shift) & (bins - 1)], 1u);
+          const bool counts = i < n && (above == 64 || (c[j] >> above) == prefix);
+          const uint32_t bin = counts ? static_cast<uint32_t>(c[j] >> shift) & (bins - 1) : bins;
+          const uint32_t lane0_bin = __shfl_sync(0xffffffffu, bin, 0);
+          const uint32_t with_lane0 = __ballot_sync(0xffffffffu, counts && bin == lane0_bin);
+          if (counts && bin != lane0_bin) atomicAdd(&scratch.histogram[bin], 1u);
+          if (lane == 0 && with_lane0 != 0) {
+            atomicAdd(&scratch.histogram[lane0_bin], static_cast<uint32_t>(__popc(with_lane0)));
           }
         }
       }
@@ -120,23 +126,6 @@ struct ListTeam {
       sync();
       if (done) return {prefix, shift};
     }
-  }
-
-  // How many elements of list[0, n) are above `gate` (every thread gets the count).
-  __device__ uint32_t count_above(const uint64_t* list, uint32_t n, uint64_t gate) const {
-    if (thread == 0) scratch.total = 0;
-    sync();
-    uint32_t count = 0;
-#pragma unroll 8
-    for (uint32_t i = static_cast<uint32_t>(thread); i < n; i += kThreads) {
-      count += list[i] > gate ? 1u : 0u;
-    }
-    count = __reduce_add_sync(0xffffffffu, count);
-    if (thread % 32 == 0) atomicAdd(&scratch.total, count);
-    sync();
-    const uint32_t total = scratch.total;
-    sync();
-    return total;
   }
 
   // Keeps the k best of list[0, n) (n > k) in list[0, k); returns the new gate. Not inlined: the

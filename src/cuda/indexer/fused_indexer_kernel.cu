@@ -31,8 +31,9 @@
 // 7. Select (after the block's last tile): per query the side warps find the boundary of the k
 //    best of its list and write those (indices relative to ks, fp32 values), -1 / NaN padded. A
 //    query with a speculative gate is checked first: its result is exact when at least k
-//    candidates beat that gate (then no key it turned away can be among the k best); when fewer
-//    do, the query block goes on the retry list. Meanwhile the math warpgroups go on with the
+//    candidates beat that gate (then no key it turned away can be among the k best), i.e. when
+//    its list holds k (every candidate kept since the gate beats it); when fewer do, the query
+//    block goes on the retry list. Meanwhile the math warpgroups go on with the
 //    next query block until the ring fills.
 // 8. Retry: a second launch re-runs the listed query blocks without a cold sample (exact always);
 //    when the list is empty its blocks return at once.
@@ -401,8 +402,9 @@ struct TopkEpilogue {
               __uint_as_float(keys::f32_bits_from_key(keys::composite_key(c), true));
         }
       };
-      const uint64_t speculative = sh.speculative[qi];
-      if (speculative != 0 && team.count_above(list, n, speculative) < k) retry = true;
+      // Every candidate beats the speculative gate (the list kept only those at its end, and
+      // the gate only rose since), so k of them beat it when the list holds k.
+      if (sh.speculative[qi] != 0 && n < k) retry = true;
       // The whole list when it holds at most k, else its k best.
       typename Team::Boundary boundary{0, 0};
       if (n > k) boundary = team.find_boundary(list, n, k);

@@ -77,17 +77,12 @@ struct ListTeam {
         }
 #pragma unroll
         for (int j = 0; j < kListBatch; ++j) {
-          // A query's candidates crowd into a few bins of the first passes: the lanes that share
-          // lane 0's bin add up in one atomic (a shuffle and a ballot, cheaper than match.any),
-          // the others add one each.
+          // One atomic per candidate even where they crowd into one bin: aggregating the lanes
+          // of a shared bin (match.any, or lane 0's bin by a shuffle and a ballot) measured
+          // slower on the H200.
           const uint32_t i = base + static_cast<uint32_t>(j * kThreads + thread);
-          const bool counts = i < n && (above == 64 || (c[j] >> above) == prefix);
-          const uint32_t bin = counts ? static_cast<uint32_t>(c[j] >> shift) & (bins - 1) : bins;
-          const uint32_t lane0_bin = __shfl_sync(0xffffffffu, bin, 0);
-          const uint32_t with_lane0 = __ballot_sync(0xffffffffu, counts && bin == lane0_bin);
-          if (counts && bin != lane0_bin) atomicAdd(&scratch.histogram[bin], 1u);
-          if (lane == 0 && with_lane0 != 0) {
-            atomicAdd(&scratch.histogram[lane0_bin], static_cast<uint32_t>(__popc(with_lane0)));
+          if (i < n && (above == 64 || (c[j] >> above) == prefix)) {
+            atomicAdd(&scratch.histogram[(c[j] >> shift) & (bins - 1)], 1u);
           }
         }
       }

@@ -6,23 +6,9 @@
 #include <sstream>
 #include <unordered_set>
 
-#include "core/fp8_e4m3.h"
 #include "cpu/indexer_scores.h"
 
 namespace litetopk::tools {
-
-namespace {
-
-double l2_norm_fp8(const uint8_t* x, int64_t n) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double v = fp8::e4m3_to_float(x[i]);
-    sum += v * v;
-  }
-  return std::sqrt(sum);
-}
-
-}  // namespace
 
 std::vector<int64_t> indexer_verify_queries(int64_t T) {
   std::vector<int64_t> queries;
@@ -51,7 +37,7 @@ IndexerChecker::IndexerChecker(const IndexerWorkload& w, const std::vector<int64
   }
   for (int64_t s = 0; s < S; ++s) {
     kv_bound_ = std::max(kv_bound_, std::fabs(static_cast<double>(w.kv_scale[s])) *
-                                        l2_norm_fp8(&w.kv[s * D], D));
+                                        cpu::fp8_l2_norm(&w.kv[s * D], D));
   }
 }
 
@@ -85,11 +71,8 @@ std::string IndexerChecker::check(const int32_t* indices) const {
     double kth = std::numeric_limits<double>::infinity();
     for (int64_t i = 0; i < ref_count; ++i) kth = std::min<double>(kth, ref_values_[r * k + i]);
 
-    double weight_bound = 0.0;  // sum_h |w[t,h]| * |q[t,h]|_2
-    for (int64_t h = 0; h < H; ++h) {
-      weight_bound += std::fabs(static_cast<double>(rows_.weights[r * H + h])) *
-                      l2_norm_fp8(&rows_.q[(r * H + h) * D], D);
-    }
+    const double weight_bound =  // sum_h |w[t,h]| * |q[t,h]|_2
+        cpu::weighted_query_norm(&rows_.weights[r * H], &rows_.q[r * H * D], H, D);
     const double tol = tol_rel_ * weight_bound * kv_bound_;
 
     int64_t count = 0;

@@ -2,6 +2,7 @@
 #include "cpu/indexer_scores.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "core/fp8_e4m3.h"
@@ -102,6 +103,23 @@ void IndexerScorer::score_row_f32(int64_t t, int64_t begin, int64_t end, float* 
     score_row(t, s0, s1, scratch);
     for (int64_t s = s0; s < s1; ++s) out[s - begin] = static_cast<float>(scratch[s - s0]);
   }
+}
+
+double fp8_l2_norm(const uint8_t* x, int64_t n) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = fp8::e4m3_to_float(x[i]);
+    sum += v * v;
+  }
+  return std::sqrt(sum);
+}
+
+double weighted_query_norm(const float* weights, const uint8_t* q, int64_t H, int64_t D) {
+  double sum = 0.0;
+  for (int64_t h = 0; h < H; ++h) {
+    sum += std::fabs(static_cast<double>(weights[h])) * fp8_l2_norm(q + h * D, D);
+  }
+  return sum;
 }
 
 }  // namespace litetopk::cpu

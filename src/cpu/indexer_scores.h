@@ -43,4 +43,10 @@ class IndexerScorer {
   double decode_[256];
 };
 
+// The Cauchy-Schwarz factors of the score tolerances (the tests' oracle and `litetopk indexer
+// --verify`): the Euclidean norm of n decoded fp8 values (NaN if any byte is NaN), and
+// sum_h |weights[h]| * |q[h, :]|_2 over one query's H heads of D values.
+double fp8_l2_norm(const uint8_t* x, int64_t n);
+double weighted_query_norm(const float* weights, const uint8_t* q, int64_t H, int64_t D);
+
 }  // namespace litetopk::cpu

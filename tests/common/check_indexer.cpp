@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "common/indexer_testing.h"
-#include "core/fp8_e4m3.h"
 #include "cpu/indexer_scores.h"
 #include "cpu/parallel_for.h"
 
@@ -32,16 +31,6 @@ namespace {
 
 std::size_t size(int64_t n) { return static_cast<std::size_t>(n); }
 
-// Euclidean norm of n decoded fp8 values (NaN if any byte is NaN).
-double fp8_norm(const uint8_t* x, int64_t n) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double v = fp8::e4m3_to_float(x[i]);
-    sum += v * v;
-  }
-  return std::sqrt(sum);
-}
-
 // Checks query t; returns an empty string when it passes, else what is wrong.
 std::string check_query(const IndexerCase& c, const HostIndexerInputs& in,
                         const cpu::IndexerScorer& scorer, const std::vector<double>& kv_norm,
@@ -60,11 +49,8 @@ std::string check_query(const IndexerCase& c, const HostIndexerInputs& in,
     const double v = std::fabs(static_cast<double>(in.kv_scale[size(s)])) * kv_norm[size(s)];
     if (!std::isnan(v)) kv_max = std::max(kv_max, v);
   }
-  double head_sum = 0.0;
-  for (int64_t h = 0; h < H; ++h) {
-    head_sum += std::fabs(static_cast<double>(in.weights[size(t * H + h)])) *
-                fp8_norm(&in.q[size((t * H + h) * D)], D);
-  }
+  const double head_sum =
+      cpu::weighted_query_norm(&in.weights[size(t * H)], &in.q[size(t * H * D)], H, D);
   const double tol = rel * head_sum * kv_max + 1e-30;
 
   std::vector<double> valid;
@@ -146,7 +132,7 @@ std::string check_query(const IndexerCase& c, const HostIndexerInputs& in,
   const cpu::IndexerScorer scorer(problem);
   const double rel = rel_tol > 0.0 ? rel_tol : indexer_tolerance_rel(c.D, c.H);
   std::vector<double> kv_norm(size(S));
-  for (int64_t s = 0; s < S; ++s) kv_norm[size(s)] = fp8_norm(&inputs.kv[size(s * c.D)], c.D);
+  for (int64_t s = 0; s < S; ++s) kv_norm[size(s)] = cpu::fp8_l2_norm(&inputs.kv[size(s * c.D)], c.D);
 
   std::vector<std::string> failures(size(T));
   cpu::parallel_for(T, cpu::hardware_threads(), [&](int64_t t) {

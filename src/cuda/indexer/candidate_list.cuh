@@ -54,6 +54,17 @@ struct ListTeam {
     __device__ uint64_t gate() const { return (prefix << shift) - 1; }
   };
 
+  // This thread's kListBatch candidates of the batch at `base` (0 past the end), all loads in
+  // flight at once; candidate j is list[base + j * kThreads + thread].
+  __device__ __forceinline__ void load_batch(const uint64_t* list, uint32_t n, uint32_t base,
+                                             uint64_t (&c)[kListBatch]) const {
+#pragma unroll
+    for (int j = 0; j < kListBatch; ++j) {
+      const uint32_t i = base + static_cast<uint32_t>(j * kThreads + thread);
+      c[j] = i < n ? list[i] : 0;
+    }
+  }
+
   // The boundary of the k best of list[0, n) (n >= k).
   __device__ Boundary find_boundary(const uint64_t* list, uint32_t n, uint32_t k) const {
     const int lane = thread % 32;
@@ -70,11 +81,7 @@ struct ListTeam {
       sync();
       for (uint32_t base = 0; base < n; base += kListBatch * kThreads) {
         uint64_t c[kListBatch];
-#pragma unroll
-        for (int j = 0; j < kListBatch; ++j) {
-          const uint32_t i = base + static_cast<uint32_t>(j * kThreads + thread);
-          c[j] = i < n ? list[i] : 0;
-        }
+        load_batch(list, n, base, c);
 #pragma unroll
         for (int j = 0; j < kListBatch; ++j) {
           // One atomic per candidate even where they crowd into one bin: aggregating the lanes
@@ -143,11 +150,7 @@ struct ListTeam {
     for (uint32_t base = 0; base < n; base += kListBatch * kThreads) {
       uint64_t c[kListBatch];
       uint32_t ballot[kListBatch];
-#pragma unroll
-      for (int j = 0; j < kListBatch; ++j) {
-        const uint32_t i = base + static_cast<uint32_t>(j * kThreads + thread);
-        c[j] = i < n ? list[i] : 0;
-      }
+      load_batch(list, n, base, c);
 #pragma unroll
       for (int j = 0; j < kListBatch; ++j) {
         const uint32_t i = base + static_cast<uint32_t>(j * kThreads + thread);

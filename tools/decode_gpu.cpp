@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "core/format.h"
+#include <string>
 
 namespace litetopk::tools {
 
@@ -16,17 +16,18 @@ template <typename Vector>
 Status download(Vector* host, const void* device, std::size_t bytes) {
   if (host->size() * sizeof((*host)[0]) != bytes) {
     return Status(StatusCode::kInternal,
-                  detail::concat("DecodeGpu: host array of ", host->size() * sizeof((*host)[0]),
-                                 " bytes for a device array of ", bytes));
+                  "DecodeGpu: host array of " +
+                      std::to_string(host->size() * sizeof((*host)[0])) +
+                      " bytes for a device array of " + std::to_string(bytes));
   }
-  return detail::copy_to_host(host->data(), device, bytes);
+  return testkit::copy_to_host(host->data(), device, bytes);
 }
 
 }  // namespace
 
-Status DecodeGpu::prepare(cpu::DecodeWorkload* workload, int64_t block_size, double* convert_ms) {
-  using detail::upload;
-  cpu::DecodeWorkload& w = *workload;
+Status DecodeGpu::prepare(testkit::DecodeWorkload* workload, int64_t block_size, double* convert_ms) {
+  using testkit::upload;
+  testkit::DecodeWorkload& w = *workload;
   // The dense cache and the queries.
   if (Status s = upload(w.keys, &keys_); !s) return s;
   if (Status s = upload(w.values, &values_); !s) return s;
@@ -63,7 +64,7 @@ Status DecodeGpu::prepare(cpu::DecodeWorkload* workload, int64_t block_size, dou
   cache.lengths = sparse_lengths_.as<int32_t>();
   // The first call also loads the kernel; the second is timed.
   if (Status s = sparse_kv_from_dense(dense_.cache, cache, nullptr); !s) return s;
-  detail::DeviceTimer timer;
+  testkit::DeviceTimer timer;
   if (Status s = timer.start(); !s) return s;
   if (Status s = sparse_kv_from_dense(dense_.cache, cache, nullptr); !s) return s;
   float ms = 0;
@@ -90,9 +91,9 @@ Status DecodeGpu::prepare(cpu::DecodeWorkload* workload, int64_t block_size, dou
 Status DecodeGpu::timed(const BenchOptions& bench, const std::function<Status()>& decode,
                         float* out, Timing* timing) {
   // NaN in every output element until a run writes it.
-  if (Status s = detail::fill_device(out_.data(), 0xff, out_.size()); !s) return s;
+  if (Status s = testkit::fill_device(out_.data(), 0xff, out_.size()); !s) return s;
   if (Status s = time_on_device(bench, [&](int) { return decode(); }, timing); !s) return s;
-  return detail::copy_to_host(out, out_.data(), out_.size());
+  return testkit::copy_to_host(out, out_.data(), out_.size());
 }
 
 Status DecodeGpu::run_dense(const BenchOptions& bench, float* out, Timing* timing) {
@@ -108,7 +109,7 @@ Status DecodeGpu::run_sparse(float delta, const BenchOptions& bench, float* out,
                              uint8_t* kept_mask, Timing* timing) {
   sparse_.delta = delta;
   // Neither 0 nor 1 until a run writes it.
-  if (Status s = detail::fill_device(kept_mask_.data(), kPoisonByte, kept_mask_.size()); !s) {
+  if (Status s = testkit::fill_device(kept_mask_.data(), kPoisonByte, kept_mask_.size()); !s) {
     return s;
   }
   if (Status s = timed(
@@ -121,21 +122,21 @@ Status DecodeGpu::run_sparse(float delta, const BenchOptions& bench, float* out,
       !s) {
     return s;
   }
-  if (Status s = detail::copy_to_host(kept_mask, kept_mask_.data(), kept_mask_.size()); !s) {
+  if (Status s = testkit::copy_to_host(kept_mask, kept_mask_.data(), kept_mask_.size()); !s) {
     return s;
   }
   // Every sequence is as long as the capacity here, so every entry must have been written.
   for (std::size_t i = 0; i < kept_mask_.size(); ++i) {
     if (kept_mask[i] > 1) {
       return Status(StatusCode::kInternal,
-                    detail::concat("sparse_decode left kept_mask[", i, "] = ", int{kept_mask[i]},
-                                   " (neither 0 nor 1: not written)"));
+                    "sparse_decode left kept_mask[" + std::to_string(i) +
+                      "] = " + std::to_string(int{kept_mask[i]}) + " (neither 0 nor 1: not written)");
     }
   }
   return Status::ok();
 }
 
-Status DecodeGpu::download_cache(cpu::HostSparseCache* host) const {
+Status DecodeGpu::download_cache(testkit::HostSparseCache* host) const {
   const SparseKvCache& c = sparse_.cache;
   if (host->shape.block_table != nullptr || !host->block_table.empty() ||
       host->shape.batch != c.batch || host->shape.num_kv_heads != c.num_kv_heads ||

@@ -8,12 +8,14 @@
 #include <cstdint>
 #include <functional>
 
-#include "core/device_memory.h"
-#include "cpu/sparse_decode_workload.h"
+#include "testkit/device_memory.h"
+#include "testkit/decode_workload.h"
 #include "litetopk/sparse_decode.h"
-#include "timing.h"
+#include "testkit/timing.h"
 
 namespace litetopk::tools {
+
+using namespace litetopk::testkit;
 
 class DecodeGpu {
  public:
@@ -21,7 +23,7 @@ class DecodeGpu {
   // cache of `block_size` with max_blocks = ceil(capacity / block_size) and fills it with
   // sparse_kv_from_dense: one warm-up call, then one call timed with CUDA events (*convert_ms).
   // Call once; `workload` must outlive the object.
-  Status prepare(cpu::DecodeWorkload* workload, int64_t block_size, double* convert_ms);
+  Status prepare(testkit::DecodeWorkload* workload, int64_t block_size, double* convert_ms);
 
   // dense_decode over the dense cache, timed with time_on_device; the last run's fp32 output is
   // copied to host `out` [batch, num_q_heads, D].
@@ -31,7 +33,7 @@ class DecodeGpu {
   Status run_sparse(float delta, const BenchOptions& bench, float* out, uint8_t* kept_mask,
                     Timing* timing);
   // Copies the device sparse cache into `host`, which must have the cache's shape (contiguous).
-  Status download_cache(cpu::HostSparseCache* host) const;
+  Status download_cache(testkit::HostSparseCache* host) const;
 
   // The device sparse cache (device pointers; its shape is valid after prepare).
   const SparseKvCache& cache() const { return sparse_.cache; }
@@ -45,9 +47,9 @@ class DecodeGpu {
 
   DenseDecodeProblem dense_;    // device pointers
   SparseDecodeProblem sparse_;  // device pointers; delta set by each run
-  detail::DeviceBuffer keys_, values_, lengths_, q_;                          // the dense cache
-  detail::DeviceBuffer codes_, scales_, residuals_, sparse_values_, tail_, sparse_lengths_;
-  detail::DeviceBuffer out_, kept_mask_, dense_workspace_, sparse_workspace_;
+  testkit::DeviceBuffer keys_, values_, lengths_, q_;                          // the dense cache
+  testkit::DeviceBuffer codes_, scales_, residuals_, sparse_values_, tail_, sparse_lengths_;
+  testkit::DeviceBuffer out_, kept_mask_, dense_workspace_, sparse_workspace_;
 };
 
 }  // namespace litetopk::tools

@@ -8,7 +8,6 @@
 #include <sstream>
 #include <utility>
 
-#include "cpu/sparse_decode_cpu.h"  // load_float, run_guarded
 #include "decode_gpu.h"
 
 namespace litetopk::tools {
@@ -62,17 +61,17 @@ std::string decode_spec_error(const DecodeSpec& spec) {
   return error.str();
 }
 
-const char* decode_pattern_label(cpu::DecodePattern pattern) {
+const char* decode_pattern_label(testkit::DecodePattern pattern) {
   switch (pattern) {
-    case cpu::DecodePattern::kNeedles: return "synthetic";
-    case cpu::DecodePattern::kFlat: return "flat";
-    case cpu::DecodePattern::kExtremes: return "extremes";
+    case testkit::DecodePattern::kNeedles: return "synthetic";
+    case testkit::DecodePattern::kFlat: return "flat";
+    case testkit::DecodePattern::kExtremes: return "extremes";
   }
   return "invalid";
 }
 
-bool parse_decode_pattern(const std::string& name, cpu::DecodePattern* pattern) {
-  for (const auto p : {cpu::DecodePattern::kNeedles, cpu::DecodePattern::kFlat}) {
+bool parse_decode_pattern(const std::string& name, testkit::DecodePattern* pattern) {
+  for (const auto p : {testkit::DecodePattern::kNeedles, testkit::DecodePattern::kFlat}) {
     if (name == decode_pattern_label(p)) {
       *pattern = p;
       return true;
@@ -119,8 +118,8 @@ Status DecodeRunner::prepare(bool selection_error) {
     return Status(StatusCode::kInvalidArgument, "decode spec: " + error);
   }
   if (prepared_) return Status(StatusCode::kInternal, "DecodeRunner::prepare called twice");
-  return cpu::run_guarded("DecodeRunner::prepare", [&]() -> Status {
-    cpu::DecodeWorkloadSpec w;
+  return testkit::run_guarded("DecodeRunner::prepare", [&]() -> Status {
+    testkit::DecodeWorkloadSpec w;
     w.pattern = spec_.pattern;
     w.dtype = spec_.dtype;
     w.num_kv_heads = spec_.num_kv_heads;
@@ -128,7 +127,7 @@ Status DecodeRunner::prepare(bool selection_error) {
     w.lengths.assign(static_cast<std::size_t>(spec_.batch), static_cast<int32_t>(spec_.context));
     w.seed = spec_.seed;
     auto start = std::chrono::steady_clock::now();
-    workload_ = cpu::make_decode_workload(w);
+    workload_ = testkit::make_decode_workload(w);
     generate_ms_ = elapsed_ms(start);
 
     Status status;
@@ -137,13 +136,13 @@ Status DecodeRunner::prepare(bool selection_error) {
       if (!(status = gpu_->prepare(&workload_, spec_.block_size, &quantize_ms_))) return status;
       shape_ = gpu_->cache();
       if (selection_error) {
-        cache_ = cpu::HostSparseCache(shape_.dtype, shape_.batch, shape_.num_kv_heads,
+        cache_ = testkit::HostSparseCache(shape_.dtype, shape_.batch, shape_.num_kv_heads,
                                       shape_.block_size, shape_.max_blocks, false);
         if (!(status = gpu_->download_cache(&cache_))) return status;
       }
     } else {
       start = std::chrono::steady_clock::now();
-      status = cpu::quantize_workload(&workload_, spec_.block_size, false, &cache_);
+      status = testkit::quantize_workload(&workload_, spec_.block_size, false, &cache_);
       quantize_ms_ = elapsed_ms(start);
       if (!status) return status;
       shape_ = cache_.shape;

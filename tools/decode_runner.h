@@ -14,14 +14,16 @@
 #include <string>
 #include <vector>
 
-#include "cpu/sparse_decode_workload.h"
+#include "testkit/decode_workload.h"
 #include "litetopk/sparse_decode.h"
-#include "timing.h"
+#include "testkit/timing.h"
 
 namespace litetopk::tools {
 
+using namespace litetopk::testkit;
+
 struct DecodeSpec {
-  cpu::DecodePattern pattern = cpu::DecodePattern::kNeedles;  // "synthetic" or "flat"
+  testkit::DecodePattern pattern = testkit::DecodePattern::kNeedles;  // "synthetic" or "flat"
   DType dtype = DType::kFloat16;                              // fp16 or bf16
   int64_t batch = 1;
   int64_t context = 32768;  // tokens in every sequence
@@ -34,9 +36,9 @@ struct DecodeSpec {
 
 // What is wrong with the spec, or "" when it is valid.
 std::string decode_spec_error(const DecodeSpec& spec);
-// "synthetic" (cpu::DecodePattern::kNeedles) or "flat"; parse_decode_pattern reads them back.
-const char* decode_pattern_label(cpu::DecodePattern pattern);
-bool parse_decode_pattern(const std::string& name, cpu::DecodePattern* pattern);
+// "synthetic" (testkit::DecodePattern::kNeedles) or "flat"; parse_decode_pattern reads them back.
+const char* decode_pattern_label(testkit::DecodePattern pattern);
+bool parse_decode_pattern(const std::string& name, testkit::DecodePattern* pattern);
 // "1x32768 kv=2 q=8 BS=128"
 std::string decode_shape_label(const DecodeSpec& spec);
 // "5", "0.5", "inf"; parse_delta reads a number >= 0 or "inf".
@@ -97,9 +99,9 @@ class DecodeRunner {
   Status judge(bool sparse, DecodeRow* row);
 
   DecodeSpec spec_;
-  cpu::DecodeWorkload workload_;
+  testkit::DecodeWorkload workload_;
   SparseKvCache shape_;             // the sparse cache's shape (its pointers are not used)
-  cpu::HostSparseCache cache_;      // CPU: the cache; GPU: a copy, with selection_error only
+  testkit::HostSparseCache cache_;      // CPU: the cache; GPU: a copy, with selection_error only
   std::unique_ptr<DecodeGpu> gpu_;  // GPU only
   std::vector<float> rebuilt_out_;  // dense attention over the rebuilt keys (fp32)
   std::vector<float> out_;          // [batch, num_q_heads, D] fp32

@@ -15,14 +15,16 @@
 #include "decode_runner.h"
 #include "environment.h"
 #include "indexer_runner.h"
-#include "indexer_verify.h"
-#include "indexer_workload.h"
+#include "testkit/indexer_verify.h"
+#include "testkit/indexer_workload.h"
 #include "report.h"
-#include "runner.h"
-#include "verify.h"
-#include "workload.h"
+#include "select_runner.h"
+#include "testkit/select_verify.h"
+#include "testkit/select_workload.h"
 
 namespace litetopk::tools {
+
+using namespace litetopk::testkit;
 
 namespace {
 

@@ -14,12 +14,14 @@
 #include "commands.h"
 #include "environment.h"
 #include "indexer_runner.h"
-#include "indexer_verify.h"
-#include "indexer_workload.h"
+#include "testkit/indexer_verify.h"
+#include "testkit/indexer_workload.h"
 #include "litetopk/indexer.h"
 #include "report.h"
 
 namespace litetopk::tools {
+
+using namespace litetopk::testkit;
 
 namespace {
 

@@ -2,15 +2,17 @@
 
 #include <algorithm>
 
-#include "core/device_memory.h"
+#include "testkit/device_memory.h"
 
 namespace litetopk::tools {
+
+using namespace litetopk::testkit;
 
 namespace {
 
 Status run_gpu(const IndexerWorkload& w, const IndexerRunOptions& run_options, IndexerRun* run) {
-  using detail::upload;
-  detail::DeviceBuffer q, kv, kv_scale, weights, ks, ke, indices, workspace, state_buffer,
+  using testkit::upload;
+  testkit::DeviceBuffer q, kv, kv_scale, weights, ks, ke, indices, workspace, state_buffer,
       counters;
   Status uploaded = upload(w.q, &q);
   if (uploaded) uploaded = upload(w.kv, &kv);
@@ -51,30 +53,30 @@ Status run_gpu(const IndexerWorkload& w, const IndexerRunOptions& run_options, I
   unsigned long long counts[3] = {0, 0, 0};
   if (resolved == IndexerAlgo::kFused) {
     if (Status s = counters.allocate(sizeof(counts)); !s) return s;
-    if (Status s = detail::fill_device(counters.data(), 0, sizeof(counts)); !s) return s;
+    if (Status s = testkit::fill_device(counters.data(), 0, sizeof(counts)); !s) return s;
     options.candidate_counters = static_cast<unsigned long long*>(counters.data());
   }
 
   if (Status s = indexer_topk_workspace_size(p, &run->workspace_bytes, options); !s) return s;
   if (Status s = workspace.allocate(run->workspace_bytes); !s) return s;
-  if (Status s = detail::fill_device(indices.data(), kPoisonByte, indices.size()); !s) return s;
+  if (Status s = testkit::fill_device(indices.data(), kPoisonByte, indices.size()); !s) return s;
   if (Status s = indexer_topk(p, workspace.data(), run->workspace_bytes, nullptr, options); !s) {
     return s;
   }
   run->indices.resize(index_count);
-  if (Status s = detail::copy_to_host(run->indices.data(), indices.data(), indices.size()); !s) {
+  if (Status s = testkit::copy_to_host(run->indices.data(), indices.data(), indices.size()); !s) {
     return s;
   }
   if (options.candidate_counters != nullptr) {
     if (run_options.state) {
       // Count a warm run: the one above read a zeroed state (a cold start) and wrote its sample.
-      if (Status s = detail::fill_device(counters.data(), 0, sizeof(counts)); !s) return s;
+      if (Status s = testkit::fill_device(counters.data(), 0, sizeof(counts)); !s) return s;
       if (Status s = indexer_topk(p, workspace.data(), run->workspace_bytes, nullptr, options);
           !s) {
         return s;
       }
     }
-    if (Status s = detail::copy_to_host(counts, counters.data(), sizeof(counts)); !s) return s;
+    if (Status s = testkit::copy_to_host(counts, counters.data(), sizeof(counts)); !s) return s;
     const auto queries = static_cast<double>(std::max<int64_t>(w.spec.T, 1));
     run->candidates_per_query = static_cast<double>(counts[0]) / queries;
     run->reductions_per_query = static_cast<double>(counts[1]) / queries;
@@ -94,7 +96,7 @@ Status run_gpu(const IndexerWorkload& w, const IndexerRunOptions& run_options, I
   }
   if (run_options.state) {
     run->warm_indices.resize(index_count);
-    return detail::copy_to_host(run->warm_indices.data(), indices.data(), indices.size());
+    return testkit::copy_to_host(run->warm_indices.data(), indices.data(), indices.size());
   }
   return Status::ok();
 }

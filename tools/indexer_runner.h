@@ -7,11 +7,13 @@
 #include <string>
 #include <vector>
 
-#include "indexer_workload.h"
+#include "testkit/indexer_workload.h"
 #include "litetopk/indexer.h"
-#include "timing.h"
+#include "testkit/timing.h"
 
 namespace litetopk::tools {
+
+using namespace litetopk::testkit;
 
 struct IndexerRunOptions {
   bool on_cpu = false;                    // indexer_topk_cpu; else indexer_topk with `algo`

@@ -11,11 +11,13 @@
 #include "commands.h"
 #include "environment.h"
 #include "report.h"
-#include "runner.h"
-#include "verify.h"
-#include "workload.h"
+#include "select_runner.h"
+#include "testkit/select_verify.h"
+#include "testkit/select_workload.h"
 
 namespace litetopk::tools {
+
+using namespace litetopk::testkit;
 
 namespace {
 

@@ -10,8 +10,8 @@
 #include <limits>
 #include <vector>
 
-#include "core/format.h"
-#include "core/indexer_validation.h"
+#include "api/format.h"
+#include "api/indexer_validation.h"
 #include "cpu/indexer_cpu.h"
 #include "cpu/indexer_scores.h"
 #include "cpu/parallel_for.h"

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "core/fp8_e4m3.h"
+#include "formats/fp8_e4m3.h"
 
 namespace litetopk::cpu {
 

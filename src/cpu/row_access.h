@@ -3,7 +3,7 @@
 // validate_select_ranges accepted.
 //
 // A row is read as raw bits (uint32 for float32, uint16 for bfloat16/float16) and turned into the
-// order-preserving keys of core/score_keys.h; candidates are 64-bit composites (key, ~index), so
+// order-preserving keys of formats/score_keys.h; candidates are 64-bit composites (key, ~index), so
 // "best k" is "largest k composites" in every mode. The output is rebuilt from the composites:
 // the index from the low half, the value's bits from the key.
 #pragma once
@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/score_keys.h"
+#include "formats/score_keys.h"
 #include "litetopk/select.h"
 
 namespace litetopk::cpu {

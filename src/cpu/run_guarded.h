@@ -5,7 +5,7 @@
 #include <exception>
 #include <new>
 
-#include "core/format.h"
+#include "api/format.h"
 #include "litetopk/status.h"
 
 namespace litetopk::cpu {

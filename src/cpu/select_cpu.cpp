@@ -1,7 +1,7 @@
 // select_topk_cpu: validation and dispatch to the CPU algorithms (all pointers are host pointers).
 #include <thread>
 
-#include "core/format.h"
+#include "api/format.h"
 #include "cpu/cpu_algos.h"
 #include "cpu/run_guarded.h"
 #include "litetopk/select.h"

@@ -8,10 +8,10 @@
 #include <exception>
 #include <new>
 
-#include "core/float_bits.h"
-#include "core/format.h"
-#include "core/sparse_decode_validation.h"
-#include "core/sparse_kv_format.h"
+#include "formats/float_bits.h"
+#include "api/format.h"
+#include "api/sparse_decode_validation.h"
+#include "formats/sparse_kv_format.h"
 #include "litetopk/sparse_decode.h"
 
 namespace litetopk::cpu {

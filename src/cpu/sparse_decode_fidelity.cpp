@@ -17,8 +17,8 @@
 #include <numeric>
 #include <vector>
 
-#include "core/format.h"
-#include "core/sparse_decode_validation.h"
+#include "api/format.h"
+#include "api/sparse_decode_validation.h"
 #include "cpu/parallel_for.h"
 #include "cpu/sparse_decode_cpu.h"
 #include "litetopk/sparse_decode.h"

@@ -13,9 +13,9 @@
 #include <cstring>
 #include <vector>
 
-#include "core/format.h"
-#include "core/sparse_decode_validation.h"
-#include "core/sparse_kv_format.h"
+#include "api/format.h"
+#include "api/sparse_decode_validation.h"
+#include "formats/sparse_kv_format.h"
 #include "cpu/parallel_for.h"
 #include "cpu/sparse_decode_cpu.h"
 #include "litetopk/sparse_decode.h"

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "common/select_testing.h"
-#include "core/score_keys.h"
+#include "formats/score_keys.h"
 
 namespace litetopk::testing {
 

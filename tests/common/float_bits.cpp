@@ -1,6 +1,6 @@
 #include "common/float_bits.h"
 
-#include "core/score_keys.h"
+#include "formats/score_keys.h"
 
 namespace litetopk::testing {
 

@@ -1,5 +1,5 @@
 // Bit-level helpers for the three score dtypes, for tests. The conversions (float <-> bfloat16 /
-// float16 bits, raw loads/stores, encode/decode of a raw score) are core/float_bits.h's, brought
+// float16 bits, raw loads/stores, encode/decode of a raw score) are formats/float_bits.h's, brought
 // into litetopk::testing; the NaN test and the selection key of a raw score are test-only. A raw
 // score is held in a uint32_t: the float32 bits, or the 16 bits of a bfloat16/float16 in the low
 // half.
@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "core/float_bits.h"
+#include "formats/float_bits.h"
 #include "litetopk/types.h"
 
 namespace litetopk::testing {
@@ -24,7 +24,7 @@ using float_bits::load_score;  // element i of an array of dtype
 using float_bits::store_score;
 
 bool is_nan_score(uint32_t raw, DType dtype);
-// The order-preserving key of core/score_keys.h for a raw score (0 for NaN).
+// The order-preserving key of formats/score_keys.h for a raw score (0 for NaN).
 uint32_t score_key(uint32_t raw, DType dtype, bool largest);
 
 }  // namespace litetopk::testing

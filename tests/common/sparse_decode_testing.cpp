@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/float_bits.h"
+#include "formats/float_bits.h"
 
 namespace litetopk::testing {
 

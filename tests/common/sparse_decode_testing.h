@@ -11,18 +11,18 @@
 #include <string>
 #include <vector>
 
-#include "cpu/sparse_decode_workload.h"
+#include "testkit/decode_workload.h"
 #include "litetopk/sparse_decode.h"
 
 namespace litetopk::testing {
 
-using cpu::DecodePattern;
-using cpu::DecodeWorkload;
-using cpu::DecodeWorkloadSpec;
-using cpu::HostSparseCache;
-using cpu::make_decode_workload;
-using cpu::quantize_workload;
-using cpu::TokenKind;
+using testkit::DecodePattern;
+using testkit::DecodeWorkload;
+using testkit::DecodeWorkloadSpec;
+using testkit::HostSparseCache;
+using testkit::make_decode_workload;
+using testkit::quantize_workload;
+using testkit::TokenKind;
 
 struct DecodeCase {
   std::string name;  // unique, gtest-safe ([A-Za-z0-9_])

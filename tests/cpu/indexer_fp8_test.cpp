@@ -1,4 +1,4 @@
-// fp8 e4m3 (torch.float8_e4m3fn) conversions of core/fp8_e4m3.h, checked exhaustively: every byte
+// fp8 e4m3 (torch.float8_e4m3fn) conversions of formats/fp8_e4m3.h, checked exhaustively: every byte
 // decoded against the format's formula, every finite byte round-tripped, every rounding midpoint,
 // and a sweep of float bit patterns against a nearest-value search.
 #include <gtest/gtest.h>
@@ -9,8 +9,8 @@
 #include <limits>
 #include <vector>
 
-#include "core/float_bits.h"
-#include "core/fp8_e4m3.h"
+#include "formats/float_bits.h"
+#include "formats/fp8_e4m3.h"
 
 namespace litetopk {
 namespace {

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "common/indexer_testing.h"
-#include "core/fp8_e4m3.h"
-#include "core/indexer_validation.h"
+#include "formats/fp8_e4m3.h"
+#include "api/indexer_validation.h"
 #include "cpu/indexer_scores.h"
 #include "litetopk/indexer.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <type_traits>
 
-#include "core/indexer_validation.h"
+#include "api/indexer_validation.h"
 #include "litetopk/indexer.h"
 
 namespace litetopk {

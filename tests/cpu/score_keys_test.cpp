@@ -1,4 +1,4 @@
-// The order-preserving keys of core/score_keys.h: round trips and order, for every 16-bit pattern
+// The order-preserving keys of formats/score_keys.h: round trips and order, for every 16-bit pattern
 // and many float32 ones.
 //
 // Note on zeros: -0.0 and +0.0 compare equal as floats but get different keys, with -0.0 < +0.0
@@ -6,7 +6,7 @@
 // is preferred over -0.0 regardless of index. This is acceptable (both are correct answers under
 // IEEE equality, and the order is a fixed, documented total order) and keeps keys a bijection on
 // non-NaN bit patterns, so values are rebuilt exactly from keys.
-#include "core/score_keys.h"
+#include "formats/score_keys.h"
 
 #include <gtest/gtest.h>
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/sparse_decode_testing.h"
-#include "cpu/sparse_decode_workload.h"
+#include "testkit/decode_workload.h"
 #include "litetopk/sparse_decode.h"
 
 namespace litetopk {
@@ -126,8 +126,8 @@ TEST(SparseDecodeFidelity, SyntheticSetAtDelta7) {
       spec.group_size = 4;
       spec.lengths = {16384, 8269};
       spec.seed = seed;
-      std::vector<cpu::TradeoffRow> rows;
-      const Status status = cpu::sparse_decode_tradeoff_cpu(spec, bs, {7.0f, kInf}, &rows);
+      std::vector<testkit::TradeoffRow> rows;
+      const Status status = testkit::sparse_decode_tradeoff_cpu(spec, bs, {7.0f, kInf}, &rows);
       ASSERT_TRUE(status.is_ok()) << status.to_string();
       const DecodeFidelity& f = rows[0].vs_original;
       const DecodeFidelity& floor = rows[1].vs_original;
@@ -158,13 +158,13 @@ TEST(SparseDecodeFidelity, TradeoffTable) {
     spec.group_size = 4;
     spec.lengths = {32768};
     spec.seed = 3;
-    std::vector<cpu::TradeoffRow> rows;
+    std::vector<testkit::TradeoffRow> rows;
     const Status status =
-        cpu::sparse_decode_tradeoff_cpu(spec, 128, {3.0f, 5.0f, 7.0f, 9.0f, kInf}, &rows);
+        testkit::sparse_decode_tradeoff_cpu(spec, 128, {3.0f, 5.0f, 7.0f, 9.0f, kInf}, &rows);
     ASSERT_TRUE(status.is_ok()) << status.to_string();
-    const std::string title = std::string("[ trade-off ] ") + cpu::decode_pattern_name(pattern) +
+    const std::string title = std::string("[ trade-off ] ") + testkit::decode_pattern_name(pattern) +
                               ": 1 x 32768 tokens, 2 KV heads x 4 query heads, BS 128, fp16";
-    std::printf("%s\n", cpu::format_tradeoff_table(title, rows).c_str());
+    std::printf("%s\n", testkit::format_tradeoff_table(title, rows).c_str());
     for (std::size_t i = 1; i < rows.size(); ++i) {
       EXPECT_GE(rows[i].vs_original.kept_fraction, rows[i - 1].vs_original.kept_fraction);
       EXPECT_GE(rows[i].vs_original.read_fraction, rows[i - 1].vs_original.read_fraction);
@@ -174,7 +174,7 @@ TEST(SparseDecodeFidelity, TradeoffTable) {
     if (pattern == testing::DecodePattern::kNeedles) {
       DecodeWorkload w = testing::make_decode_workload(spec);
       std::vector<double> shares;
-      ASSERT_TRUE(cpu::mass_by_token_kind(&w, &shares).is_ok());
+      ASSERT_TRUE(testkit::mass_by_token_kind(&w, &shares).is_ok());
       std::printf("[ mass ] needles: sinks %.4f, local %.4f, needles %.4f, heavy tail %.4f, "
                   "bulk %.4f\n",
                   shares[1], shares[2], shares[3], shares[4], shares[0]);

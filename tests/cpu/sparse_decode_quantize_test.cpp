@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "common/sparse_decode_testing.h"
-#include "core/float_bits.h"
-#include "core/fp8_e4m3.h"
-#include "core/sparse_kv_format.h"
+#include "formats/float_bits.h"
+#include "formats/fp8_e4m3.h"
+#include "formats/sparse_kv_format.h"
 #include "cpu/sparse_decode_cpu.h"
 #include "litetopk/sparse_decode.h"
 
@@ -197,7 +197,7 @@ TEST(SparseKvQuantize, RoundTripWithinResidualPrecision) {
               static_cast<double>(s) * (std::fabs(r_exact) / 16.0 + std::ldexp(1.0, -10) +
                                         4.0 * std::ldexp(1.0, -24));
           const double error = std::fabs(static_cast<double>(block.rebuilt[t * kD + c]) - k);
-          ASSERT_LE(error, bound) << cpu::decode_pattern_name(pattern) << " "
+          ASSERT_LE(error, bound) << testkit::decode_pattern_name(pattern) << " "
                                   << dtype_name(dtype) << " t " << t << " c " << c << " k " << k
                                   << " s " << s;
           if (std::ldexp(1.0, -14) <= s) {

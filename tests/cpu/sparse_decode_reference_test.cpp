@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "common/sparse_decode_testing.h"
-#include "core/float_bits.h"
-#include "core/sparse_kv_format.h"
+#include "formats/float_bits.h"
+#include "formats/sparse_kv_format.h"
 #include "cpu/sparse_decode_cpu.h"
 #include "litetopk/sparse_decode.h"
 

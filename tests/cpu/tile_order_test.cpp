@@ -1,11 +1,11 @@
-// The fused indexer's key-tile order (core/tile_order.h): every tile exactly once, the cold
+// The fused indexer's key-tile order (formats/tile_order.h): every tile exactly once, the cold
 // sample first and evenly strided, the rest in key order, and the multiply-high division exact.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <vector>
 
-#include "core/tile_order.h"
+#include "formats/tile_order.h"
 
 namespace litetopk::tile_order {
 namespace {

@@ -21,15 +21,15 @@
 #include <vector>
 
 #include "common/sparse_decode_testing.h"
-#include "core/device_memory.h"
-#include "core/sparse_kv_format.h"
+#include "testkit/device_memory.h"
+#include "formats/sparse_kv_format.h"
 #include "gpu/gpu_select_runner.h"
 #include "litetopk/sparse_decode.h"
 
 namespace litetopk::testing {
 namespace {
 
-using detail::DeviceBuffer;
+using testkit::DeviceBuffer;
 
 #define SKIP_WITHOUT_GPU() \
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device"
@@ -54,7 +54,7 @@ Status upload(DeviceBuffer* buffer, const V& host) {
   if (buffer->size() != std::max<std::size_t>(bytes, 16)) {
     if (Status s = buffer->allocate(std::max<std::size_t>(bytes, 16)); !s) return s;
   }
-  return bytes == 0 ? Status::ok() : detail::copy_to_device(buffer->data(), host.data(), bytes);
+  return bytes == 0 ? Status::ok() : testkit::copy_to_device(buffer->data(), host.data(), bytes);
 }
 
 // A host sparse cache copied to the device (same shape and block table).
@@ -155,27 +155,27 @@ struct DeviceOutputs {
     const auto rows = static_cast<std::size_t>(w.batch * w.num_q_heads);
     Status s = upload(&q, w.q);
     if (s) s = out.allocate(rows * kD * dtype_size(r.out_dtype));
-    if (s) s = detail::fill_device(out.data(), 0x5a, out.size());
+    if (s) s = testkit::fill_device(out.data(), 0x5a, out.size());
     if (s) s = lse.allocate(rows * 4);
-    if (s) s = detail::fill_device(lse.data(), 0x5a, lse.size());
+    if (s) s = testkit::fill_device(lse.data(), 0x5a, lse.size());
     if (s) s = mask.allocate(static_cast<std::size_t>(std::max<int64_t>(mask_entries, 1)));
-    if (s) s = detail::fill_device(mask.data(), kMaskPoison, mask.size());
+    if (s) s = testkit::fill_device(mask.data(), kMaskPoison, mask.size());
     return s;
   }
 
   Status download(const DecodeWorkload& w, const RunConfig& r, int64_t mask_entries, GpuResult* g) {
     const auto rows = static_cast<std::size_t>(w.batch * w.num_q_heads);
     std::vector<unsigned char> raw(rows * kD * dtype_size(r.out_dtype));
-    Status s = detail::copy_to_host(raw.data(), out.data(), raw.size());
+    Status s = testkit::copy_to_host(raw.data(), out.data(), raw.size());
     g->out.resize(rows * kD);
     for (std::size_t i = 0; i < g->out.size(); ++i) {
       g->out[i] = element(raw.data(), r.out_dtype, static_cast<int64_t>(i));
     }
     g->lse.assign(rows, 0.0f);
-    if (s && r.with_lse) s = detail::copy_to_host(g->lse.data(), lse.data(), rows * 4);
+    if (s && r.with_lse) s = testkit::copy_to_host(g->lse.data(), lse.data(), rows * 4);
     g->mask.assign(static_cast<std::size_t>(mask_entries), kMaskPoison);
     if (s && r.with_mask && mask_entries > 0) {
-      s = detail::copy_to_host(g->mask.data(), mask.data(), g->mask.size());
+      s = testkit::copy_to_host(g->mask.data(), mask.data(), g->mask.size());
     }
     return s;
   }
@@ -209,7 +209,7 @@ Status run_gpu_sparse(const DecodeWorkload& w, const SparseKvCache& cache, float
   s = sparse_decode_workspace_size(p, &bytes, options);
   if (s) s = dev.workspace.allocate(bytes);
   if (s) s = sparse_decode(p, dev.workspace.data(), bytes, nullptr, options);
-  if (s) s = detail::device_synchronize();
+  if (s) s = testkit::device_synchronize();
   if (s) s = dev.download(w, r, mask_entries, g);
   return s;
 }
@@ -233,7 +233,7 @@ Status run_gpu_dense(const DecodeWorkload& w, const DenseKvCache& cache, const R
   s = dense_decode_workspace_size(p, &bytes, options);
   if (s) s = dev.workspace.allocate(bytes);
   if (s) s = dense_decode(p, dev.workspace.data(), bytes, nullptr, options);
-  if (s) s = detail::device_synchronize();
+  if (s) s = testkit::device_synchronize();
   if (s) s = dev.download(w, r, 0, g);
   return s;
 }
@@ -599,7 +599,7 @@ TEST(DecodeGpuGraph, ReplayAfterTheContextGrows) {
   // its device lengths rewritten.
   DeviceDenseCache dense;
   ASSERT_TRUE(dense.upload_from(full, {}).is_ok());
-  ASSERT_TRUE(detail::copy_to_device(dense.lengths.data(), small.lengths.data(), small.lengths.size() * 4).is_ok());
+  ASSERT_TRUE(testkit::copy_to_device(dense.lengths.data(), small.lengths.data(), small.lengths.size() * 4).is_ok());
   DeviceOutputs sparse_out, dense_out;
   ASSERT_TRUE(sparse_out.prepare(prep.w, r, mask_entries).is_ok());
   ASSERT_TRUE(dense_out.prepare(prep.w, r, 0).is_ok());
@@ -638,8 +638,8 @@ TEST(DecodeGpuGraph, ReplayAfterTheContextGrows) {
       ASSERT_TRUE(q.is_ok()) << q.to_string();
       rebuild_cache(prep.host.view(), prep.w, &prep.rebuilt);
       ASSERT_TRUE(prep.dev.upload_from(prep.host).is_ok());
-      ASSERT_TRUE(detail::copy_to_device(dense.lengths.data(), full.lengths.data(), full.lengths.size() * 4).is_ok());
-      ASSERT_TRUE(detail::fill_device(sparse_out.mask.data(), kMaskPoison, sparse_out.mask.size()).is_ok());
+      ASSERT_TRUE(testkit::copy_to_device(dense.lengths.data(), full.lengths.data(), full.lengths.size() * 4).is_ok());
+      ASSERT_TRUE(testkit::fill_device(sparse_out.mask.data(), kMaskPoison, sparse_out.mask.size()).is_ok());
     }
     ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);

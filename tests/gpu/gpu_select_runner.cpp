@@ -4,7 +4,7 @@
 
 namespace litetopk::testing {
 
-using detail::DeviceBuffer;
+using testkit::DeviceBuffer;
 
 bool gpu_available() {
   DeviceInfo info;
@@ -17,17 +17,17 @@ Status run_gpu_select(const SelectCase& c, const HostRows& rows, const GpuRunOpt
   const std::size_t value_bytes = out_count * dtype_size(c.dtype);
   DeviceBuffer scores, starts, ends, indices, values, workspace;
   Status s = scores.allocate(rows.scores.size());
-  if (s) s = detail::copy_to_device(scores.data(), rows.scores.data(), rows.scores.size());
+  if (s) s = testkit::copy_to_device(scores.data(), rows.scores.data(), rows.scores.size());
   if (s && c.with_ranges) {
     s = starts.allocate(rows.starts.size() * sizeof(int32_t));
     if (s) s = ends.allocate(rows.ends.size() * sizeof(int32_t));
-    if (s) s = detail::copy_to_device(starts.data(), rows.starts.data(), starts.size());
-    if (s) s = detail::copy_to_device(ends.data(), rows.ends.data(), ends.size());
+    if (s) s = testkit::copy_to_device(starts.data(), rows.starts.data(), starts.size());
+    if (s) s = testkit::copy_to_device(ends.data(), rows.ends.data(), ends.size());
   }
   if (s) s = indices.allocate(out_count * sizeof(int32_t));
   if (s) s = values.allocate(value_bytes);
-  if (s) s = detail::fill_device(indices.data(), 0x5a, indices.size());
-  if (s) s = detail::fill_device(values.data(), 0x5a, values.size());
+  if (s) s = testkit::fill_device(indices.data(), 0x5a, indices.size());
+  if (s) s = testkit::fill_device(values.data(), 0x5a, values.size());
   if (!s) return s;
 
   SelectProblem p = make_problem(c, rows, indices.as<int32_t>(), values.data());
@@ -41,12 +41,12 @@ Status run_gpu_select(const SelectCase& c, const HostRows& rows, const GpuRunOpt
   s = select_topk_workspace_size(p, &bytes, o);
   if (s) s = workspace.allocate(bytes);
   if (s) s = select_topk(p, workspace.data(), bytes, nullptr, o);
-  if (s) s = detail::device_synchronize();
+  if (s) s = testkit::device_synchronize();
   if (!s) return s;
   result->indices.resize(out_count);
   result->values.resize(value_bytes);
-  s = detail::copy_to_host(result->indices.data(), indices.data(), indices.size());
-  if (s) s = detail::copy_to_host(result->values.data(), values.data(), values.size());
+  s = testkit::copy_to_host(result->indices.data(), indices.data(), indices.size());
+  if (s) s = testkit::copy_to_host(result->values.data(), values.data(), values.size());
   return s;
 }
 

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "common/select_testing.h"
-#include "core/device_memory.h"
+#include "testkit/device_memory.h"
 
 namespace litetopk::testing {
 

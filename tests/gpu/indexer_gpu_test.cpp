@@ -9,15 +9,15 @@
 #include <vector>
 
 #include "common/indexer_testing.h"
-#include "core/device_memory.h"
-#include "core/hot_sample_layout.h"
-#include "core/fp8_e4m3.h"
+#include "testkit/device_memory.h"
+#include "formats/hot_sample_layout.h"
+#include "formats/fp8_e4m3.h"
 #include "gpu/gpu_select_runner.h"
 
 namespace litetopk::testing {
 namespace {
 
-using detail::DeviceBuffer;
+using testkit::DeviceBuffer;
 
 // The GPU is held to indexer_tolerance_rel_gpu (the fp8 wgmma accumulator's bound, about 4.9e-4
 // of the scale); LogitsMatchCpu prints the worst error it saw per case.
@@ -37,14 +37,14 @@ struct DeviceInputs {
     const auto out = static_cast<std::size_t>(std::max<int64_t>(c.T * c.k, 1));
     if (s) s = indices.allocate(out * 4);
     if (s) s = values.allocate(out * 4);
-    if (s) s = detail::copy_to_device(q.data(), in.q.data(), in.q.size());
-    if (s) s = detail::copy_to_device(kv.data(), in.kv.data(), in.kv.size());
-    if (s) s = detail::copy_to_device(kv_scale.data(), in.kv_scale.data(), in.kv_scale.size() * 4);
-    if (s) s = detail::copy_to_device(weights.data(), in.weights.data(), in.weights.size() * 4);
-    if (s) s = detail::copy_to_device(ks.data(), in.ks.data(), in.ks.size() * 4);
-    if (s) s = detail::copy_to_device(ke.data(), in.ke.data(), in.ke.size() * 4);
-    if (s) s = detail::fill_device(indices.data(), 0x5a, indices.size());
-    if (s) s = detail::fill_device(values.data(), 0x5a, values.size());
+    if (s) s = testkit::copy_to_device(q.data(), in.q.data(), in.q.size());
+    if (s) s = testkit::copy_to_device(kv.data(), in.kv.data(), in.kv.size());
+    if (s) s = testkit::copy_to_device(kv_scale.data(), in.kv_scale.data(), in.kv_scale.size() * 4);
+    if (s) s = testkit::copy_to_device(weights.data(), in.weights.data(), in.weights.size() * 4);
+    if (s) s = testkit::copy_to_device(ks.data(), in.ks.data(), in.ks.size() * 4);
+    if (s) s = testkit::copy_to_device(ke.data(), in.ke.data(), in.ke.size() * 4);
+    if (s) s = testkit::fill_device(indices.data(), 0x5a, indices.size());
+    if (s) s = testkit::fill_device(values.data(), 0x5a, values.size());
     return s;
   }
 
@@ -78,7 +78,7 @@ Status run_with_options(const IndexerCase& c, const HostIndexerInputs& in, Index
   DeviceBuffer counters;
   if (counts != nullptr) {
     s = counters.allocate(sizeof(*counts));
-    if (s) s = detail::fill_device(counters.data(), 0, sizeof(*counts));
+    if (s) s = testkit::fill_device(counters.data(), 0, sizeof(*counts));
     if (!s) return s;
     options.candidate_counters = counters.as<unsigned long long>();
   }
@@ -87,13 +87,13 @@ Status run_with_options(const IndexerCase& c, const HostIndexerInputs& in, Index
   DeviceBuffer workspace;
   if (s) s = workspace.allocate(bytes);
   if (s) s = indexer_topk(p, workspace.data(), bytes, nullptr, options);
-  if (s) s = detail::device_synchronize();
+  if (s) s = testkit::device_synchronize();
   const auto out = static_cast<std::size_t>(c.T * c.k);
   result->indices.resize(out);
   result->values.resize(out);
-  if (s) s = detail::copy_to_host(result->indices.data(), dev.indices.data(), out * 4);
-  if (s) s = detail::copy_to_host(result->values.data(), dev.values.data(), out * 4);
-  if (s && counts != nullptr) s = detail::copy_to_host(*counts, counters.data(), sizeof(*counts));
+  if (s) s = testkit::copy_to_host(result->indices.data(), dev.indices.data(), out * 4);
+  if (s) s = testkit::copy_to_host(result->values.data(), dev.values.data(), out * 4);
+  if (s && counts != nullptr) s = testkit::copy_to_host(*counts, counters.data(), sizeof(*counts));
   return s;
 }
 
@@ -149,11 +149,11 @@ TEST_P(IndexerGpu, LogitsMatchCpu) {
   const auto count = static_cast<std::size_t>(std::max<int64_t>(c.T * stride, 1));
   DeviceBuffer logits;
   ASSERT_TRUE(logits.allocate(count * 4).is_ok());
-  ASSERT_TRUE(detail::fill_device(logits.data(), 0x5a, count * 4).is_ok());
+  ASSERT_TRUE(testkit::fill_device(logits.data(), 0x5a, count * 4).is_ok());
   Status s = indexer_logits(p, logits.as<float>(), stride, nullptr);
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   std::vector<float> got(count);
-  ASSERT_TRUE(detail::copy_to_host(got.data(), logits.data(), count * 4).is_ok());
+  ASSERT_TRUE(testkit::copy_to_host(got.data(), logits.data(), count * 4).is_ok());
   std::vector<float> want(count);
   IndexerProblem host = make_indexer_problem(c, in, nullptr, nullptr);
   s = indexer_logits_cpu(host, want.data(), stride);
@@ -371,7 +371,7 @@ Status run_with_state(const IndexerCase& c, const HostIndexerInputs& in, Indexer
 // The state's header words: count, capacity, magic.
 std::vector<int32_t> state_header(const DeviceBuffer& state) {
   std::vector<int32_t> header(3, 0);
-  EXPECT_TRUE(detail::copy_to_host(header.data(), state.data(), 3 * sizeof(int32_t)).is_ok());
+  EXPECT_TRUE(testkit::copy_to_host(header.data(), state.data(), 3 * sizeof(int32_t)).is_ok());
   return header;
 }
 
@@ -429,7 +429,7 @@ TEST(IndexerGpuSmall, HotSampleAcrossChunks) {
   const auto [first, second] = make_chunk_pair(c, false);
   DeviceBuffer state;
   ASSERT_TRUE(state.allocate(state_bytes).is_ok());
-  ASSERT_TRUE(detail::fill_device(state.data(), 0x5a, state_bytes).is_ok());
+  ASSERT_TRUE(testkit::fill_device(state.data(), 0x5a, state_bytes).is_ok());
   HostTopk r;
   unsigned long long n = 0;
   Status s = run_with_state(c, second, IndexerAlgo::kFused, state.data(), &r, &n);
@@ -442,7 +442,7 @@ TEST(IndexerGpuSmall, HotSampleAcrossChunks) {
 // best of the sample bound the gate at a boundary among -inf composites, whose key lies below
 // -inf's. The gate must read as -inf (an earlier version decoded it as NaN, after which no score
 // passed the math warps' flags and every query came out -1). The state is written by hand in its
-// layout (core/hot_sample_layout.h); the cold sample is off to isolate the hot one.
+// layout (formats/hot_sample_layout.h); the cold sample is off to isolate the hot one.
 TEST(IndexerGpuSmall, HotSampleOfMinusInfinityScores) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   const IndexerCase c = causal_case("HotMinusInfinity", 4, 3000, 64, 16, 41);
@@ -460,7 +460,7 @@ TEST(IndexerGpuSmall, HotSampleOfMinusInfinityScores) {
   }
   DeviceBuffer state;
   ASSERT_TRUE(state.allocate(state_words.size() * sizeof(int32_t)).is_ok());
-  ASSERT_TRUE(detail::copy_to_device(state.data(), state_words.data(),
+  ASSERT_TRUE(testkit::copy_to_device(state.data(), state_words.data(),
                                      state_words.size() * sizeof(int32_t))
                   .is_ok());
   IndexerState st{state.data(), state_words.size() * sizeof(int32_t)};

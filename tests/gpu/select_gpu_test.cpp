@@ -155,7 +155,7 @@ SelectProblem tiny_problem(int32_t* indices, const float* scores) {
 
 TEST(SelectGpuErrors, WorkspaceTooSmallAndNull) {
   SKIP_WITHOUT_GPU();
-  detail::DeviceBuffer scores, indices, workspace;
+  testkit::DeviceBuffer scores, indices, workspace;
   ASSERT_TRUE(scores.allocate(16 * sizeof(float)).is_ok());
   ASSERT_TRUE(indices.allocate(4 * sizeof(int32_t)).is_ok());
   SelectProblem p = tiny_problem(indices.as<int32_t>(), scores.as<float>());

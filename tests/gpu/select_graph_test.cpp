@@ -18,7 +18,7 @@ TEST(SelectGpuGraph, CaptureAndReplayOnNewData) {
     c.n = 150000;
     c.k = 512;
     c.sorted = true;
-    detail::DeviceBuffer scores, indices, values, workspace;
+    testkit::DeviceBuffer scores, indices, values, workspace;
     const std::size_t out = static_cast<std::size_t>(c.batch * c.k);
     ASSERT_TRUE(scores.allocate(static_cast<std::size_t>(c.batch * c.n) * 4).is_ok());
     ASSERT_TRUE(indices.allocate(out * 4).is_ok());
@@ -45,15 +45,15 @@ TEST(SelectGpuGraph, CaptureAndReplayOnNewData) {
     for (uint64_t seed : {21u, 22u}) {
       c.seed = seed;
       rows = make_rows(c);
-      ASSERT_TRUE(detail::copy_to_device(scores.data(), rows.scores.data(), rows.scores.size()).is_ok());
-      ASSERT_TRUE(detail::fill_device(indices.data(), 0x5a, indices.size()).is_ok());
+      ASSERT_TRUE(testkit::copy_to_device(scores.data(), rows.scores.data(), rows.scores.size()).is_ok());
+      ASSERT_TRUE(testkit::fill_device(indices.data(), 0x5a, indices.size()).is_ok());
       ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
       ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
       HostResult got, ref;
       got.indices.resize(out);
       got.values.resize(out * 4);
-      ASSERT_TRUE(detail::copy_to_host(got.indices.data(), indices.data(), out * 4).is_ok());
-      ASSERT_TRUE(detail::copy_to_host(got.values.data(), values.data(), out * 4).is_ok());
+      ASSERT_TRUE(testkit::copy_to_host(got.indices.data(), indices.data(), out * 4).is_ok());
+      ASSERT_TRUE(testkit::copy_to_host(got.values.data(), values.data(), out * 4).is_ok());
       ASSERT_TRUE(run_cpu_select(c, rows, CpuSelectAlgo::kReference, 1, &ref).is_ok());
       EXPECT_TRUE(check_selection(c, rows, got.indices.data(), got.values.data(),
                                   ref.indices.data(), ref.values.data()))

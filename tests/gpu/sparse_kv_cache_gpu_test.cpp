@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "common/sparse_decode_testing.h"
-#include "core/device_memory.h"
+#include "testkit/device_memory.h"
 #include "gpu/gpu_select_runner.h"
 #include "litetopk/sparse_decode.h"
 
@@ -38,13 +38,13 @@ std::size_t bytes_of(const std::vector<T>& v) {
 
 // A device copy of a HostSparseCache (same shape, same block table).
 struct DeviceSparseCache {
-  detail::DeviceBuffer codes, scales, residuals, values, tail, lengths, table;
+  testkit::DeviceBuffer codes, scales, residuals, values, tail, lengths, table;
   SparseKvCache view;
 
   Status upload(HostSparseCache& host) {
     view = host.view();
     const struct {
-      detail::DeviceBuffer* buffer;
+      testkit::DeviceBuffer* buffer;
       const void* data;
       std::size_t bytes;
     } arrays[] = {{&codes, host.key_codes.data(), bytes_of(host.key_codes)},
@@ -57,7 +57,7 @@ struct DeviceSparseCache {
     for (const auto& a : arrays) {
       if (a.bytes == 0) continue;
       if (Status s = a.buffer->allocate(a.bytes); !s) return s;
-      if (Status s = detail::copy_to_device(a.buffer->data(), a.data, a.bytes); !s) return s;
+      if (Status s = testkit::copy_to_device(a.buffer->data(), a.data, a.bytes); !s) return s;
     }
     view.key_codes = codes.as<uint8_t>();
     view.key_scales = scales.data();
@@ -73,7 +73,7 @@ struct DeviceSparseCache {
   Status download(HostSparseCache* host) const {
     const struct {
       void* data;
-      const detail::DeviceBuffer* buffer;
+      const testkit::DeviceBuffer* buffer;
       std::size_t bytes;
     } arrays[] = {{host->key_codes.data(), &codes, bytes_of(host->key_codes)},
                   {host->key_scales.data(), &scales, bytes_of(host->key_scales)},
@@ -82,9 +82,9 @@ struct DeviceSparseCache {
                   {host->tail_keys.data(), &tail, bytes_of(host->tail_keys)},
                   {host->lengths.data(), &lengths, bytes_of(host->lengths)}};
     for (const auto& a : arrays) {
-      if (Status s = detail::copy_to_host(a.data, a.buffer->data(), a.bytes); !s) return s;
+      if (Status s = testkit::copy_to_host(a.data, a.buffer->data(), a.bytes); !s) return s;
     }
-    return detail::device_synchronize();
+    return testkit::device_synchronize();
   }
 };
 
@@ -121,7 +121,7 @@ template <typename T>
 
 // The dense cache of a workload on the device (contiguous).
 struct DeviceDense {
-  detail::DeviceBuffer keys, values, lengths;
+  testkit::DeviceBuffer keys, values, lengths;
   DenseKvCache view;
 
   Status upload(DecodeWorkload& w) {
@@ -131,7 +131,7 @@ struct DeviceDense {
           std::tuple{&values, static_cast<const void*>(w.values.data()), bytes_of(w.values)},
           std::tuple{&lengths, static_cast<const void*>(w.lengths.data()), bytes_of(w.lengths)}}) {
       if (Status s = buffer->allocate(bytes); !s) return s;
-      if (Status s = detail::copy_to_device(buffer->data(), data, bytes); !s) return s;
+      if (Status s = testkit::copy_to_device(buffer->data(), data, bytes); !s) return s;
     }
     view.keys = keys.data();
     view.values = values.data();
@@ -250,11 +250,11 @@ TEST_P(SparseKvCacheSmall, FromDenseStridedWithSharedLengths) {
   got.lengths = w.lengths;  // the device lengths array holds dense.lengths
   DeviceSparseCache device;
   ASSERT_TRUE(device.upload(got).is_ok());
-  detail::DeviceBuffer dense_keys, dense_values;
+  testkit::DeviceBuffer dense_keys, dense_values;
   ASSERT_TRUE(dense_keys.allocate(bytes_of(keys)).is_ok());
   ASSERT_TRUE(dense_values.allocate(bytes_of(values)).is_ok());
-  ASSERT_TRUE(detail::copy_to_device(dense_keys.data(), keys.data(), bytes_of(keys)).is_ok());
-  ASSERT_TRUE(detail::copy_to_device(dense_values.data(), values.data(), bytes_of(values)).is_ok());
+  ASSERT_TRUE(testkit::copy_to_device(dense_keys.data(), keys.data(), bytes_of(keys)).is_ok());
+  ASSERT_TRUE(testkit::copy_to_device(dense_values.data(), values.data(), bytes_of(values)).is_ok());
   dense.keys = dense_keys.data();
   dense.values = dense_values.data();
   dense.lengths = device.view.lengths;
@@ -313,7 +313,7 @@ TEST_P(SparseKvCacheSmall, AppendsMatchCpuByCallsAndGraphReplays) {
   ASSERT_TRUE(by_graph.upload(want).is_ok());
 
   const std::size_t token_elements = static_cast<std::size_t>(w.batch * w.num_kv_heads * kD);
-  detail::DeviceBuffer new_keys, new_values;
+  testkit::DeviceBuffer new_keys, new_values;
   ASSERT_TRUE(new_keys.allocate(token_elements * 2).is_ok());
   ASSERT_TRUE(new_values.allocate(token_elements * 2).is_ok());
   cudaStream_t stream = nullptr;
@@ -339,8 +339,8 @@ TEST_P(SparseKvCacheSmall, AppendsMatchCpuByCallsAndGraphReplays) {
       }
     }
     append_cpu(&want, keys, values);
-    ASSERT_TRUE(detail::copy_to_device(new_keys.data(), keys.data(), token_elements * 2).is_ok());
-    ASSERT_TRUE(detail::copy_to_device(new_values.data(), values.data(), token_elements * 2).is_ok());
+    ASSERT_TRUE(testkit::copy_to_device(new_keys.data(), keys.data(), token_elements * 2).is_ok());
+    ASSERT_TRUE(testkit::copy_to_device(new_values.data(), values.data(), token_elements * 2).is_ok());
     const Status s = sparse_kv_append(by_calls.view, new_keys.data(), new_values.data(), stream);
     ASSERT_TRUE(s.is_ok()) << s.to_string();
     ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
@@ -368,7 +368,7 @@ TEST(SparseKvCacheTiming, FromDenseAndAppend131072Tokens) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   constexpr int64_t kHeads = 8, kTokens = 131072;
   const std::size_t dense_elements = static_cast<std::size_t>(kHeads * kTokens * kD);
-  detail::DeviceBuffer keys, values, dense_lengths, new_keys, new_values, reset_length;
+  testkit::DeviceBuffer keys, values, dense_lengths, new_keys, new_values, reset_length;
   ASSERT_TRUE(reset_length.allocate(4).is_ok());
   ASSERT_TRUE(keys.allocate(dense_elements * 2).is_ok());
   ASSERT_TRUE(values.allocate(dense_elements * 2).is_ok());
@@ -377,16 +377,16 @@ TEST(SparseKvCacheTiming, FromDenseAndAppend131072Tokens) {
     for (std::size_t i = 0; i < fill.size(); ++i) {
       fill[i] = static_cast<uint16_t>(0x3c00 + (i * 2654435761u >> 20) % 2048 - 1024);  // ~[0.5, 2)
     }
-    ASSERT_TRUE(detail::copy_to_device(keys.data(), fill.data(), dense_elements * 2).is_ok());
-    ASSERT_TRUE(detail::copy_to_device(values.data(), fill.data(), dense_elements * 2).is_ok());
+    ASSERT_TRUE(testkit::copy_to_device(keys.data(), fill.data(), dense_elements * 2).is_ok());
+    ASSERT_TRUE(testkit::copy_to_device(values.data(), fill.data(), dense_elements * 2).is_ok());
   }
   ASSERT_TRUE(new_keys.allocate(kHeads * kD * 2).is_ok());
   ASSERT_TRUE(new_values.allocate(kHeads * kD * 2).is_ok());
-  ASSERT_TRUE(detail::fill_device(new_keys.data(), 0x3c, kHeads * kD * 2).is_ok());
-  ASSERT_TRUE(detail::fill_device(new_values.data(), 0x3c, kHeads * kD * 2).is_ok());
+  ASSERT_TRUE(testkit::fill_device(new_keys.data(), 0x3c, kHeads * kD * 2).is_ok());
+  ASSERT_TRUE(testkit::fill_device(new_values.data(), 0x3c, kHeads * kD * 2).is_ok());
   const int32_t full = static_cast<int32_t>(kTokens);
   ASSERT_TRUE(dense_lengths.allocate(4).is_ok());
-  ASSERT_TRUE(detail::copy_to_device(dense_lengths.data(), &full, 4).is_ok());
+  ASSERT_TRUE(testkit::copy_to_device(dense_lengths.data(), &full, 4).is_ok());
   DenseKvCache dense;
   dense.batch = 1;
   dense.num_kv_heads = kHeads;
@@ -403,7 +403,7 @@ TEST(SparseKvCacheTiming, FromDenseAndAppend131072Tokens) {
     cache.max_blocks = kTokens / bs + 1;  // room to append
     SparseKvCacheBytes bytes;
     ASSERT_TRUE(sparse_kv_cache_bytes(cache, &bytes).is_ok());
-    detail::DeviceBuffer storage;
+    testkit::DeviceBuffer storage;
     ASSERT_TRUE(storage.allocate(bytes.total() + 6 * 256).is_ok());
     auto* at = storage.as<unsigned char>();
     const auto take = [&](std::size_t n) {
@@ -418,7 +418,7 @@ TEST(SparseKvCacheTiming, FromDenseAndAppend131072Tokens) {
     cache.tail_keys = take(bytes.tail_keys);
     cache.lengths = reinterpret_cast<int32_t*>(take(bytes.lengths));
 
-    detail::DeviceTimer timer;
+    testkit::DeviceTimer timer;
     ASSERT_TRUE(sparse_kv_from_dense(dense, cache, nullptr).is_ok());  // warm-up
     constexpr int kRepeats = 10;
     float ms = 0;
@@ -436,7 +436,7 @@ TEST(SparseKvCacheTiming, FromDenseAndAppend131072Tokens) {
     cudaStream_t stream = nullptr;
     ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
     for (const int32_t len : {full - static_cast<int32_t>(bs) / 2, full + static_cast<int32_t>(bs) - 1}) {
-      ASSERT_TRUE(detail::copy_to_device(reset_length.data(), &len, 4).is_ok());
+      ASSERT_TRUE(testkit::copy_to_device(reset_length.data(), &len, 4).is_ok());
       cudaGraph_t step = nullptr;
       cudaGraphExec_t step_exec = nullptr;
       ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
@@ -467,16 +467,16 @@ TEST(SparseKvCacheTiming, FromDenseAndAppend131072Tokens) {
     ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
     ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
     const int32_t start = full - static_cast<int32_t>(bs);
-    ASSERT_TRUE(detail::copy_to_device(cache.lengths, &start, 4).is_ok());
+    ASSERT_TRUE(testkit::copy_to_device(cache.lengths, &start, 4).is_ok());
     ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);  // warm-up
-    ASSERT_TRUE(detail::copy_to_device(cache.lengths, &start, 4).is_ok());
+    ASSERT_TRUE(testkit::copy_to_device(cache.lengths, &start, 4).is_ok());
     ASSERT_TRUE(timer.start(stream).is_ok());
     ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
     ASSERT_TRUE(timer.stop(&ms, stream).is_ok());
     std::printf("[timing] BS=%lld append (1 x 8 heads) in a graph of %lld steps: %.2f us per step\n",
                 static_cast<long long>(bs), static_cast<long long>(bs), 1000.0 * ms / static_cast<double>(bs));
     int32_t end = 0;
-    ASSERT_TRUE(detail::copy_to_host(&end, cache.lengths, 4).is_ok());
+    ASSERT_TRUE(testkit::copy_to_host(&end, cache.lengths, 4).is_ok());
     EXPECT_EQ(end, full);
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "core/sparse_kv_format.h"
+#include "formats/sparse_kv_format.h"
 
 namespace litetopk::cuda_kv {
 

@@ -1,4 +1,4 @@
-// Host entry points of the decode attention kernels (core/decode_backend.h): the split plan, the
+// Host entry points of the decode attention kernels (api/decode_backend.h): the split plan, the
 // workspace layout and the launch order.
 //
 // Splits are sized from the cache's capacity and the GPU, never from the lengths (which live on
@@ -15,10 +15,11 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "core/decode_backend.h"
-#include "core/format.h"
+#include "api/decode_backend.h"
+#include "api/format.h"
 #include "cuda/decode/decode_kernels.h"
-#include "cuda/select/select_kernels.h"
+#include "cuda/common/device_shape.h"
+#include "cuda/common/workspace_carver.h"
 
 namespace litetopk::detail {
 namespace {
@@ -29,8 +30,8 @@ constexpr int64_t kFallbackSmCount = 132;
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 int64_t sm_count() {
-  cuda_select::DeviceShape device{};
-  if (!cuda_select::current_device_shape(&device)) return kFallbackSmCount;
+  cuda_common::DeviceShape device{};
+  if (!cuda_common::current_device_shape(&device)) return kFallbackSmCount;
   return device.sm_count;
 }
 
@@ -54,7 +55,7 @@ struct Plan {
   int64_t anchor_chunks = 0;  // sparse only
 
   std::size_t carve(void* base, decode::SplitPartials* partials, float** anchor_max) const {
-    cuda_select::WorkspaceCarver carver(base);
+    cuda_common::WorkspaceCarver carver(base);
     partials->o = carver.take<float>(static_cast<std::size_t>(rows * splits * kSparseDecodeHeadDim));
     partials->lse2 = carver.take<float>(static_cast<std::size_t>(rows * splits));
     partials->splits = static_cast<int>(splits);

@@ -16,7 +16,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "core/sparse_decode_validation.h"
+#include "api/sparse_decode_validation.h"
 #include "cuda/common/async_copy_sm90.cuh"
 #include "cuda/decode/decode_kernels.h"
 #include "cuda/decode/decode_launch_kernel.cuh"

@@ -19,7 +19,7 @@
 
 #include <cstdint>
 
-#include "core/sparse_kv_format.h"
+#include "formats/sparse_kv_format.h"
 #include "cuda/decode/cache_rows.cuh"
 
 namespace litetopk::cuda_kv {

@@ -15,7 +15,7 @@
 
 #include <cstdint>
 
-#include "core/sparse_kv_format.h"
+#include "formats/sparse_kv_format.h"
 #include "cuda/decode/decode_kernels.h"
 #include "cuda/decode/decode_launch_kernel.cuh"
 #include "cuda/decode/decode_mma_sm90.cuh"

@@ -25,8 +25,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/sparse_decode_validation.h"
-#include "core/sparse_kv_format.h"
+#include "api/sparse_decode_validation.h"
+#include "formats/sparse_kv_format.h"
 #include "cuda/common/async_copy_sm90.cuh"
 #include "cuda/decode/decode_kernels.h"
 #include "cuda/decode/decode_launch_kernel.cuh"

@@ -15,11 +15,12 @@
 #include <climits>
 #include <cstdint>
 
-#include "core/sparse_kv_format.h"
+#include "formats/sparse_kv_format.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/decode/quantize_block.cuh"
 #include "cuda/decode/sparse_kv_writers.h"
-#include "cuda/select/select_kernels.h"
+#include "cuda/common/device_shape.h"
+#include "cuda/common/workspace_carver.h"
 
 namespace litetopk::cuda_kv {
 namespace {
@@ -86,8 +87,8 @@ Status launch_sparse_kv_append(const SparseKvCache& cache, const void* new_keys,
     return Status(StatusCode::kUnsupported,
                   "sparse_kv_append: batch * num_kv_heads must be <= 2^31 - 1 (one CTA each)");
   }
-  cuda_select::DeviceShape device{};
-  if (Status s = cuda_select::current_device_shape(&device); !s) return s;
+  cuda_common::DeviceShape device{};
+  if (Status s = cuda_common::current_device_shape(&device); !s) return s;
   const int sm_count = device.sm_count;
   const bool bf16 = cache.dtype == DType::kBFloat16;
   if (cache.block_size == 128) {

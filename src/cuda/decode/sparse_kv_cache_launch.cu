@@ -1,10 +1,10 @@
-// Host entry points of the sparse KV cache writers (core/decode_backend.h): the checks that
+// Host entry points of the sparse KV cache writers (api/decode_backend.h): the checks that
 // validation leaves to the backend (alignment of the new token's rows), the empty batch, then the
 // kernels of sparse_kv_append.cu and sparse_kv_from_dense.cu.
 #include <cstdint>
 
-#include "core/decode_backend.h"
-#include "core/format.h"
+#include "api/decode_backend.h"
+#include "api/format.h"
 #include "cuda/decode/sparse_kv_writers.h"
 
 namespace litetopk::detail {

@@ -12,8 +12,8 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "core/sparse_decode_validation.h"
-#include "core/sparse_kv_format.h"
+#include "api/sparse_decode_validation.h"
+#include "formats/sparse_kv_format.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/decode/quantize_block.cuh"
 #include "cuda/decode/sparse_kv_writers.h"

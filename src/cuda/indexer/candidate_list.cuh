@@ -1,7 +1,7 @@
 // Exact top-k over a candidate list in global memory, run by a team of warps (the side warps of
 // the fused indexer kernel) synchronized by a named barrier.
 //
-// Candidates are distinct 64-bit composites (score key << 32 | ~key index, core/score_keys.h):
+// Candidates are distinct 64-bit composites (score key << 32 | ~key index, formats/score_keys.h):
 // larger is better and no two are equal, so "the k best" is always exactly k elements.
 // 1. find_boundary: radix descent, 11 bits per pass from the top, kBatch loads in flight per
 //    thread: a 2048-bin histogram of the candidates that share

@@ -20,7 +20,7 @@
 //       bound its k-th best from below: the gate rises to them, and the sample's candidates are
 //       dropped (the key tiles score those keys again).
 //    b. Cold sample (speculative gate): then come 8 to 512 key tiles evenly strided over the range
-//       (core/tile_order.h; not scored again, so their candidates stay). After them a query's
+//       (formats/tile_order.h; not scored again, so their candidates stay). After them a query's
 //       speculative gate is its r-th best sample score, r several standard deviations above the
 //       number of the query's k best the sample is expected to hold, so that the k best very
 //       likely beat it; the gate rises to it, and the list keeps only the sample's r best (what
@@ -44,13 +44,15 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "core/hot_sample_layout.h"
-#include "core/score_keys.h"
+#include "formats/hot_sample_layout.h"
+#include "formats/score_keys.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/indexer/candidate_list.cuh"
 #include "cuda/indexer/indexer_kernels.h"
 #include "cuda/indexer/indexer_wgmma_sm90.cuh"
-#include "cuda/select/select_kernels.h"
+#include "cuda/common/device_shape.h"
+#include "heuristics/indexer_heuristics.h"
+#include "cuda/common/workspace_carver.h"
 
 namespace litetopk::cuda_indexer {
 namespace {
@@ -511,55 +513,21 @@ Status launch(const IndexerProblem& problem, const FusedPlan& plan, uint64_t* li
   return run();
 }
 
-// Cold-sample tiles c for ranges of n key tiles: the sample admits about 64 c candidates per
-// query, and after it a query admits about k (1 + z / sqrt(c k / n)) more (the speculative gate's
-// margin, z = 6). The default, 2.8 (1.5 k sqrt(2 n / k) / 64)^(2/3) within [8, 512] tiles,
-// is the optimum of an earlier, two-warpgroup form of that model times 2.8, fitted to a sweep on
-// the H200 (T = 8192, k = 2048, bench/results/logs/h200_2026-11-29_s4_cold_sweep.log): 46 tiles
-// at 128K (48: 27.7 ms, 16: 30.5, 66: 27.9), 58 at 256K (32-48: 49.0, 83: 50.0), 93 at 1M
-// (64-96: 180.2, 133: 182.6). LITETOPK_COLD_SAMPLE_TILES (a count of tiles,
-// 0 = none) overrides it, a tuning knob for benchmarks; other values are ignored.
-int32_t cold_sample_tiles(const IndexerProblem& problem) {
-  if (const char* env = std::getenv("LITETOPK_COLD_SAMPLE_TILES"); env != nullptr) {
-    char* end = nullptr;
-    const long tiles = std::strtol(env, &end, 10);
-    if (end != env && *end == '\0' && tiles >= 0 && tiles <= (1L << 20)) {
-      return static_cast<int32_t>(tiles);
-    }
-  }
-  const double k = static_cast<double>(problem.k);
-  const double tiles = static_cast<double>(problem.num_keys) / sm90core::kTileKeys;
-  const double best =
-      std::pow(1.5 * k * std::sqrt(2.0 * tiles / k) / sm90core::kTileKeys, 2.0 / 3.0);
-  return static_cast<int32_t>(std::clamp(2.8 * best, 8.0, 512.0));
-}
-
 }  // namespace
 
 Status plan_fused(const IndexerProblem& problem, int64_t requested_capacity, bool cold_sample,
                   FusedPlan* plan) {
-  cuda_select::DeviceShape device{};
-  if (Status s = cuda_select::current_device_shape(&device); !s) return s;
+  cuda_common::DeviceShape device{};
+  if (Status s = cuda_common::current_device_shape(&device); !s) return s;
   const int64_t query_blocks = core_query_blocks(problem);
   plan->blocks = static_cast<unsigned>(
       std::max<int64_t>(1, std::min<int64_t>(query_blocks, device.sm_count)));
   const int64_t lists = plan->blocks * core_queries_per_block(problem);  // one per query
-  plan->cold_sample_tiles = cold_sample ? cold_sample_tiles(problem) : 0;
-  // 2k is the least a list gets (a reduction to the k best then frees at least k slots). The
-  // default aims at 4k, or more when the cold sample's candidates would fill that (they are all
-  // admitted; at its end the list keeps the sample rank, so 2k more leave room for the rest),
-  // within 2% of the [T, S] fp32 logits, and never below 2k.
-  const int64_t least = 2 * problem.k;
-  int64_t capacity = requested_capacity;
-  if (capacity == 0) {
-    const double budget = 0.02 * static_cast<double>(problem.num_queries) *
-                          static_cast<double>(problem.num_keys) * sizeof(float);
-    const auto fitting = static_cast<int64_t>(budget / (static_cast<double>(lists) * 8)) - kListSlack;
-    const int64_t aim = std::max<int64_t>(
-        4 * problem.k, int64_t{plan->cold_sample_tiles} * sm90core::kTileKeys + 2 * problem.k);
-    capacity = std::min<int64_t>(aim, fitting) / 64 * 64;
-  }
-  plan->capacity = std::max(capacity, least);
+  plan->cold_sample_tiles =
+      cold_sample ? heuristics::cold_sample_tiles(problem, sm90core::kTileKeys) : 0;
+  plan->capacity = heuristics::fused_list_capacity(problem, requested_capacity,
+                                                   plan->cold_sample_tiles, sm90core::kTileKeys,
+                                                   lists, kListSlack);
   plan->list_slots = lists * (plan->capacity + kListSlack);
   plan->retry_entries = 1 + query_blocks;
   return Status::ok();

@@ -1,4 +1,4 @@
-// Writes the hot sample of IndexerState (core/hot_sample_layout.h) after a chunk's selection:
+// Writes the hot sample of IndexerState (formats/hot_sample_layout.h) after a chunk's selection:
 // the positions its queries chose most often.
 // 1. count_choices: every chosen index (relative to the query's clamped ks) adds 1 to its key's
 //    fp32 counter (exact below 2^24 choices per key).
@@ -9,7 +9,7 @@
 
 #include <algorithm>
 
-#include "core/hot_sample_layout.h"
+#include "formats/hot_sample_layout.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/indexer/indexer_kernels.h"
 #include "cuda/select/select_kernels.h"
@@ -63,12 +63,12 @@ struct WriterLayout {
 };
 
 Status carve_writer(const IndexerProblem& problem, void* base, WriterLayout* layout) {
-  cuda_select::WorkspaceCarver carver(base);
+  cuda_common::WorkspaceCarver carver(base);
   layout->counts = carver.take<float>(static_cast<std::size_t>(problem.num_keys));
   // Sizing reads nothing; aligned host addresses stand in for the device arrays.
   alignas(16) static float counts_placeholder[4];
   alignas(16) static int32_t positions_placeholder[4];
-  if (Status s = select_topk_workspace_size(
+  if (Status s = cuda_select::select_workspace_size(
           most_chosen(problem, counts_placeholder, positions_placeholder),
           &layout->selection_bytes);
       !s) {
@@ -105,8 +105,9 @@ Status write_hot_sample(const IndexerProblem& problem, void* state, void* worksp
       problem.indices, problem.ks, problem.num_queries, static_cast<int32_t>(problem.k),
       static_cast<int32_t>(problem.num_keys), layout.counts);
   LITETOPK_CUDA_TRY(cudaPeekAtLastError());
-  if (Status s = select_topk(most_chosen(problem, layout.counts, header + hot_sample::kHeaderWords),
-                             layout.selection, layout.selection_bytes, stream);
+  if (Status s = cuda_select::select_rows(
+          most_chosen(problem, layout.counts, header + hot_sample::kHeaderWords), layout.selection,
+          stream);
       !s) {
     return s;
   }

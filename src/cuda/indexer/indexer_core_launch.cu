@@ -6,7 +6,8 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/tensor_map_sm90.h"
 #include "cuda/indexer/indexer_kernels.h"
-#include "cuda/select/select_kernels.h"
+#include "cuda/common/device_shape.h"
+#include "cuda/common/workspace_carver.h"
 
 namespace litetopk::cuda_indexer {
 
@@ -35,8 +36,8 @@ Status prepare_core_launch(const IndexerProblem& problem, CoreLaunch* launch) {
                   0,
                   0,
                   nullptr};
-  cuda_select::DeviceShape device{};
-  if (Status s = cuda_select::current_device_shape(&device); !s) return s;
+  cuda_common::DeviceShape device{};
+  if (Status s = cuda_common::current_device_shape(&device); !s) return s;
   launch->blocks = static_cast<unsigned>(std::min<int64_t>(query_blocks, device.sm_count));
   return Status::ok();
 }

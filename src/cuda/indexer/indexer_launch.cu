@@ -5,7 +5,7 @@
 // then writes this chunk's (hot_sample_writer.cu) with the rest of the workspace.
 #include <cuda_runtime_api.h>
 
-#include "core/indexer_backend.h"
+#include "api/indexer_backend.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/indexer/indexer_kernels.h"
 #include "cuda/select/select_kernels.h"
@@ -52,7 +52,7 @@ struct CallLayout {
 
 Status carve_call(const IndexerProblem& problem, IndexerAlgo algo, const IndexerOptions& options,
                   void* base, CallLayout* layout) {
-  cuda_select::WorkspaceCarver carver(base);
+  cuda_common::WorkspaceCarver carver(base);
   if (algo == IndexerAlgo::kFused) {
     if (Status s = cuda_indexer::plan_fused(problem, options.candidate_capacity,
                                             options.cold_sample, &layout->plan);
@@ -68,7 +68,7 @@ Status carve_call(const IndexerProblem& problem, IndexerAlgo algo, const Indexer
         carver.take<float>(static_cast<std::size_t>(problem.num_queries * problem.num_keys));
     // Sizing never reads the scores; any aligned non-null address stands in for the logits.
     alignas(16) static const float placeholder[4] = {};
-    if (Status s = select_topk_workspace_size(logits_selection(problem, placeholder),
+    if (Status s = cuda_select::select_workspace_size(logits_selection(problem, placeholder),
                                               &layout->selection_bytes);
         !s) {
       return s;
@@ -110,8 +110,8 @@ Status cuda_indexer_topk(const IndexerProblem& problem, IndexerAlgo algo,
         !s) {
       return s;
     }
-    if (Status s = select_topk(logits_selection(problem, layout.logits), layout.selection,
-                               layout.selection_bytes, stream);
+    if (Status s = cuda_select::select_rows(logits_selection(problem, layout.logits),
+                                            layout.selection, stream);
         !s) {
       return s;
     }

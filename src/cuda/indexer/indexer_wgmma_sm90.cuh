@@ -8,7 +8,7 @@
 //    queries' q [kQueries * H, 128] into a double-buffered slot, then fill a kKvStages-deep ring of
 //    64-key tiles, each slot guarded by a full/empty mbarrier pair: first the hot sample's tiles
 //    when there is one (rows gathered by cp.async into the swizzled layout, with their key
-//    indices), then the key tiles by TMA, in core/tile_order.h's order: with a cold sample,
+//    indices), then the key tiles by TMA, in formats/tile_order.h's order: with a cold sample,
 //    evenly strided tiles of the range first.
 // 2. Math warpgroups 0 and 1 take alternate tiles (ping-pong: one runs wgmma while the other runs
 //    its epilogue). Keys sit on the M side (64 per tile), query-heads on N: two banks of 128
@@ -28,8 +28,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/hot_sample_layout.h"
-#include "core/tile_order.h"
+#include "formats/hot_sample_layout.h"
+#include "formats/tile_order.h"
 #include "cuda/common/wgmma_sm90.cuh"
 
 namespace litetopk::cuda_indexer::sm90core {
@@ -67,7 +67,7 @@ struct CoreArgs {
   int32_t num_queries;
   int32_t num_keys;
   int32_t num_query_blocks;
-  // The hot sample to score before each query block's tiles (core/hot_sample_layout.h), or null;
+  // The hot sample to score before each query block's tiles (formats/hot_sample_layout.h), or null;
   // at most hot_limit of its positions are used.
   const int32_t* hot;
   int32_t hot_limit;

@@ -16,7 +16,7 @@
 
 #include <cstdint>
 
-#include "core/score_keys.h"
+#include "formats/score_keys.h"
 #include "cuda/select/radix_digits.cuh"
 #include "cuda/select/score_source.cuh"
 

@@ -2,7 +2,7 @@
 // (DigitFinder, used by the candidate buffer's range select and by the radix baseline) and the
 // fixed-digit pivot of the radix baseline (radix_select.cu).
 //
-// Selection works on 64-bit composites (core/score_keys.h). Non-deterministic selection resolves
+// Selection works on 64-bit composites (formats/score_keys.h). Non-deterministic selection resolves
 // only the key (bits 63..32), so ties are broken arbitrarily; deterministic selection resolves all
 // 64 bits, and composites are distinct, so it has no ties. The radix baseline's digits are 11, 11,
 // 10 bits per 32-bit half, most significant first.

@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-RadixPlan plan_radix(const SelectProblem& problem, const DeviceShape& device) {
+RadixPlan plan_radix(const SelectProblem& problem, const cuda_common::DeviceShape& device) {
   // About four blocks per SM in all, each with at least 32K elements.
   const int64_t slots = int64_t{device.sm_count} * 4;
   const int64_t wanted = std::max<int64_t>(1, slots / std::max<int64_t>(problem.batch, 1));
@@ -146,7 +146,7 @@ RadixPlan plan_radix(const SelectProblem& problem, const DeviceShape& device) {
   return {static_cast<int>(std::min(wanted, max_segments))};
 }
 
-RadixWorkspace carve_radix(WorkspaceCarver& carver, const SelectProblem& problem) {
+RadixWorkspace carve_radix(cuda_common::WorkspaceCarver& carver, const SelectProblem& problem) {
   RadixWorkspace ws{};
   ws.row_states = carver.take<RadixRowState>(problem.batch);
   ws.histograms = carver.take<uint32_t>(problem.batch * kRadixBins);

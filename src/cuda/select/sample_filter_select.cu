@@ -280,7 +280,7 @@ Status launch_config(const SelectProblem& problem, const SampleFilterPlan& plan,
 
 }  // namespace
 
-SampleFilterPlan plan_sample_filter(const SelectProblem& problem, const DeviceShape& device) {
+SampleFilterPlan plan_sample_filter(const SelectProblem& problem, const cuda_common::DeviceShape& device) {
   SampleFilterPlan plan{};
   plan.large_k = problem.k > SmallBuffer::kMaxK;
   plan.blocks_per_sm = plan.large_k ? 1 : 2;
@@ -293,7 +293,7 @@ SampleFilterPlan plan_sample_filter(const SelectProblem& problem, const DeviceSh
   return plan;
 }
 
-SampleFilterWorkspace carve_sample_filter(WorkspaceCarver& carver, const SelectProblem& problem,
+SampleFilterWorkspace carve_sample_filter(cuda_common::WorkspaceCarver& carver, const SelectProblem& problem,
                                           const SampleFilterPlan& plan) {
   SampleFilterWorkspace ws{};
   ws.row_bounds = carver.take<uint64_t>(problem.batch);

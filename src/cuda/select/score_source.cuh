@@ -3,7 +3,7 @@
 // A row is split into an unaligned head, a body of 16-byte vectors and a tail. The body is cut into
 // tiles of kVectorsPerThread vectors per thread; the head and tail (< 2 vectors) are read one
 // element per thread by the row's last segment. Every element becomes (key, index) with the keys of
-// core/score_keys.h: key 0 for NaN and for lanes past the end, so it can never be selected.
+// formats/score_keys.h: key 0 for NaN and for lanes past the end, so it can never be selected.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "core/score_keys.h"
+#include "formats/score_keys.h"
 #include "litetopk/types.h"
 
 namespace litetopk::cuda_select {

@@ -5,34 +5,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/common/device_shape.h"
+#include "cuda/common/workspace_carver.h"
 #include "cuda/select/score_source.cuh"
 #include "litetopk/select.h"
 
 namespace litetopk::cuda_select {
-
-// Carves aligned sub-buffers out of the caller's workspace (or just counts bytes when base is null).
-class WorkspaceCarver {
- public:
-  explicit WorkspaceCarver(void* base) : base_(static_cast<char*>(base)) {}
-  template <typename T>
-  T* take(std::size_t count) {
-    offset_ = (offset_ + 255) / 256 * 256;
-    T* at = base_ ? reinterpret_cast<T*>(base_ + offset_) : nullptr;
-    offset_ += count * sizeof(T);
-    return at;
-  }
-  std::size_t bytes() const { return offset_; }
-
- private:
-  char* base_;
-  std::size_t offset_ = 0;
-};
-
-// Device properties the planners need (read once per process and device).
-struct DeviceShape {
-  int sm_count;
-};
-Status current_device_shape(DeviceShape* shape);
 
 // ---- Sample-Filter-Select (sample_filter_select.cu) ----
 struct SampleFilterPlan {
@@ -40,7 +18,7 @@ struct SampleFilterPlan {
   int segments;     // blocks per row
   int blocks_per_sm;
 };
-SampleFilterPlan plan_sample_filter(const SelectProblem& problem, const DeviceShape& device);
+SampleFilterPlan plan_sample_filter(const SelectProblem& problem, const cuda_common::DeviceShape& device);
 // Carves this algorithm's workspace (bytes counted when carver has no base).
 struct SampleFilterWorkspace {
   uint64_t* row_bounds;      // [batch] shared lower bound of each row's k-th composite
@@ -48,7 +26,7 @@ struct SampleFilterWorkspace {
   uint64_t* candidate_lists; // [batch, segments * capacity] (only when segments > 1)
   int64_t list_capacity;
 };
-SampleFilterWorkspace carve_sample_filter(WorkspaceCarver& carver, const SelectProblem& problem,
+SampleFilterWorkspace carve_sample_filter(cuda_common::WorkspaceCarver& carver, const SelectProblem& problem,
                                           const SampleFilterPlan& plan);
 Status launch_sample_filter(const SelectProblem& problem, const SampleFilterPlan& plan,
                             const SelectArgs& args, const SampleFilterWorkspace& ws,
@@ -58,12 +36,12 @@ Status launch_sample_filter(const SelectProblem& problem, const SampleFilterPlan
 struct RadixPlan {
   int segments;  // blocks per row in the histogram and emit passes
 };
-RadixPlan plan_radix(const SelectProblem& problem, const DeviceShape& device);
+RadixPlan plan_radix(const SelectProblem& problem, const cuda_common::DeviceShape& device);
 struct RadixWorkspace {
   void* row_states;      // [batch] per-row selection state
   uint32_t* histograms;  // [batch, kRadixBins]
 };
-RadixWorkspace carve_radix(WorkspaceCarver& carver, const SelectProblem& problem);
+RadixWorkspace carve_radix(cuda_common::WorkspaceCarver& carver, const SelectProblem& problem);
 Status launch_radix(const SelectProblem& problem, const RadixPlan& plan, const SelectArgs& args,
                     const RadixWorkspace& ws, cudaStream_t stream);
 
@@ -75,9 +53,15 @@ struct SortWorkspace {
   void* cub_temp;
   std::size_t cub_temp_bytes;
 };
-Status carve_sort(WorkspaceCarver& carver, const SelectProblem& problem, SortWorkspace* ws);
+Status carve_sort(cuda_common::WorkspaceCarver& carver, const SelectProblem& problem, SortWorkspace* ws);
 // Sorts each row's composites best-first and writes indices/values.
 Status launch_sort_selected(const SelectProblem& problem, const SortWorkspace& ws,
                             cudaStream_t stream);
+
+// ---- The internal launcher other features call (select_launch.cu) ----
+// select_topk without the front door's validation (the caller builds a valid problem), with the
+// algorithm kAuto picks.
+Status select_workspace_size(const SelectProblem& problem, std::size_t* workspace_bytes);
+Status select_rows(const SelectProblem& problem, void* workspace, cudaStream_t stream);
 
 }  // namespace litetopk::cuda_select

@@ -4,20 +4,13 @@
 
 #include <vector>
 
-#include "core/format.h"
-#include "core/select_backend.h"
+#include "api/format.h"
+#include "api/select_backend.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/select/select_kernels.h"
 
 namespace litetopk {
 namespace cuda_select {
-
-Status current_device_shape(DeviceShape* shape) {
-  int device = 0;
-  LITETOPK_CUDA_TRY(cudaGetDevice(&device));
-  LITETOPK_CUDA_TRY(cudaDeviceGetAttribute(&shape->sm_count, cudaDevAttrMultiProcessorCount, device));
-  return Status::ok();
-}
 
 namespace {
 
@@ -32,10 +25,10 @@ struct CallLayout {
 };
 
 Status lay_out(const SelectProblem& problem, SelectAlgo algo, void* base, CallLayout* layout) {
-  DeviceShape device{};
-  Status status = current_device_shape(&device);
+  cuda_common::DeviceShape device{};
+  Status status = cuda_common::current_device_shape(&device);
   if (!status) return status;
-  WorkspaceCarver carver(base);
+  cuda_common::WorkspaceCarver carver(base);
   if (algo == SelectAlgo::kSampleFilter) {
     layout->sample_filter = plan_sample_filter(problem, device);
     layout->sample_filter_ws = carve_sample_filter(carver, problem, layout->sample_filter);
@@ -66,8 +59,8 @@ SelectAlgo cuda_select_dispatch(const SelectProblem& problem) {
   // segments * k candidates runs on one SM, and radix was faster on every such shape measured on
   // the H200 (docs/BENCHMARKS.md: 64 x 131072, 8 x 2^20, 1 x 2^24).
   if (problem.k > kSampleFilterMaxK) return SelectAlgo::kRadix;
-  cuda_select::DeviceShape device{};
-  if (!cuda_select::current_device_shape(&device)) return SelectAlgo::kRadix;
+  cuda_common::DeviceShape device{};
+  if (!cuda_common::current_device_shape(&device)) return SelectAlgo::kRadix;
   const cuda_select::SampleFilterPlan plan = cuda_select::plan_sample_filter(problem, device);
   return plan.segments == 1 ? SelectAlgo::kSampleFilter : SelectAlgo::kRadix;
 }
@@ -125,4 +118,19 @@ Status cuda_validate_select_ranges(const SelectProblem& problem, cudaStream_t st
 }
 
 }  // namespace detail
+
+namespace cuda_select {
+
+Status select_workspace_size(const SelectProblem& problem, std::size_t* workspace_bytes) {
+  return detail::cuda_select_workspace_size(problem, detail::cuda_select_dispatch(problem),
+                                            workspace_bytes);
+}
+
+Status select_rows(const SelectProblem& problem, void* workspace, cudaStream_t stream) {
+  if (problem.batch == 0) return Status::ok();
+  return detail::cuda_select_topk(problem, detail::cuda_select_dispatch(problem), workspace, 0,
+                                  stream);
+}
+
+}  // namespace cuda_select
 }  // namespace litetopk

@@ -37,7 +37,7 @@ std::size_t cub_sort_bytes(const SelectProblem& problem) {
 
 }  // namespace
 
-Status carve_sort(WorkspaceCarver& carver, const SelectProblem& problem, SortWorkspace* ws) {
+Status carve_sort(cuda_common::WorkspaceCarver& carver, const SelectProblem& problem, SortWorkspace* ws) {
   const int64_t total = problem.batch * problem.k;
   ws->composites = carver.take<uint64_t>(total);
   ws->sorted = carver.take<uint64_t>(total);

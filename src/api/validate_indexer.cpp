@@ -1,0 +1,152 @@
+// Argument checks for indexer_topk and indexer_logits: every failure names the argument, what was
+// expected and what was given.
+#include <cstdint>
+#include <limits>
+
+#include "api/format.h"
+#include "api/indexer_validation.h"
+#include "litetopk/indexer.h"
+
+namespace litetopk {
+
+using detail::invalid_argument;
+
+namespace {
+
+constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
+constexpr int64_t kMaxK = 8192;
+constexpr int64_t kHeadDim = 128;
+// q and kv are read by TMA: the global address must be 16-byte aligned.
+constexpr std::uintptr_t kTmaAlignment = 16;
+
+bool misaligned(const void* pointer, std::uintptr_t alignment) {
+  return reinterpret_cast<std::uintptr_t>(pointer) % alignment != 0;
+}
+
+std::uintptr_t address(const void* pointer) { return reinterpret_cast<std::uintptr_t>(pointer); }
+
+}  // namespace
+
+Status validate_indexer_inputs(const IndexerProblem& p) {
+  if (p.num_queries < 0) return invalid_argument("num_queries must be >= 0, got ", p.num_queries);
+  if (p.num_heads != 32 && p.num_heads != 64) {
+    return invalid_argument("num_heads must be 32 or 64, got ", p.num_heads);
+  }
+  if (p.head_dim != kHeadDim) {
+    return invalid_argument("head_dim must be ", kHeadDim, ", got ", p.head_dim);
+  }
+  if (p.num_keys < 0) return invalid_argument("num_keys must be >= 0, got ", p.num_keys);
+  if (p.num_keys > kMaxInt32) {
+    return invalid_argument("num_keys must be <= ", kMaxInt32, " (int32 ranges), got ",
+                            p.num_keys);
+  }
+  // q holds T * H * D bytes; kv holds S * D bytes (S <= INT32_MAX, so that one cannot overflow).
+  if (p.num_queries > kMaxInt64 / (p.num_heads * p.head_dim)) {
+    return invalid_argument("num_queries * num_heads * head_dim overflows int64: num_queries ",
+                            p.num_queries, ", num_heads ", p.num_heads, ", head_dim ",
+                            p.head_dim);
+  }
+  if (p.num_queries == 0) return Status::ok();
+
+  if (p.q == nullptr) return invalid_argument("q must not be null");
+  if (p.weights == nullptr) return invalid_argument("weights must not be null");
+  if (p.ks == nullptr) return invalid_argument("ks must not be null");
+  if (p.ke == nullptr) return invalid_argument("ke must not be null");
+  // With no keys there is nothing to read from kv and kv_scale.
+  if (p.num_keys > 0) {
+    if (p.kv == nullptr) return invalid_argument("kv must not be null");
+    if (p.kv_scale == nullptr) return invalid_argument("kv_scale must not be null");
+  }
+  if (misaligned(p.q, kTmaAlignment)) {
+    return invalid_argument("q must be ", kTmaAlignment, "-byte aligned (TMA), got address 0x",
+                            std::hex, address(p.q));
+  }
+  if (misaligned(p.kv, kTmaAlignment)) {
+    return invalid_argument("kv must be ", kTmaAlignment, "-byte aligned (TMA), got address 0x",
+                            std::hex, address(p.kv));
+  }
+  if (misaligned(p.kv_scale, alignof(float))) {
+    return invalid_argument("kv_scale must be 4-byte aligned, got address 0x", std::hex,
+                            address(p.kv_scale));
+  }
+  if (misaligned(p.weights, alignof(float))) {
+    return invalid_argument("weights must be 4-byte aligned, got address 0x", std::hex,
+                            address(p.weights));
+  }
+  if (misaligned(p.ks, alignof(int32_t))) {
+    return invalid_argument("ks must be 4-byte aligned, got address 0x", std::hex,
+                            address(p.ks));
+  }
+  if (misaligned(p.ke, alignof(int32_t))) {
+    return invalid_argument("ke must be 4-byte aligned, got address 0x", std::hex,
+                            address(p.ke));
+  }
+  return Status::ok();
+}
+
+Status validate_indexer_problem(const IndexerProblem& p) {
+  Status status = validate_indexer_inputs(p);
+  if (!status) return status;
+  if (p.k < 1 || p.k > kMaxK) {
+    return invalid_argument("k must be in [1, ", kMaxK, "], got ", p.k);
+  }
+  if (p.num_queries > kMaxInt64 / p.k) {
+    return invalid_argument("num_queries * k overflows int64: num_queries ", p.num_queries,
+                            ", k ", p.k);
+  }
+  if (p.num_queries == 0) return Status::ok();
+  if (p.indices == nullptr) return invalid_argument("indices must not be null");
+  if (misaligned(p.indices, alignof(int32_t))) {
+    return invalid_argument("indices must be 4-byte aligned, got address 0x", std::hex,
+                            address(p.indices));
+  }
+  if (misaligned(p.values, alignof(float))) {
+    return invalid_argument("values must be 4-byte aligned, got address 0x", std::hex,
+                            address(p.values));
+  }
+  return Status::ok();
+}
+
+Status validate_indexer_ranges(const IndexerProblem& p, const int32_t* ks, const int32_t* ke) {
+  if (p.num_queries <= 0) return Status::ok();
+  if (ks == nullptr) return invalid_argument("ks must not be null");
+  if (ke == nullptr) return invalid_argument("ke must not be null");
+  for (int64_t t = 0; t < p.num_queries; ++t) {
+    const int64_t start = ks[t];
+    const int64_t end = ke[t];
+    if (start < 0 || start > p.num_keys) {
+      return invalid_argument("ks[", t, "] must be in [0, num_keys=", p.num_keys, "], got ",
+                              start);
+    }
+    if (end < 0 || end > p.num_keys) {
+      return invalid_argument("ke[", t, "] must be in [0, num_keys=", p.num_keys, "], got ",
+                              end);
+    }
+    if (start > end) {
+      return invalid_argument("ks[", t, "] must be <= ke[", t, "], got ", start, " > ", end);
+    }
+  }
+  return Status::ok();
+}
+
+Status validate_indexer_logits_output(const IndexerProblem& p, const float* logits,
+                                      int64_t logits_stride) {
+  if (logits_stride < p.num_keys) {
+    return invalid_argument("logits_stride must be >= num_keys (", p.num_keys, "), got ",
+                            logits_stride);
+  }
+  if (p.num_queries > 0 && logits_stride > 0 && p.num_queries > kMaxInt64 / logits_stride) {
+    return invalid_argument("num_queries * logits_stride overflows int64: num_queries ",
+                            p.num_queries, ", logits_stride ", logits_stride);
+  }
+  if (p.num_queries == 0 || p.num_keys == 0) return Status::ok();
+  if (logits == nullptr) return invalid_argument("logits must not be null");
+  if (misaligned(logits, alignof(float))) {
+    return invalid_argument("logits must be 4-byte aligned, got address 0x", std::hex,
+                            address(logits));
+  }
+  return Status::ok();
+}
+
+}  // namespace litetopk

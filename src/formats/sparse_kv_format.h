@@ -1,0 +1,74 @@
+// The sparse KV cache's element format (litetopk/sparse_decode.h), shared by the CPU reference and
+// the CUDA kernels so that both quantize bit for bit alike: the slot of a block, the packing of
+// 2-bit codes, the quantization of one key element given its channel scale, and the rebuild.
+// Every function is plain fp32 arithmetic with round-to-nearest (no fused multiply-add is
+// possible in these expressions), so host and device agree exactly.
+//
+// The channel scale itself is rounded to the cache dtype by the caller (host: scale_from_amax in
+// this header with a dtype encoder; device: __float2half_rn / __float2bfloat16_rn).
+#pragma once
+
+#include <cstdint>
+
+#include "formats/fp8_e4m3.h"
+
+namespace litetopk::sparse_kv {
+
+constexpr int kCodesPerByte = 4;
+constexpr int kCodeBits = 2;
+
+// Slot of block j of sequence b, KV head h (block_table: [batch, max_blocks] or null).
+LITETOPK_HD int64_t slot_index(const int32_t* block_table, int64_t num_kv_heads,
+                               int64_t max_blocks, int64_t b, int64_t h, int64_t j) {
+  if (block_table == nullptr) return (b * num_kv_heads + h) * max_blocks + j;
+  return static_cast<int64_t>(block_table[b * max_blocks + j]) * num_kv_heads + h;
+}
+
+// Level of a code: {0, 1, 2, 3} -> {-1.5, -0.5, 0.5, 1.5}.
+LITETOPK_HD float code_level(uint32_t code) { return static_cast<float>(code) - 1.5f; }
+
+// The nearest level's code for x = key / scale; ties (x = -1, 0, 1) go up.
+LITETOPK_HD uint32_t code_of(float x) {
+  return static_cast<uint32_t>(x >= -1.0f) + static_cast<uint32_t>(x >= 0.0f) +
+         static_cast<uint32_t>(x >= 1.0f);
+}
+
+// Code of channel c in a token's packed row (D/4 bytes).
+LITETOPK_HD uint32_t unpack_code(const uint8_t* row, int64_t c) {
+  return (static_cast<uint32_t>(row[c / kCodesPerByte]) >> (kCodeBits * (c % kCodesPerByte))) & 3u;
+}
+
+// Sets the code of channel c in a packed row (the other channels' bits are kept).
+LITETOPK_HD void pack_code(uint8_t* row, int64_t c, uint32_t code) {
+  const int shift = kCodeBits * static_cast<int>(c % kCodesPerByte);
+  const uint32_t kept = static_cast<uint32_t>(row[c / kCodesPerByte]) & ~(3u << shift);
+  row[c / kCodesPerByte] = static_cast<uint8_t>(kept | ((code & 3u) << shift));
+}
+
+struct QuantizedElement {
+  uint32_t code;     // 0..3
+  uint8_t residual;  // e4m3 bits, in units of the scale
+};
+
+// One key element k (exact in fp32) with its channel's scale s (already rounded to the dtype,
+// >= 0): x = k / s (0 when s == 0), code = nearest level, residual = e4m3(x - level).
+LITETOPK_HD QuantizedElement quantize_element(float k, float s) {
+  const float x = s > 0.0f ? k / s : 0.0f;
+  const uint32_t code = code_of(x);
+  const float r = x - code_level(code);
+  return {code, fp8::float_to_e4m3(r)};
+}
+
+// The rebuilt key s * (level + residual): exact in fp32 (level + residual is a multiple of 2^-9
+// below 4; s has at most 11 significant bits).
+LITETOPK_HD float rebuild_element(float s, uint32_t code, uint8_t residual) {
+  return s * (code_level(code) + fp8::e4m3_to_float(residual));
+}
+
+// The 2-bit estimate of a key element: s * level.
+LITETOPK_HD float estimate_element(float s, uint32_t code) { return s * code_level(code); }
+
+// The channel scale before rounding to the dtype: amax / 2 (exact in fp32 above fp32's subnormals).
+LITETOPK_HD float unrounded_scale(float amax) { return 0.5f * amax; }
+
+}  // namespace litetopk::sparse_kv

@@ -1,0 +1,54 @@
+// The indexer's dispatch rule and fitted models (indexer_heuristics.h).
+#include "heuristics/indexer_heuristics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+namespace litetopk::heuristics {
+
+IndexerAlgo choose_indexer_algo(const IndexerProblem& problem) {
+  // ks and ke are device memory, so S stands for the ranges' lengths.
+  constexpr int64_t kFusedFromKeysPerK = 128;
+  return problem.num_keys >= kFusedFromKeysPerK * problem.k ? IndexerAlgo::kFused
+                                                           : IndexerAlgo::kUnfused;
+}
+
+int32_t cold_sample_tiles(const IndexerProblem& problem, int tile_keys) {
+  if (const char* env = std::getenv("LITETOPK_COLD_SAMPLE_TILES"); env != nullptr) {
+    char* end = nullptr;
+    const long tiles = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && tiles >= 0 && tiles <= (1L << 20)) {
+      return static_cast<int32_t>(tiles);
+    }
+  }
+  // c tiles admit about tile_keys c candidates per query, and after them a query admits about
+  // k (1 + z / sqrt(c k / n)) more for ranges of n tiles (z = 6, the speculative gate's margin).
+  // The model's optimum, (1.5 k sqrt(2 n / k) / tile_keys)^(2/3), times 2.8 (the sweep's best),
+  // within [8, 512] tiles.
+  const double k = static_cast<double>(problem.k);
+  const double tiles = static_cast<double>(problem.num_keys) / tile_keys;
+  const double best = std::pow(1.5 * k * std::sqrt(2.0 * tiles / k) / tile_keys, 2.0 / 3.0);
+  return static_cast<int32_t>(std::clamp(2.8 * best, 8.0, 512.0));
+}
+
+int64_t fused_list_capacity(const IndexerProblem& problem, int64_t requested,
+                            int32_t cold_tiles, int tile_keys, int64_t lists, int64_t slack) {
+  // 2k is the least a list gets (a reduction to the k best then frees at least k slots). The
+  // default aims at 4k, or more when the cold sample's candidates would fill that (they are all
+  // admitted; at its end the list keeps the sample rank, so 2k more leave room for the rest).
+  const int64_t least = 2 * problem.k;
+  int64_t capacity = requested;
+  if (capacity == 0) {
+    const double budget = 0.02 * static_cast<double>(problem.num_queries) *
+                          static_cast<double>(problem.num_keys) * sizeof(float);
+    const auto fitting =
+        static_cast<int64_t>(budget / (static_cast<double>(lists) * 8)) - slack;
+    const int64_t aim =
+        std::max<int64_t>(4 * problem.k, int64_t{cold_tiles} * tile_keys + 2 * problem.k);
+    capacity = std::min<int64_t>(aim, fitting) / 64 * 64;
+  }
+  return std::max(capacity, least);
+}
+
+}  // namespace litetopk::heuristics

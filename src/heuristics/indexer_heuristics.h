@@ -1,0 +1,25 @@
+// The indexer's dispatch rule and fitted models, host-only (docs/indexer.md names the
+// measurements each constant was fitted to).
+#pragma once
+
+#include <cstdint>
+
+#include "litetopk/indexer.h"
+
+namespace litetopk::heuristics {
+
+// The algorithm kAuto runs: fused from S >= 128 k keys, unfused below.
+IndexerAlgo choose_indexer_algo(const IndexerProblem& problem);
+
+// The fused kernel's cold sample: key tiles of `tile_keys` keys per query block. The
+// LITETOPK_COLD_SAMPLE_TILES environment variable (a count of tiles, 0 = none) overrides the
+// model, a tuning knob for benchmarks; other values are ignored.
+int32_t cold_sample_tiles(const IndexerProblem& problem, int tile_keys);
+
+// Candidates per list of the fused kernel: `requested` when nonzero, else about 4k (more when the
+// cold sample's candidates would fill that) within 2% of the [T, S] fp32 logits; never below 2k.
+// `lists` lists share the budget, each with `slack` extra slots.
+int64_t fused_list_capacity(const IndexerProblem& problem, int64_t requested,
+                            int32_t cold_tiles, int tile_keys, int64_t lists, int64_t slack);
+
+}  // namespace litetopk::heuristics

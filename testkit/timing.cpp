@@ -1,0 +1,68 @@
+#include "testkit/timing.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "testkit/device_memory.h"
+
+namespace litetopk::testkit {
+
+namespace {
+
+Timing summarize(std::vector<double> samples_ms) {
+  Timing timing;
+  if (samples_ms.empty()) return timing;
+  std::sort(samples_ms.begin(), samples_ms.end());
+  const std::size_t mid = samples_ms.size() / 2;
+  timing.median_ms =
+      samples_ms.size() % 2 ? samples_ms[mid] : (samples_ms[mid - 1] + samples_ms[mid]) / 2;
+  timing.min_ms = samples_ms.front();
+  return timing;
+}
+
+}  // namespace
+
+void add_bench_options(CLI::App* cmd, BenchOptions* bench) {
+  cmd->add_flag("--bench", bench->enabled, "Time it: median over --iters after --warmup");
+  cmd->add_option("--iters", bench->iters, "Timed iterations")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  cmd->add_option("--warmup", bench->warmup, "Untimed iterations first")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
+}
+
+Status time_on_host(const BenchOptions& bench, const std::function<Status(int)>& run,
+                    Timing* timing) {
+  std::vector<double> samples;
+  for (int i = 0; i < bench.warmup + bench.iters; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    if (Status s = run(i); !s) return s;
+    const std::chrono::duration<double, std::milli> elapsed =
+        std::chrono::steady_clock::now() - start;
+    if (i >= bench.warmup) samples.push_back(elapsed.count());
+  }
+  *timing = summarize(std::move(samples));
+  return Status::ok();
+}
+
+Status time_on_device(const BenchOptions& bench, const std::function<Status(int)>& run,
+                      Timing* timing) {
+  testkit::DeviceTimer timer;
+  std::vector<double> samples;
+  for (int i = 0; i < bench.warmup + bench.iters; ++i) {
+    if (Status s = timer.start(); !s) return s;
+    if (Status s = run(i); !s) return s;
+    float ms = 0;
+    if (Status s = timer.stop(&ms); !s) return s;
+    if (i >= bench.warmup) samples.push_back(ms);
+  }
+  *timing = summarize(std::move(samples));
+  return Status::ok();
+}
+
+}  // namespace litetopk::testkit

@@ -1,0 +1,40 @@
+// Benchmark options and the timing loops of the tools' commands: --bench, --iters and --warmup,
+// host wall-clock or CUDA-event timing of repeated runs, and the median and minimum.
+#pragma once
+
+#include <functional>
+
+#include "litetopk/status.h"
+
+namespace CLI {
+class App;
+}
+
+namespace litetopk::testkit {
+
+// Poison for outputs: an unwritten slot reads as a negative index that is not -1.
+constexpr int kPoisonByte = 0xab;
+
+struct BenchOptions {
+  bool enabled = false;
+  int warmup = 3;
+  int iters = 20;
+};
+
+struct Timing {
+  double median_ms = 0;
+  double min_ms = 0;
+};
+
+// Registers --bench, --iters and --warmup on `cmd`, stored in *bench.
+void add_bench_options(CLI::App* cmd, BenchOptions* bench);
+
+// Calls run(i) for i = 0 .. bench.warmup + bench.iters - 1, stopping at the first error, and
+// summarizes the times of the last bench.iters calls into *timing: host wall clock.
+Status time_on_host(const BenchOptions& bench, const std::function<Status(int)>& run,
+                    Timing* timing);
+// The same, timed with CUDA events on the default stream around each call.
+Status time_on_device(const BenchOptions& bench, const std::function<Status(int)>& run,
+                      Timing* timing);
+
+}  // namespace litetopk::testkit

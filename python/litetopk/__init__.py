@@ -1,0 +1,45 @@
+"""litetopk: exact GPU top-k fused into the kernels that compute the scores.
+
+- numpy on the CPU, no torch needed (the library's CPU backend): `select_topk`, `indexer_topk`,
+  `indexer_logits`, `SparseKvCache`, `sparse_kv_from_dense`, `sparse_kv_append`, `sparse_decode`,
+  `dense_decode`, `sparse_kv_rebuild` (litetopk.cpu), fp8 e4m3 bytes in litetopk.fp8.
+- torch (when importable): ops under `torch.ops.litetopk` (topk, fp8_mqa_logits, fp8_mqa_topk,
+  the sparse decoding ops, each with an `_out` variant) registered on import, and the functions
+  engines call in `litetopk.ops`: `topk`, `fp8_mqa_logits` and `fp8_mqa_topk` with DeepGEMM's
+  arguments, `IndexerState`, `SparseKvCache`, `dense_decode`.
+
+The binding is nanobind over the C++ API (include/litetopk), chosen over ctypes and the C ABI:
+typed signatures checked by the binding, sub-microsecond calls (the eager ops aim at <= 5 us of host
+time), and no API struct written a second time in Python. The compiled extension litetopk._C is
+specific to one Python version; the package imports without it and raises ImportError (with how to
+build it) only when a call needs the library. The C ABI (include/litetopk/c_api.h) stays for other
+languages' bindings.
+"""
+from . import fp8
+from ._ext import available as extension_available
+from .cpu import (SparseKvCache, dense_decode, indexer_logits, indexer_topk, select_topk,
+                  sparse_decode, sparse_kv_append, sparse_kv_from_dense, sparse_kv_rebuild)
+
+__version__ = "0.1.0"
+
+try:
+    import torch  # noqa: F401
+except ImportError:
+    ops = None
+else:
+    from . import ops
+
+
+def build_info():
+    """{'version', 'cuda_compiled', 'cuda_targets'} of the compiled library."""
+    from ._ext import ext
+    lib = ext()
+    return {"version": lib.version, "cuda_compiled": lib.cuda_compiled,
+            "cuda_targets": lib.cuda_targets}
+
+
+__all__ = [
+    "SparseKvCache", "build_info", "dense_decode", "extension_available", "fp8", "indexer_logits",
+    "indexer_topk", "ops", "select_topk", "sparse_decode", "sparse_kv_append",
+    "sparse_kv_from_dense", "sparse_kv_rebuild",
+]

@@ -1,0 +1,241 @@
+"""Checks arrays against litetopk's contracts and builds the extension's arguments.
+
+Shared by the numpy functions (litetopk.cpu) and the torch ops (litetopk.ops). An array arrives
+here as a view: (address, shape, strides in elements, dtype name, device), made by the caller's
+adapter (`numpy_view`, or `litetopk.ops`' torch adapter). A mismatch raises ValueError naming the
+argument, what was expected and what was given, before anything reaches the library; the library
+then checks the sizes themselves (k, H, D, ranges ...) and its message comes back as ValueError too.
+"""
+
+DTYPE_CODES = {"float32": 0, "bfloat16": 1, "float16": 2}
+SCORE_DTYPES = ("float32", "bfloat16", "float16")
+CACHE_DTYPES = ("float16", "bfloat16")
+FP8_DTYPES = ("float8_e4m3fn", "uint8")
+SELECT_ALGOS = {"auto": 0, "radix": 1, "sample-filter": 2}
+CPU_SELECT_ALGOS = {"reference": 0, "fast": 1}
+INDEXER_ALGOS = {"auto": 0, "unfused": 1, "fused": 2}
+# Bits of the select call's flags (c_api.h's litetopk_select_flags).
+SMALLEST, SORTED, DETERMINISTIC, VALIDATE_RANGES = 1, 2, 4, 8
+HEAD_DIM = 128  # sparse and dense decode
+
+
+def numpy_view(x):
+    """The view of a numpy array (bfloat16 and float8_e4m3fn come from ml_dtypes, when used)."""
+    return (x.__array_interface__["data"][0], x.shape,
+            tuple(s // x.itemsize for s in x.strides), x.dtype.name, "cpu")
+
+
+def _fail(name, expected, view):
+    raise ValueError(f"{name} must be {expected}, got shape {tuple(view[1])} dtype {view[3]}"
+                     f" on {view[4]}")
+
+
+def check(name, view, shape=None, dtypes=None, contiguous=True, device=None):
+    """Checks one array view: shape (None entries match anything), dtype, C-contiguity, device."""
+    if view is None:
+        raise ValueError(f"{name} is required")
+    _, got, strides, dtype, where = view
+    if shape is not None and (len(got) != len(shape)
+                              or any(w is not None and g != w for g, w in zip(got, shape))):
+        want = "[" + ", ".join("*" if w is None else str(w) for w in shape) + "]"
+        _fail(name, f"of shape {want}", view)
+    if dtypes is not None and dtype not in dtypes:
+        _fail(name, "of dtype " + " or ".join(dtypes), view)
+    if contiguous and not is_contiguous(got, strides):
+        raise ValueError(f"{name} must be contiguous, got shape {tuple(got)} strides "
+                         f"{tuple(strides)} (elements)")
+    if device is not None and where != device:
+        raise ValueError(f"{name} must be on {device} like the other inputs, got {where}")
+
+
+def is_contiguous(shape, strides):
+    if 0 in tuple(shape):
+        return True
+    expected = 1
+    for size, stride in zip(reversed(tuple(shape)), reversed(tuple(strides))):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def address(view):
+    return 0 if view is None else view[0]
+
+
+def algo_code(table, name, what):
+    try:
+        return table[name]
+    except KeyError:
+        raise ValueError(f"{what} must be one of {', '.join(table)}, got {name!r}") from None
+
+
+# ---- select_topk ----
+
+def select_args(scores, k, row_starts, row_ends, indices, values, largest, sorted_, deterministic,
+                validate_ranges=False):
+    """The select problem's arguments (scores .. values, flags) for the extension."""
+    if scores is None or len(scores[1]) != 2:
+        _fail("scores", "a 2-D array [batch, n]", scores)
+    batch, n = scores[1]
+    check("scores", scores, dtypes=SCORE_DTYPES, contiguous=False)
+    row_stride, col_stride = scores[2]
+    if col_stride != 1 and n > 1:
+        raise ValueError(f"scores must have unit stride along a row, got strides {scores[2]}")
+    if batch <= 1:
+        row_stride = n
+    device = scores[4]
+    for name, view in (("row_starts", row_starts), ("row_ends", row_ends)):
+        if view is not None:
+            check(name, view, (batch,), ("int32",), device=device)
+    check("indices", indices, (batch, max(k, 0)), ("int32",), device=device)
+    if values is not None:
+        check("values", values, (batch, max(k, 0)), (scores[3],), device=device)
+    flags = ((0 if largest else SMALLEST) | (SORTED if sorted_ else 0)
+             | (DETERMINISTIC if deterministic else 0) | (VALIDATE_RANGES if validate_ranges else 0))
+    return (scores[0], DTYPE_CODES[scores[3]], batch, n, row_stride, address(row_starts),
+            address(row_ends), k, flags, indices[0], address(values))
+
+
+# ---- indexer ----
+
+def indexer_shapes(q, kv):
+    """(T, H, D, S) from q [T, H, D] and kv [S, D]."""
+    if q is None or len(q[1]) != 3:
+        _fail("q", "a 3-D array [T, H, D]", q)
+    if kv is None or len(kv[1]) != 2:
+        _fail("kv", "a 2-D array [S, D]", kv)
+    T, H, D = q[1]
+    return T, H, D, kv[1][0]
+
+
+def indexer_args(q, kv, kv_scale, weights, ks, ke, k, indices=None, values=None):
+    """The extension's indexer problem tuple; indices/values are checked when given."""
+    T, H, D, S = indexer_shapes(q, kv)
+    device = q[4]
+    check("q", q, dtypes=FP8_DTYPES)
+    check("kv", kv, (S, D), FP8_DTYPES, device=device)
+    check("kv_scale", kv_scale, (S,), ("float32",), device=device)
+    check("weights", weights, (T, H), ("float32",), device=device)
+    check("cu_seqlen_ks", ks, (T,), ("int32",), device=device)
+    check("cu_seqlen_ke", ke, (T,), ("int32",), device=device)
+    if indices is not None:
+        check("indices", indices, (T, max(k, 0)), ("int32",), device=device)
+    if values is not None:
+        check("values", values, (T, max(k, 0)), ("float32",), device=device)
+    return (q[0], kv[0], kv_scale[0], weights[0], ks[0], ke[0], T, H, D, S, k,
+            address(indices), address(values))
+
+
+def logits_stride(logits, T, S, device):
+    """The row stride of a [T, S] fp32 logits array with unit column stride."""
+    check("logits", logits, (T, S), ("float32",), contiguous=False, device=device)
+    row, col = logits[2]
+    if col != 1 and S > 1:
+        raise ValueError(f"logits must have unit stride along a row, got strides {logits[2]}")
+    return row if T > 1 else S
+
+
+# ---- decoding ----
+
+def sparse_cache_args(key_codes, key_scales, key_residuals, values, tail_keys, lengths,
+                      block_table=None):
+    """The extension's sparse cache tuple. Shapes (BS = block size, D = 128):
+    tail_keys [B, Hkv, BS, D] of the cache dtype and lengths [B] int32; contiguous cache: key_codes
+    [B, Hkv, max_blocks, BS, D/4] uint8, key_scales [B, Hkv, max_blocks, D], key_residuals and
+    values [B, Hkv, max_blocks, BS, D]; paged (block_table [B, max_blocks] int32): the same with
+    [num_pages, Hkv] in front of [BS, ...] instead of [B, Hkv, max_blocks]."""
+    if tail_keys is None or len(tail_keys[1]) != 4:
+        _fail("tail_keys", "a 4-D array [batch, kv_heads, block_size, head_dim]", tail_keys)
+    batch, heads, block, dim = tail_keys[1]
+    dtype, device = tail_keys[3], tail_keys[4]
+    check("tail_keys", tail_keys, dtypes=CACHE_DTYPES)
+    check("lengths", lengths, (batch,), ("int32",), device=device)
+    if block_table is None:
+        if key_codes is None or len(key_codes[1]) != 5:
+            _fail("key_codes", "a 5-D array [batch, kv_heads, max_blocks, block_size, D/4]",
+                  key_codes)
+        max_blocks, num_pages = key_codes[1][2], 0
+        lead = (batch, heads, max_blocks)
+    else:
+        if block_table is None or len(block_table[1]) != 2:
+            _fail("block_table", "a 2-D array [batch, max_blocks]", block_table)
+        check("block_table", block_table, (batch, None), ("int32",), device=device)
+        max_blocks = block_table[1][1]
+        if key_codes is None or len(key_codes[1]) != 4:
+            _fail("key_codes", "a 4-D array [num_pages, kv_heads, block_size, D/4]", key_codes)
+        num_pages = key_codes[1][0]
+        lead = (num_pages, heads)
+    check("key_codes", key_codes, lead + (block, dim // 4), ("uint8",), device=device)
+    check("key_scales", key_scales, lead + (dim,), (dtype,), device=device)
+    check("key_residuals", key_residuals, lead + (block, dim), FP8_DTYPES, device=device)
+    check("values", values, lead + (block, dim), (dtype,), device=device)
+    return (DTYPE_CODES[dtype], batch, heads, dim, block, max_blocks, address(block_table),
+            num_pages, lengths[0], key_codes[0], key_scales[0], key_residuals[0], values[0],
+            tail_keys[0])
+
+
+def dense_cache_args(keys, values, lengths, dtypes=CACHE_DTYPES):
+    """The extension's dense cache tuple: keys and values [B, Hkv, capacity, D] with the same
+    element strides (unit channel stride), lengths [B] int32."""
+    if keys is None or len(keys[1]) != 4:
+        _fail("keys", "a 4-D array [batch, kv_heads, capacity, head_dim]", keys)
+    batch, heads, capacity, dim = keys[1]
+    device = keys[4]
+    check("keys", keys, dtypes=dtypes, contiguous=False)
+    check("values", values, (batch, heads, capacity, dim), (keys[3],), contiguous=False,
+          device=device)
+    if keys[2][3] != 1 or values[2] != keys[2]:
+        raise ValueError(f"keys and values must have the same strides with a unit channel stride, "
+                         f"got {keys[2]} and {values[2]}")
+    check("lengths", lengths, (batch,), ("int32",), device=device)
+    return (DTYPE_CODES[keys[3]], batch, heads, dim, capacity, keys[0], values[0], keys[2][0],
+            keys[2][1], keys[2][2], lengths[0])
+
+
+def attention_args(q, cache_dtype, device, out, lse, softmax_scale):
+    """The extension's attention tuple: q [B, Hq, D] of the cache dtype, out [B, Hq, D] (fp32,
+    fp16 or bf16), lse [B, Hq] fp32 or None."""
+    if q is None or len(q[1]) != 3:
+        _fail("q", "a 3-D array [batch, num_q_heads, head_dim]", q)
+    check("q", q, dtypes=(cache_dtype,), device=device)
+    check("out", out, tuple(q[1]), SCORE_DTYPES, device=device)
+    if lse is not None:
+        check("lse", lse, tuple(q[1][:2]), ("float32",), device=device)
+    return (q[0], q[1][1], float(softmax_scale), out[0], DTYPE_CODES[out[3]], address(lse))
+
+
+def kept_mask_address(kept_mask, cache_args, device):
+    if kept_mask is None:
+        return 0
+    batch, heads, max_blocks = cache_args[1], cache_args[2], cache_args[5]
+    check("kept_mask", kept_mask, (batch, heads, max_blocks), ("uint8", "bool"), device=device)
+    return kept_mask[0]
+
+
+def sparse_cache_shapes(batch, kv_heads, max_blocks, block_size=128, num_pages=None,
+                        head_dim=HEAD_DIM):
+    """Shapes of (key_codes, key_scales, key_residuals, values, tail_keys, lengths, block_table)
+    of a sparse cache; block_table is None for a contiguous cache (num_pages None)."""
+    lead = (batch, kv_heads, max_blocks) if num_pages is None else (num_pages, kv_heads)
+    return (lead + (block_size, head_dim // 4), lead + (head_dim,),
+            lead + (block_size, head_dim), lead + (block_size, head_dim),
+            (batch, kv_heads, block_size, head_dim), (batch,),
+            None if num_pages is None else (batch, max_blocks))
+
+
+class SparseKvCacheArrays:
+    """The arrays of a sparse decoding cache, in the order the ops take them (block_table None
+    for a contiguous cache)."""
+
+    FIELDS = ("key_codes", "key_scales", "key_residuals", "values", "tail_keys", "lengths",
+              "block_table")
+
+    def __init__(self, key_codes, key_scales, key_residuals, values, tail_keys, lengths,
+                 block_table=None):
+        self.key_codes, self.key_scales, self.key_residuals = key_codes, key_scales, key_residuals
+        self.values, self.tail_keys, self.lengths = values, tail_keys, lengths
+        self.block_table = block_table
+
+    def arrays(self):
+        return tuple(getattr(self, name) for name in self.FIELDS)

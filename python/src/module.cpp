@@ -1,0 +1,440 @@
+// litetopk._C: the nanobind binding of litetopk's C++ API (include/litetopk/*.h).
+//
+// Arrays cross as raw addresses (Python ints: a torch tensor's data_ptr() or a numpy array's
+// address), sizes as ints and the CUDA stream as an int (a cudaStream_t). The Python package
+// (python/litetopk) checks every array's shape, dtype and layout against the sizes it passes, so
+// the library's own validation sees consistent problems. Every call releases the GIL while the
+// library runs. A failed Status becomes ValueError (kInvalidArgument, kWorkspaceTooSmall,
+// kUnsupported: the caller's input) or RuntimeError (kCudaError, kNotCompiled, kInternal), with
+// litetopk's message.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+
+#include "litetopk/device.h"
+#include "litetopk/indexer.h"
+#include "litetopk/select.h"
+#include "litetopk/sparse_decode.h"
+#include "litetopk/status.h"
+#include "litetopk/types.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+using litetopk::DType;
+using litetopk::Status;
+using litetopk::StatusCode;
+using Address = std::uintptr_t;
+using ReleaseGil = nb::call_guard<nb::gil_scoped_release>;
+
+// Thrown with the GIL released; nanobind translates it once the guard has taken the GIL back.
+void check(const Status& status) {
+  if (status.is_ok()) return;
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kWorkspaceTooSmall:
+    case StatusCode::kUnsupported:
+      throw nb::value_error(status.message().c_str());
+    default:
+      throw std::runtime_error(status.to_string());
+  }
+}
+
+template <typename T>
+T* as(Address address) {
+  return reinterpret_cast<T*>(address);
+}
+
+cudaStream_t as_stream(Address stream) { return reinterpret_cast<cudaStream_t>(stream); }
+
+DType as_dtype(int code) { return static_cast<DType>(code); }
+
+// ---- select_topk ----
+
+// Bits of `flags`, as in c_api.h's litetopk_select_flags.
+constexpr unsigned kSmallest = 1, kSorted = 2, kDeterministic = 4, kValidateRanges = 8;
+
+litetopk::SelectProblem select_problem(Address scores, int dtype, int64_t batch, int64_t n,
+                                       int64_t row_stride, Address row_starts, Address row_ends,
+                                       int64_t k, unsigned flags, Address indices,
+                                       Address values) {
+  litetopk::SelectProblem p;
+  p.scores = as<const void>(scores);
+  p.dtype = as_dtype(dtype);
+  p.batch = batch;
+  p.n = n;
+  p.row_stride = row_stride;
+  p.row_starts = as<const int32_t>(row_starts);
+  p.row_ends = as<const int32_t>(row_ends);
+  p.k = k;
+  p.largest = (flags & kSmallest) == 0;
+  p.sorted = (flags & kSorted) != 0;
+  p.deterministic = (flags & kDeterministic) != 0;
+  p.indices = as<int32_t>(indices);
+  p.values = as<void>(values);
+  return p;
+}
+
+litetopk::SelectOptions select_options(int algo, unsigned flags) {
+  litetopk::SelectOptions options;
+  options.algo = static_cast<litetopk::SelectAlgo>(algo);
+  options.validate_ranges = (flags & kValidateRanges) != 0;
+  return options;
+}
+
+// ---- indexer_topk: (q, kv, kv_scale, weights, ks, ke, T, H, D, S, k, indices, values) ----
+
+using IndexerArgs = std::tuple<Address, Address, Address, Address, Address, Address, int64_t,
+                               int64_t, int64_t, int64_t, int64_t, Address, Address>;
+
+litetopk::IndexerProblem indexer_problem(const IndexerArgs& a) {
+  litetopk::IndexerProblem p;
+  p.q = as<const void>(std::get<0>(a));
+  p.kv = as<const void>(std::get<1>(a));
+  p.kv_scale = as<const float>(std::get<2>(a));
+  p.weights = as<const float>(std::get<3>(a));
+  p.ks = as<const int32_t>(std::get<4>(a));
+  p.ke = as<const int32_t>(std::get<5>(a));
+  p.num_queries = std::get<6>(a);
+  p.num_heads = std::get<7>(a);
+  p.head_dim = std::get<8>(a);
+  p.num_keys = std::get<9>(a);
+  p.k = std::get<10>(a);
+  p.indices = as<int32_t>(std::get<11>(a));
+  p.values = as<float>(std::get<12>(a));
+  return p;
+}
+
+litetopk::IndexerOptions indexer_options(int algo, int64_t candidate_capacity, bool cold_sample) {
+  litetopk::IndexerOptions options;
+  options.algo = static_cast<litetopk::IndexerAlgo>(algo);
+  options.candidate_capacity = candidate_capacity;
+  options.cold_sample = cold_sample;
+  return options;
+}
+
+// ---- decoding ----
+
+// (dtype, batch, kv_heads, head_dim, block_size, max_blocks, block_table, num_pages, lengths,
+//  key_codes, key_scales, key_residuals, values, tail_keys)
+using SparseCacheArgs = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, Address,
+                                   int64_t, Address, Address, Address, Address, Address, Address>;
+// (dtype, batch, kv_heads, head_dim, capacity, keys, values, batch_stride, head_stride,
+//  token_stride, lengths)
+using DenseCacheArgs = std::tuple<int, int64_t, int64_t, int64_t, int64_t, Address, Address,
+                                  int64_t, int64_t, int64_t, Address>;
+// (q, num_q_heads, softmax_scale, out, out_dtype, lse)
+using AttentionArgs = std::tuple<Address, int64_t, float, Address, int, Address>;
+
+litetopk::SparseKvCache sparse_cache(const SparseCacheArgs& a) {
+  litetopk::SparseKvCache c;
+  c.dtype = as_dtype(std::get<0>(a));
+  c.batch = std::get<1>(a);
+  c.num_kv_heads = std::get<2>(a);
+  c.head_dim = std::get<3>(a);
+  c.block_size = std::get<4>(a);
+  c.max_blocks = std::get<5>(a);
+  c.block_table = as<const int32_t>(std::get<6>(a));
+  c.num_pages = std::get<7>(a);
+  c.lengths = as<int32_t>(std::get<8>(a));
+  c.key_codes = as<uint8_t>(std::get<9>(a));
+  c.key_scales = as<void>(std::get<10>(a));
+  c.key_residuals = as<uint8_t>(std::get<11>(a));
+  c.values = as<void>(std::get<12>(a));
+  c.tail_keys = as<void>(std::get<13>(a));
+  return c;
+}
+
+litetopk::DenseKvCache dense_cache(const DenseCacheArgs& a) {
+  litetopk::DenseKvCache c;
+  c.dtype = as_dtype(std::get<0>(a));
+  c.batch = std::get<1>(a);
+  c.num_kv_heads = std::get<2>(a);
+  c.head_dim = std::get<3>(a);
+  c.capacity = std::get<4>(a);
+  c.keys = as<void>(std::get<5>(a));
+  c.values = as<void>(std::get<6>(a));
+  c.batch_stride = std::get<7>(a);
+  c.head_stride = std::get<8>(a);
+  c.token_stride = std::get<9>(a);
+  c.lengths = as<int32_t>(std::get<10>(a));
+  return c;
+}
+
+litetopk::SparseDecodeProblem sparse_decode_problem(const SparseCacheArgs& cache,
+                                                    const AttentionArgs& a, float delta,
+                                                    Address kept_mask) {
+  litetopk::SparseDecodeProblem p;
+  p.cache = sparse_cache(cache);
+  p.q = as<const void>(std::get<0>(a));
+  p.num_q_heads = std::get<1>(a);
+  p.softmax_scale = std::get<2>(a);
+  p.delta = delta;
+  p.out = as<void>(std::get<3>(a));
+  p.out_dtype = as_dtype(std::get<4>(a));
+  p.lse = as<float>(std::get<5>(a));
+  p.kept_mask = as<uint8_t>(kept_mask);
+  return p;
+}
+
+litetopk::DenseDecodeProblem dense_decode_problem(const DenseCacheArgs& cache,
+                                                  const AttentionArgs& a) {
+  litetopk::DenseDecodeProblem p;
+  p.cache = dense_cache(cache);
+  p.q = as<const void>(std::get<0>(a));
+  p.num_q_heads = std::get<1>(a);
+  p.softmax_scale = std::get<2>(a);
+  p.out = as<void>(std::get<3>(a));
+  p.out_dtype = as_dtype(std::get<4>(a));
+  p.lse = as<float>(std::get<5>(a));
+  return p;
+}
+
+litetopk::DecodeOptions decode_options(int64_t blocks_per_split) {
+  litetopk::DecodeOptions options;
+  options.blocks_per_split = blocks_per_split;
+  return options;
+}
+
+nb::dict device_info() {
+  litetopk::DeviceInfo info;
+  const Status status = litetopk::query_device(&info);
+  nb::dict d;
+  d["status"] = std::string(litetopk::status_code_name(status.code()));
+  d["device_count"] = info.device_count;
+  d["name"] = info.name;
+  d["compute_capability"] = nb::make_tuple(info.compute_major, info.compute_minor);
+  d["sm_count"] = info.sm_count;
+  d["global_memory_bytes"] = info.global_memory_bytes;
+  d["driver_version"] = info.driver_version;
+  d["runtime_version"] = info.runtime_version;
+  return d;
+}
+
+}  // namespace
+
+NB_MODULE(_C, m) {
+  m.doc() = "litetopk's C++ API (include/litetopk), addresses in, Status out as exceptions";
+
+  const litetopk::BuildInfo build = litetopk::build_info();
+  m.attr("version") = build.version;
+  m.attr("cuda_compiled") = build.cuda_compiled;
+  m.attr("cuda_targets") = build.cuda_targets;
+  m.attr("SAMPLE_FILTER_MAX_K") = litetopk::kSampleFilterMaxK;
+  m.def("device_info", &device_info, "The current CUDA device (device_count 0 without one).");
+
+  // ---- select_topk ----
+  m.def(
+      "select_topk_workspace_size",
+      [](Address scores, int dtype, int64_t batch, int64_t n, int64_t row_stride,
+         Address row_starts, Address row_ends, int64_t k, unsigned flags, Address indices,
+         Address values, int algo) {
+        const auto p = select_problem(scores, dtype, batch, n, row_stride, row_starts, row_ends,
+                                      k, flags, indices, values);
+        std::size_t bytes = 0;
+        check(litetopk::select_topk_workspace_size(p, &bytes, select_options(algo, flags)));
+        return bytes;
+      },
+      "scores"_a, "dtype"_a, "batch"_a, "n"_a, "row_stride"_a, "row_starts"_a, "row_ends"_a,
+      "k"_a, "flags"_a, "indices"_a, "values"_a, "algo"_a, ReleaseGil());
+  m.def(
+      "select_topk",
+      [](Address scores, int dtype, int64_t batch, int64_t n, int64_t row_stride,
+         Address row_starts, Address row_ends, int64_t k, unsigned flags, Address indices,
+         Address values, int algo, Address workspace, std::size_t workspace_bytes,
+         Address stream) {
+        const auto p = select_problem(scores, dtype, batch, n, row_stride, row_starts, row_ends,
+                                      k, flags, indices, values);
+        check(litetopk::select_topk(p, as<void>(workspace), workspace_bytes, as_stream(stream),
+                                    select_options(algo, flags)));
+      },
+      "scores"_a, "dtype"_a, "batch"_a, "n"_a, "row_stride"_a, "row_starts"_a, "row_ends"_a,
+      "k"_a, "flags"_a, "indices"_a, "values"_a, "algo"_a, "workspace"_a, "workspace_bytes"_a,
+      "stream"_a, ReleaseGil());
+  m.def(
+      "select_topk_dispatch",
+      [](Address scores, int dtype, int64_t batch, int64_t n, int64_t row_stride,
+         Address row_starts, Address row_ends, int64_t k, unsigned flags, Address indices,
+         Address values) {
+        const auto p = select_problem(scores, dtype, batch, n, row_stride, row_starts, row_ends,
+                                      k, flags, indices, values);
+        return std::string(litetopk::select_algo_name(litetopk::select_topk_dispatch(p)));
+      },
+      "scores"_a, "dtype"_a, "batch"_a, "n"_a, "row_stride"_a, "row_starts"_a, "row_ends"_a,
+      "k"_a, "flags"_a, "indices"_a, "values"_a, ReleaseGil());
+  m.def(
+      "select_topk_cpu",
+      [](Address scores, int dtype, int64_t batch, int64_t n, int64_t row_stride,
+         Address row_starts, Address row_ends, int64_t k, unsigned flags, Address indices,
+         Address values, int cpu_algo, int num_threads) {
+        const auto p = select_problem(scores, dtype, batch, n, row_stride, row_starts, row_ends,
+                                      k, flags, indices, values);
+        check(litetopk::select_topk_cpu(p, static_cast<litetopk::CpuSelectAlgo>(cpu_algo),
+                                        num_threads));
+      },
+      "scores"_a, "dtype"_a, "batch"_a, "n"_a, "row_stride"_a, "row_starts"_a, "row_ends"_a,
+      "k"_a, "flags"_a, "indices"_a, "values"_a, "cpu_algo"_a, "num_threads"_a, ReleaseGil());
+
+  // ---- indexer_topk ----
+  m.def("indexer_state_bytes", &litetopk::indexer_state_bytes, "k"_a);
+  m.def(
+      "indexer_state_reset",
+      [](Address data, std::size_t bytes, Address stream) {
+        litetopk::IndexerState state;
+        state.data = as<void>(data);
+        state.bytes = bytes;
+        check(litetopk::indexer_state_reset(state, as_stream(stream)));
+      },
+      "data"_a, "bytes"_a, "stream"_a, ReleaseGil());
+  m.def(
+      "indexer_topk_workspace_size",
+      [](const IndexerArgs& args, int algo, int64_t candidate_capacity, bool cold_sample) {
+        std::size_t bytes = 0;
+        check(litetopk::indexer_topk_workspace_size(
+            indexer_problem(args), &bytes, indexer_options(algo, candidate_capacity, cold_sample)));
+        return bytes;
+      },
+      "problem"_a, "algo"_a, "candidate_capacity"_a, "cold_sample"_a, ReleaseGil());
+  m.def(
+      "indexer_topk",
+      [](const IndexerArgs& args, int algo, int64_t candidate_capacity, bool cold_sample,
+         Address state_data, std::size_t state_bytes, Address workspace,
+         std::size_t workspace_bytes, Address stream) {
+        auto options = indexer_options(algo, candidate_capacity, cold_sample);
+        litetopk::IndexerState state;
+        state.data = as<void>(state_data);
+        state.bytes = state_bytes;
+        if (state_data != 0) options.state = &state;
+        check(litetopk::indexer_topk(indexer_problem(args), as<void>(workspace), workspace_bytes,
+                                     as_stream(stream), options));
+      },
+      "problem"_a, "algo"_a, "candidate_capacity"_a, "cold_sample"_a, "state"_a,
+      "state_bytes"_a, "workspace"_a, "workspace_bytes"_a, "stream"_a, ReleaseGil());
+  m.def(
+      "indexer_topk_dispatch",
+      [](const IndexerArgs& args) {
+        return std::string(
+            litetopk::indexer_algo_name(litetopk::indexer_topk_dispatch(indexer_problem(args))));
+      },
+      "problem"_a, ReleaseGil());
+  m.def(
+      "indexer_logits",
+      [](const IndexerArgs& args, Address logits, int64_t logits_stride, Address stream) {
+        check(litetopk::indexer_logits(indexer_problem(args), as<float>(logits), logits_stride,
+                                       as_stream(stream)));
+      },
+      "problem"_a, "logits"_a, "logits_stride"_a, "stream"_a, ReleaseGil());
+  m.def(
+      "indexer_topk_cpu",
+      [](const IndexerArgs& args) { check(litetopk::indexer_topk_cpu(indexer_problem(args))); },
+      "problem"_a, ReleaseGil());
+  m.def(
+      "indexer_logits_cpu",
+      [](const IndexerArgs& args, Address logits, int64_t logits_stride) {
+        check(litetopk::indexer_logits_cpu(indexer_problem(args), as<float>(logits),
+                                           logits_stride));
+      },
+      "problem"_a, "logits"_a, "logits_stride"_a, ReleaseGil());
+
+  // ---- decoding: caches as tuples (see SparseCacheArgs, DenseCacheArgs, AttentionArgs) ----
+  m.def(
+      "sparse_kv_append",
+      [](const SparseCacheArgs& cache, Address new_keys, Address new_values, Address stream) {
+        check(litetopk::sparse_kv_append(sparse_cache(cache), as<const void>(new_keys),
+                                         as<const void>(new_values), as_stream(stream)));
+      },
+      "cache"_a, "new_keys"_a, "new_values"_a, "stream"_a, ReleaseGil());
+  m.def(
+      "sparse_kv_from_dense",
+      [](const DenseCacheArgs& dense, const SparseCacheArgs& cache, Address stream) {
+        check(litetopk::sparse_kv_from_dense(dense_cache(dense), sparse_cache(cache),
+                                             as_stream(stream)));
+      },
+      "dense"_a, "cache"_a, "stream"_a, ReleaseGil());
+  m.def(
+      "sparse_decode_workspace_size",
+      [](const SparseCacheArgs& cache, const AttentionArgs& attention, float delta,
+         Address kept_mask, int64_t blocks_per_split) {
+        std::size_t bytes = 0;
+        check(litetopk::sparse_decode_workspace_size(
+            sparse_decode_problem(cache, attention, delta, kept_mask), &bytes,
+            decode_options(blocks_per_split)));
+        return bytes;
+      },
+      "cache"_a, "attention"_a, "delta"_a, "kept_mask"_a, "blocks_per_split"_a, ReleaseGil());
+  m.def(
+      "sparse_decode",
+      [](const SparseCacheArgs& cache, const AttentionArgs& attention, float delta,
+         Address kept_mask, int64_t blocks_per_split, Address workspace,
+         std::size_t workspace_bytes, Address stream) {
+        check(litetopk::sparse_decode(sparse_decode_problem(cache, attention, delta, kept_mask),
+                                      as<void>(workspace), workspace_bytes, as_stream(stream),
+                                      decode_options(blocks_per_split)));
+      },
+      "cache"_a, "attention"_a, "delta"_a, "kept_mask"_a, "blocks_per_split"_a, "workspace"_a,
+      "workspace_bytes"_a, "stream"_a, ReleaseGil());
+  m.def(
+      "dense_decode_workspace_size",
+      [](const DenseCacheArgs& cache, const AttentionArgs& attention, int64_t blocks_per_split) {
+        std::size_t bytes = 0;
+        check(litetopk::dense_decode_workspace_size(dense_decode_problem(cache, attention),
+                                                    &bytes, decode_options(blocks_per_split)));
+        return bytes;
+      },
+      "cache"_a, "attention"_a, "blocks_per_split"_a, ReleaseGil());
+  m.def(
+      "dense_decode",
+      [](const DenseCacheArgs& cache, const AttentionArgs& attention, int64_t blocks_per_split,
+         Address workspace, std::size_t workspace_bytes, Address stream) {
+        check(litetopk::dense_decode(dense_decode_problem(cache, attention), as<void>(workspace),
+                                     workspace_bytes, as_stream(stream),
+                                     decode_options(blocks_per_split)));
+      },
+      "cache"_a, "attention"_a, "blocks_per_split"_a, "workspace"_a, "workspace_bytes"_a,
+      "stream"_a, ReleaseGil());
+
+  m.def(
+      "sparse_kv_append_cpu",
+      [](const SparseCacheArgs& cache, Address new_keys, Address new_values) {
+        check(litetopk::sparse_kv_append_cpu(sparse_cache(cache), as<const void>(new_keys),
+                                             as<const void>(new_values)));
+      },
+      "cache"_a, "new_keys"_a, "new_values"_a, ReleaseGil());
+  m.def(
+      "sparse_kv_from_dense_cpu",
+      [](const DenseCacheArgs& dense, const SparseCacheArgs& cache) {
+        check(litetopk::sparse_decode_quantize_cpu(dense_cache(dense), sparse_cache(cache)));
+      },
+      "dense"_a, "cache"_a, ReleaseGil());
+  m.def(
+      "sparse_kv_rebuild_cpu",
+      [](const SparseCacheArgs& cache, const DenseCacheArgs& out) {
+        check(litetopk::sparse_kv_rebuild_cpu(sparse_cache(cache), dense_cache(out)));
+      },
+      "cache"_a, "out"_a, ReleaseGil());
+  m.def(
+      "sparse_decode_cpu",
+      [](const SparseCacheArgs& cache, const AttentionArgs& attention, float delta,
+         Address kept_mask) {
+        double kept_fraction = 0;
+        litetopk::SparseDecodeCpuDiagnostics diagnostics;
+        diagnostics.kept_fraction = &kept_fraction;
+        check(litetopk::sparse_decode_cpu(sparse_decode_problem(cache, attention, delta, kept_mask),
+                                          diagnostics));
+        return kept_fraction;
+      },
+      "cache"_a, "attention"_a, "delta"_a, "kept_mask"_a, ReleaseGil());
+  m.def(
+      "dense_decode_cpu",
+      [](const DenseCacheArgs& cache, const AttentionArgs& attention) {
+        check(litetopk::dense_decode_cpu(dense_decode_problem(cache, attention)));
+      },
+      "cache"_a, "attention"_a, ReleaseGil());
+}

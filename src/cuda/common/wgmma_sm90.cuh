@@ -38,14 +38,17 @@ __device__ __forceinline__ void mbarrier_arrive(uint64_t* barrier) {
 }
 
 // Descriptor of a K-major operand tile with 128-byte rows in the 128-byte swizzle layout, starting
-// `pointer` (the tile's 1024-byte aligned base plus a K offset below 128 bytes).
-__device__ __forceinline__ uint64_t swizzled_tile_descriptor(const void* pointer) {
-  const uint64_t address = shared_address(pointer);
-  uint64_t descriptor = (address & 0x3FFFFu) >> 4;  // start address, 16-byte units
-  descriptor |= uint64_t{1} << 16;                  // leading byte offset (unused when swizzled)
-  descriptor |= uint64_t{1024 >> 4} << 32;          // stride byte offset: one 8-row atom
-  descriptor |= uint64_t{1} << 62;                  // layout: 128-byte swizzle
-  return descriptor;
+// `pointer` (the tile's 1024-byte aligned base plus a K offset below 128 bytes). Its low word holds
+// the start address in 16-byte units (shared addresses stay below 2^18, so the tile `bytes`
+// further has the low word + bytes / 16) and a leading byte offset of 1 (unused when swizzled);
+// its high word, the same for every such tile: a stride byte offset of one 8-row atom (1024
+// bytes) and the 128-byte swizzle layout.
+constexpr uint32_t kSwizzledDescriptorHigh = (1024u >> 4) | (1u << 30);
+__device__ __forceinline__ uint32_t swizzled_descriptor_low(const void* pointer) {
+  return ((shared_address(pointer) & 0x3FFFFu) >> 4) | (1u << 16);
+}
+__device__ __forceinline__ uint64_t swizzled_descriptor(uint32_t low) {
+  return (uint64_t{kSwizzledDescriptorHigh} << 32) | low;
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }

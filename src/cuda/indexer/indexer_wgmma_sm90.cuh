@@ -303,9 +303,14 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
 
   // 2. The math warpgroups.
   sm90::warpgroup_registers_increase<kMathRegisters>();
-  const int group = warp / 4;
+  // Broadcast from lane 0 so that the compiler knows it is warp-uniform: the tile walk and the
+  // wgmma descriptors then stay in uniform registers.
+  const int group = __shfl_sync(0xffffffffu, warp / 4, 0);
   const int row0 = (warp % 4) * 16 + lane / 4;
   const int quad_lane = lane % 4;
+  const uint32_t kv_low0 = sm90::swizzled_descriptor_low(s.kv[0]);
+  const uint32_t q_low0 = sm90::swizzled_descriptor_low(s.q[0]);
+  constexpr uint32_t kBankLow = kBankColumns * kHeadDim / 16;
   uint32_t kv_base = 0;
   int it = 0;
   for (int i = blockIdx.x; i < blocks; i += gridDim.x, ++it) {
@@ -349,6 +354,9 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
         if (key0 >= 0 && key0 < args.num_keys) scale0 = __ldg(args.kv_scale + key0);
         if (key1 >= 0 && key1 < args.num_keys) scale1 = __ldg(args.kv_scale + key1);
       }
+      // The operands' descriptors: low words from stage 0's, 16-byte units (kk * 32 bytes: + 2).
+      const uint32_t kv_low = kv_low0 + stage * (kTileKeys * kHeadDim / 16);
+      const uint32_t q_low = q_low0 + static_cast<uint32_t>(slot) * (S::kQRows * kHeadDim / 16);
       float acc[2][64];
 #pragma unroll
       for (int bank = 0; bank < 2; ++bank) {
@@ -356,10 +364,9 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
         sm90::wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < kHeadDim / 32; ++kk) {
-          const uint64_t a = sm90::swizzled_tile_descriptor(s.kv[stage] + kk * 32);
-          const uint64_t b = sm90::swizzled_tile_descriptor(
-              s.q[slot] + bank * kBankColumns * kHeadDim + kk * 32);
-          sm90::wgmma_m64n128k32_e4m3(acc[bank], a, b, kk > 0);
+          sm90::wgmma_m64n128k32_e4m3(acc[bank], sm90::swizzled_descriptor(kv_low + kk * 2),
+                                      sm90::swizzled_descriptor(q_low + bank * kBankLow + kk * 2),
+                                      kk > 0);
         }
         sm90::wgmma_commit();
       }

@@ -27,12 +27,19 @@ struct LogitsEpilogue {
   const CoreArgs& args;
   float* logits;
   int64_t stride;
-  const QueryBlockRanges<kQueries>* ranges = nullptr;
-  int t0 = 0;
+  // The block's rows (null past the last query) and ranges, kept in registers for the tiles.
+  float* rows[kQueries] = {};
+  int32_t begin[kQueries] = {};
+  int32_t end[kQueries] = {};
 
   __device__ void begin_query_block(int query_block, const QueryBlockRanges<kQueries>& r) {
-    ranges = &r;
-    t0 = query_block * kQueries;
+#pragma unroll
+    for (int qi = 0; qi < kQueries; ++qi) {
+      const int t = query_block * kQueries + qi;
+      rows[qi] = t < args.num_queries ? logits + int64_t{t} * stride : nullptr;
+      begin[qi] = r.begin[qi];
+      end[qi] = r.end[qi];
+    }
   }
 
   template <int kBankQueries>
@@ -45,11 +52,9 @@ struct LogitsEpilogue {
 #pragma unroll
     for (int bq = 0; bq < kBankQueries; ++bq) {
       const int qi = first_query + bq;
-      const int t = t0 + qi;
-      if (t >= args.num_queries) return;
-      const bool inside = key >= ranges->begin[qi] && key < ranges->end[qi];
-      logits[int64_t{t} * stride + key] =
-          inside ? (quad_lane == 0 ? scores0[bq] : scores1[bq]) : -INFINITY;
+      if (rows[qi] == nullptr) return;
+      const bool inside = key >= begin[qi] && key < end[qi];
+      rows[qi][key] = inside ? (quad_lane == 0 ? scores0[bq] : scores1[bq]) : -INFINITY;
     }
   }
 

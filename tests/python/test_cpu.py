@@ -1,0 +1,237 @@
+"""The package's numpy functions (the library's CPU backend) against numpy references, bad input,
+and the package without its extension. Needs no torch and no GPU."""
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import litetopk
+from litetopk import fp8
+from reference import attention, check_selection, indexer_scores, quantize_blocks
+
+RNG = np.random.default_rng(1234)
+
+
+def test_extension_loads():
+    info = litetopk.build_info()
+    assert info["version"] == litetopk.__version__
+
+
+# ---------------------------------------------------------------- select_topk
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("algo", ["fast", "reference"])
+def test_select_matches_numpy(dtype, largest, algo):
+    scores = RNG.standard_normal((7, 3000)).astype(dtype)
+    scores[2, ::7] = np.nan
+    scores[3, :] = 1.0  # all tied
+    k = 50
+    indices, values = litetopk.select_topk(scores, k, largest=largest, algo=algo)
+    assert indices.shape == (7, k) and indices.dtype == np.int32 and values.dtype == dtype
+    for b in range(7):
+        check_selection(scores[b], indices[b], values[b], k, largest=largest)
+
+
+def test_select_ranges_sorted_and_padding():
+    scores = RNG.standard_normal((5, 1000)).astype(np.float32)
+    starts = np.array([0, 10, 500, 990, 300], np.int32)
+    ends = np.array([1000, 20, 900, 1000, 300], np.int32)  # rows 1, 3 short, row 4 empty
+    k = 16
+    indices, values = litetopk.select_topk(scores, k, starts, ends, sorted=True)
+    for b in range(5):
+        check_selection(scores[b], indices[b], values[b], k, starts[b], ends[b])
+        valid = values[b][indices[b] >= 0]
+        assert (np.diff(valid) <= 0).all(), "sorted descending"
+        assert np.isnan(values[b][indices[b] < 0]).all(), "padded values are NaN"
+
+
+def test_select_deterministic_ties():
+    scores = np.zeros((2, 100), np.float32)
+    indices, _ = litetopk.select_topk(scores, 10, deterministic=True, sorted=True)
+    np.testing.assert_array_equal(indices, np.tile(np.arange(10, dtype=np.int32), (2, 1)))
+
+
+def test_select_strided_rows():
+    full = RNG.standard_normal((4, 600)).astype(np.float32)
+    view = full[:, :500]  # row stride 600
+    indices, values = litetopk.select_topk(view, 8)
+    for b in range(4):
+        check_selection(view[b], indices[b], values[b], 8)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda s: litetopk.select_topk(s, 0), "k must be >= 1"),
+    (lambda s: litetopk.select_topk(s.astype(np.float64), 4), "dtype float32 or bfloat16"),
+    (lambda s: litetopk.select_topk(s[0], 4), "2-D"),
+    (lambda s: litetopk.select_topk(s, 4, row_starts=[0, 1]), "row_starts must be of shape [3]"),
+    (lambda s: litetopk.select_topk(s, 4, row_starts=[0, 5, 0], row_ends=[10, 3, 10]),
+     "row_starts[1] must be <= row_ends[1]"),
+    (lambda s: litetopk.select_topk(s, 4, algo="gpu"), "algo must be one of"),
+    (lambda s: litetopk.select_topk(s[:, ::2], 4), "unit stride"),
+])
+def test_select_bad_input(call, message):
+    scores = RNG.standard_normal((3, 100)).astype(np.float32)
+    with pytest.raises(ValueError, match=None) as error:
+        call(scores)
+    assert message in str(error.value)
+
+
+# ---------------------------------------------------------------- fp8
+
+def test_e4m3_table_and_rounding():
+    assert fp8.E4M3_VALUES[0x38] == 1.0 and fp8.E4M3_VALUES[0x7E] == 448.0
+    assert fp8.E4M3_VALUES[0x01] == 2.0 ** -9 and fp8.E4M3_VALUES[0xB8] == -1.0
+    finite = np.array([b for b in range(256) if b not in (0x7F, 0xFF)], np.uint8)
+    np.testing.assert_array_equal(fp8.to_e4m3(fp8.from_e4m3(finite)), finite)
+    assert fp8.to_e4m3(1000.0) == 0x7E and fp8.to_e4m3(-1000.0) == 0xFE
+    assert fp8.to_e4m3(1.0625) == 0x38  # halfway between 1.0 (even) and 1.125
+    assert fp8.to_e4m3(1.1875) == 0x3A  # halfway between 1.125 and 1.25 (even)
+
+
+# ---------------------------------------------------------------- indexer
+
+def indexer_inputs(T=6, S=400, H=32, D=128, seed=0):
+    rng = np.random.default_rng(seed)
+    q = fp8.random_e4m3(rng, (T, H, D))
+    kv = fp8.random_e4m3(rng, (S, D))
+    kv_scale = (rng.random(S) + 0.5).astype(np.float32)
+    weights = (rng.standard_normal((T, H)) / np.sqrt(H)).astype(np.float32)
+    ks = np.array([0, 0, 50, 100, 390, 10][:T], np.int32)
+    ke = np.array([400, 30, 350, 101, 400, 10][:T], np.int32)  # one query has an empty range
+    return q, kv, kv_scale, weights, ks, ke
+
+
+def test_indexer_logits_match_numpy():
+    inputs = indexer_inputs()
+    logits = litetopk.indexer_logits(*inputs)
+    want = indexer_scores(*inputs)
+    assert logits.shape == want.shape and logits.dtype == np.float32
+    np.testing.assert_array_equal(np.isinf(logits), np.isinf(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(logits[finite], want[finite], rtol=1e-6, atol=1e-6)
+
+
+def test_indexer_topk_matches_logits_selection():
+    inputs = indexer_inputs()
+    ks, ke = inputs[4], inputs[5]
+    k = 20
+    indices, values = litetopk.indexer_topk(*inputs, k)
+    logits = litetopk.indexer_logits(*inputs)
+    for t in range(len(ks)):
+        check_selection(logits[t], indices[t], values[t], k, ks[t], ke[t])
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda a: {**a, "kv_scale": a["kv_scale"][:-1]}, "kv_scale must be of shape [400]"),
+    (lambda a: {**a, "weights": a["weights"][:, :16]}, "weights must be of shape [6, 32]"),
+    (lambda a: {**a, "q": a["q"].astype(np.float32)}, "q must be of dtype float8_e4m3fn or uint8"),
+    (lambda a: {**a, "k": 0}, "k must be"),
+])
+def test_indexer_bad_input(change, message):
+    names = ("q", "kv", "kv_scale", "weights", "cu_seqlen_ks", "cu_seqlen_ke")
+    arguments = change(dict(zip(names, indexer_inputs()), k=4))
+    with pytest.raises(ValueError) as error:
+        litetopk.indexer_topk(**arguments)
+    assert message in str(error.value)
+
+
+# ---------------------------------------------------------------- sparse decoding
+
+def dense_inputs(batch=2, heads=2, length=300, capacity=384, seed=3):
+    rng = np.random.default_rng(seed)
+    keys = np.zeros((batch, heads, capacity, 128), np.float16)
+    values = np.zeros_like(keys)
+    keys[:, :, :length] = rng.standard_normal((batch, heads, length, 128)) * 2
+    values[:, :, :length] = rng.standard_normal((batch, heads, length, 128))
+    lengths = np.array([length, length - 137][:batch], np.int32)
+    return keys, values, lengths
+
+
+def test_sparse_cache_quantization_is_the_rule():
+    keys, values, lengths = dense_inputs()
+    cache = litetopk.SparseKvCache.empty(2, 2, max_blocks=3, block_size=128)
+    litetopk.sparse_kv_from_dense(cache, keys, values, lengths)
+    np.testing.assert_array_equal(cache.lengths, lengths)
+    for b, length in enumerate(lengths):
+        nf = length // 128
+        codes, scales, residuals = quantize_blocks(keys[b:b + 1, :, :length], 128)
+        np.testing.assert_array_equal(cache.key_codes[b, :, :nf], codes[0])
+        np.testing.assert_array_equal(cache.key_scales[b, :, :nf], scales[0])
+        np.testing.assert_array_equal(cache.key_residuals[b, :, :nf], residuals[0])
+        tail = length - nf * 128
+        np.testing.assert_array_equal(cache.tail_keys[b, :, :tail], keys[b, :, nf * 128:length])
+    rebuilt, _, _ = litetopk.sparse_kv_rebuild(cache)
+    for b, length in enumerate(lengths):
+        error = rebuilt[b, :, :length] - keys[b, :, :length].astype(np.float32)
+        assert np.abs(error).max() <= np.abs(keys).max() / 16
+
+
+def test_sparse_kv_append_equals_conversion():
+    keys, values, lengths = dense_inputs(length=256)  # lengths 256 and 119
+    before = lengths - 1
+    cache = litetopk.SparseKvCache.empty(2, 2, max_blocks=3)
+    litetopk.sparse_kv_from_dense(cache, keys, values, before)
+    at = np.arange(2)
+    litetopk.sparse_kv_append(cache, keys[at, :, before], values[at, :, before])
+    whole = litetopk.SparseKvCache.empty(2, 2, max_blocks=3)
+    litetopk.sparse_kv_from_dense(whole, keys, values, lengths)
+    np.testing.assert_array_equal(cache.lengths, lengths)
+    np.testing.assert_array_equal(cache.key_codes[:, :, :2], whole.key_codes[:, :, :2])
+    np.testing.assert_array_equal(cache.key_residuals[:, :, :2], whole.key_residuals[:, :, :2])
+
+
+def test_dense_and_sparse_decode():
+    keys, values, lengths = dense_inputs()
+    rng = np.random.default_rng(5)
+    q = (rng.standard_normal((2, 8, 128)) * 0.3).astype(np.float16)
+    out, lse = litetopk.dense_decode(q, keys, values, lengths)
+    want, want_lse = attention(q, keys, values, lengths)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-5)
+
+    cache = litetopk.SparseKvCache.empty(2, 2, max_blocks=3)
+    litetopk.sparse_kv_from_dense(cache, keys, values, lengths)
+    rebuilt, rebuilt_values, _ = litetopk.sparse_kv_rebuild(cache)
+    everything, _, kept, fraction = litetopk.sparse_decode(cache, q, delta=np.inf)
+    assert fraction == 1.0 and kept[0, :, :2].all()
+    exact, _ = attention(q, rebuilt, rebuilt_values, lengths)
+    np.testing.assert_allclose(everything, exact, rtol=1e-4, atol=1e-5)
+    sparse, _, _, _ = litetopk.sparse_decode(cache, q, delta=0.0)
+    assert np.isfinite(sparse).all()
+
+
+def test_decode_bad_input():
+    keys, values, lengths = dense_inputs()
+    q = np.zeros((2, 8, 128), np.float32)
+    with pytest.raises(ValueError, match="q must be of dtype float16"):
+        litetopk.dense_decode(q, keys, values, lengths)
+    with pytest.raises(ValueError, match="softmax_scale"):
+        litetopk.dense_decode(q.astype(np.float16), keys, values, lengths, softmax_scale=-1.0)
+    cache = litetopk.SparseKvCache.empty(2, 2, max_blocks=3)
+    with pytest.raises(ValueError, match="lengths must be of shape"):
+        litetopk.sparse_kv_from_dense(cache, keys, values, lengths[:1])
+
+
+# ---------------------------------------------------------------- without the extension
+
+def test_import_without_extension_is_clear(tmp_path):
+    """A copy of the package without _C imports; the first call raises ImportError saying so."""
+    source = os.path.dirname(litetopk.__file__)
+    shutil.copytree(source, tmp_path / "litetopk",
+                    ignore=shutil.ignore_patterns("_C*", "__pycache__"))
+    code = ("import numpy, litetopk\n"
+            "assert not litetopk.extension_available()\n"
+            "try:\n"
+            "    litetopk.select_topk(numpy.zeros((1, 4), numpy.float32), 1)\n"
+            "except ImportError as error:\n"
+            "    print(error)\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                            cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "compiled extension could not be loaded" in result.stdout
+    assert "pip install ." in result.stdout

@@ -1,0 +1,146 @@
+"""GPU-only checks of the torch ops (skipped without CUDA): the example DSA indexer module under
+torch.compile(fullgraph=True) and in a CUDA graph, graph capture and replay of every op, a chunk
+at a real shape, and the host time per eager call (printed, not asserted; the target is <= 5 us).
+test_torch.py runs every op against its reference on the GPU as well."""
+import time
+
+import pytest
+
+from conftest import needs_cuda, torch
+
+pytestmark = needs_cuda
+
+if torch is not None:
+    import litetopk
+    from litetopk.ops import (IndexerState, SparseKvCache, dense_decode, fp8_mqa_logits,
+                              fp8_mqa_topk, topk)
+    from dsa_indexer import DSAIndexer, make_inputs, same_selection
+    from test_torch import dense_cache, indexer_inputs
+
+
+def modules(k=64):
+    torch.manual_seed(0)
+    fused = DSAIndexer(topk=k, fused=True).cuda().eval()
+    unfused = DSAIndexer(topk=k, fused=False).cuda().eval()
+    unfused.load_state_dict(fused.state_dict())
+    return fused, unfused
+
+
+def capture(run):
+    """run() warmed up on a side stream, captured in a CUDA graph; returns (graph, outputs)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        run()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outputs = run()
+    return graph, outputs
+
+
+def test_dsa_indexer_compiled_fullgraph_and_graphed():
+    fused, unfused = modules()
+    inputs = make_inputs(1024, device="cuda")
+    with torch.no_grad():
+        eager = unfused(*inputs)
+        scores = fp8_mqa_logits(*unfused.prepare(*inputs[:2]), *inputs[2:])
+        compiled_fused = torch.compile(fused, fullgraph=True)
+        compiled_unfused = torch.compile(unfused, fullgraph=True)
+        got = compiled_fused(*inputs)
+        want = compiled_unfused(*inputs)
+        assert same_selection(got, want, scores, inputs[2])
+        assert same_selection(got, eager, scores, inputs[2])
+        graph, replayed = capture(lambda: compiled_fused(*inputs))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert same_selection(replayed, got, scores, inputs[2])
+
+
+def test_every_op_in_a_cuda_graph():
+    scores = torch.randn(32, 20000, device="cuda")
+    q, kv, kv_scale, weights, ks, ke = indexer_inputs("cuda", T=256, S=4096)
+    state = IndexerState(256, device="cuda")
+    dq, keys, values, lengths = dense_cache("cuda")
+    cache = SparseKvCache.empty(2, 2, 3, device="cuda")
+    cache.fill_from_dense(keys, values, lengths.clone())
+    sparse_out = torch.empty(dq.shape, dtype=torch.float32, device="cuda")
+
+    def run():
+        state.reset()
+        selected = topk(scores, 512)
+        logits = fp8_mqa_logits(q, (kv, kv_scale), weights, ks, ke)
+        fused = fp8_mqa_topk(q, (kv, kv_scale), weights, ks, ke, 256, state=state)
+        dense = dense_decode(dq, keys, values, lengths)
+        cache.decode(dq, out=(sparse_out, None, None))
+        return selected, logits, fused, dense
+
+    eager = [x.clone() for pair in run()[0:1] for x in pair]
+    graph, outputs = capture(run)
+    scores.copy_(torch.randn_like(scores))  # replay must see the new input
+    graph.replay()
+    torch.cuda.synchronize()
+    (indices, values), logits, (fused, _), (dense, _) = outputs
+    assert not torch.equal(indices.sort(1).values, eager[0].sort(1).values)
+    assert torch.equal(values.sort(1).values, torch.topk(scores, 512).values.sort(1).values)
+    assert same_selection(fused.cpu(), topk(logits, 256, ks, ke)[0].cpu(), logits.cpu(), ks.cpu())
+    want, _ = dense_decode(dq, keys, values, lengths)
+    assert torch.equal(dense, want)
+
+
+def test_real_shape_chunk_fused_vs_unfused():
+    q, kv, kv_scale, weights, _, _ = indexer_inputs("cuda", T=2048, S=32768)
+    T, S = q.shape[0], kv.shape[0]
+    ks = torch.zeros(T, dtype=torch.int32, device="cuda")
+    ke = torch.arange(S - T + 1, S + 1, dtype=torch.int32, device="cuda")
+    logits = fp8_mqa_logits(q, (kv, kv_scale), weights, ks, ke)
+    state = IndexerState(2048, device="cuda")
+    for algo in ("unfused", "fused", "auto"):
+        indices, _ = fp8_mqa_topk(q, (kv, kv_scale), weights, ks, ke, 2048, state=state,
+                                  algo=algo)
+        selected, _ = topk(logits, 2048, ks, ke)
+        assert same_selection(indices.cpu(), selected.cpu(), logits.cpu()), algo
+
+
+def host_us(call, repeats=2000):
+    """Median over 5 rounds of the mean host time of one call, in microseconds."""
+    for _ in range(50):
+        call()
+    torch.cuda.synchronize()
+    rounds = []
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            call()
+        rounds.append((time.perf_counter() - start) / repeats * 1e6)
+        torch.cuda.synchronize()
+    return sorted(rounds)[2]
+
+
+def test_host_time_per_eager_call(capsys):
+    scores = torch.randn(4, 4096, device="cuda")
+    q, kv, kv_scale, weights, ks, ke = indexer_inputs("cuda", T=64, S=1024)
+    indices = torch.empty(4, 64, dtype=torch.int32, device="cuda")
+    dq, keys, values, lengths = dense_cache("cuda")
+    cache = SparseKvCache.empty(2, 2, 3, device="cuda")
+    cache.fill_from_dense(keys, values, lengths.clone())
+    lib = litetopk._ext.ext()
+    stream = torch.cuda.current_stream().cuda_stream
+    problem = (scores.data_ptr(), 0, 4, 4096, 4096, 0, 0, 64, 0, indices.data_ptr(), 0, 0)
+    ws = torch.empty(max(1, lib.select_topk_workspace_size(*problem)), dtype=torch.uint8,
+                     device="cuda")
+    raw = problem + (ws.data_ptr(), ws.numel(), stream)
+    calls = {
+        "binding select_topk (no torch op)": lambda: lib.select_topk(*raw),
+        "torch.topk (reference)": lambda: torch.topk(scores, 64, sorted=False),
+        "topk": lambda: topk(scores, 64),
+        "topk_out": lambda: topk(scores, 64, out=(indices, None)),
+        "fp8_mqa_logits": lambda: fp8_mqa_logits(q, (kv, kv_scale), weights, ks, ke),
+        "fp8_mqa_topk": lambda: fp8_mqa_topk(q, (kv, kv_scale), weights, ks, ke, 64),
+        "dense_decode": lambda: dense_decode(dq, keys, values, lengths),
+        "sparse_decode": lambda: cache.decode(dq),
+    }
+    with capsys.disabled():
+        print("\nhost time per eager call (us, median of 5 rounds; target <= 5 per op):")
+        for name, call in calls.items():
+            print(f"  {name:36s} {host_us(call):7.2f}")

@@ -1,0 +1,249 @@
+"""torch.ops.litetopk on CPU tensors (the CPU backend) and, when there is a GPU, CUDA tensors:
+each op against its reference, fake tensor shapes, torch.library.opcheck, bad input, and the
+example DSA indexer module with torch.compile(fullgraph=True). Skipped without torch."""
+import math
+
+import numpy as np
+import pytest
+
+from conftest import has_cuda, needs_torch, torch
+
+pytestmark = needs_torch
+DEVICES = ["cpu"] + (["cuda"] if has_cuda else [])
+
+if torch is not None:
+    import litetopk
+    from litetopk.ops import IndexerState, SparseKvCache, fp8_mqa_logits, fp8_mqa_topk, topk
+    from dsa_indexer import DSAIndexer, make_inputs, same_selection
+
+
+def check_rows(scores, indices, values, k, starts=None, ends=None, largest=True):
+    """Each row against torch.topk of its range: counts, padding, no duplicates, same values."""
+    scores, indices, values = scores.float().cpu(), indices.cpu(), values.float().cpu()
+    for b in range(scores.shape[0]):
+        start = 0 if starts is None else int(starts[b])
+        end = scores.shape[1] if ends is None else int(ends[b])
+        row = scores[b, start:end]
+        row = row[~row.isnan()]
+        want = min(k, row.numel())
+        ref = torch.topk(row, want, largest=largest).values.sort().values
+        got = indices[b, :want].long()
+        assert (indices[b, want:] == -1).all()
+        assert got.unique().numel() == want and (got >= 0).all() and (got < end - start).all()
+        chosen = scores[b, start + got]
+        assert torch.equal(chosen.sort().values, ref)
+        assert torch.equal(values[b, :want], chosen)
+
+
+def indexer_inputs(device, T=64, S=1024, H=64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(T, H, 128, generator=g).to(torch.float8_e4m3fn)
+    kv = torch.randn(S, 128, generator=g).to(torch.float8_e4m3fn)
+    kv_scale = torch.rand(S, generator=g) + 0.5
+    weights = torch.randn(T, H, generator=g) / math.sqrt(H)
+    ks = torch.randint(0, S // 4, (T,), generator=g, dtype=torch.int32)
+    ke = (S - T + 1 + torch.arange(T, dtype=torch.int32)).clamp(max=S)
+    return [x.to(device) for x in (q, kv, kv_scale, weights, ks, ke)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_topk(device, dtype):
+    dtype = getattr(torch, dtype)
+    scores = torch.randn(9, 5000, device=device).to(dtype)
+    starts = torch.tensor([0, 10, 100, 4990, 0, 7, 0, 2500, 3], dtype=torch.int32, device=device)
+    ends = torch.tensor([5000, 20, 4000, 5000, 0, 5000, 1, 5000, 4], dtype=torch.int32,
+                        device=device)
+    for largest in (True, False):
+        indices, values = topk(scores, 100, starts, ends, largest=largest)
+        assert indices.dtype == torch.int32 and values.dtype == dtype
+        check_rows(scores, indices, values, 100, starts, ends, largest)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_topk_out_strided_sorted(device):
+    full = torch.randn(6, 3000, device=device)
+    scores = full[:, 1000:2800]  # row stride 3000
+    indices = torch.full((6, 64), -7, dtype=torch.int32, device=device)
+    topk(scores, 64, sorted=True, out=(indices, None))
+    ref = torch.topk(scores, 64).indices.int()
+    assert torch.equal(indices, ref)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_fp8_mqa_logits_and_topk(device):
+    q, kv, kv_scale, weights, ks, ke = indexer_inputs(device)
+    logits = fp8_mqa_logits(q, (kv, kv_scale), weights, ks, ke)
+    assert logits.shape == (q.shape[0], kv.shape[0]) and logits.dtype == torch.float32
+    # Reference: exact products of fp8 values, fp32 sums.
+    dots = torch.einsum("thd,sd->tsh", q.double().cpu(), kv.double().cpu())
+    want = (dots.clamp_min(0) * weights.double().cpu()[:, None, :]).sum(-1) * kv_scale.cpu()[None]
+    columns = torch.arange(kv.shape[0])
+    inside = (columns[None] >= ks.cpu()[:, None]) & (columns[None] < ke.cpu()[:, None])
+    got = logits.cpu()
+    assert torch.equal(torch.isinf(got), ~inside)
+    bound = 5e-4 * want.abs().max().item()
+    assert (got[inside].double() - want[inside]).abs().max().item() <= bound
+
+    k = 128
+    for algo in (("auto", "unfused", "fused") if device == "cuda" else ("auto",)):
+        indices, values = fp8_mqa_topk(q, (kv, kv_scale), weights, ks, ke, k, algo=algo)
+        selected, _ = topk(logits, k, ks, ke)
+        assert same_selection(indices.cpu(), selected.cpu(), got, ks.cpu()), algo
+        rows = torch.arange(q.shape[0])[:, None]
+        absolute = (indices.long() + ks[:, None].long()).clamp(min=0)
+        chosen = torch.where(indices >= 0, logits[rows.to(device), absolute], float("nan"))
+        assert torch.equal(chosen.nan_to_num(-1), values.nan_to_num(-1))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_indexer_state_gives_the_same_answer(device):
+    q, kv, kv_scale, weights, ks, ke = indexer_inputs(device)
+    state = IndexerState(128, device=device)
+    first, _ = fp8_mqa_topk(q, (kv, kv_scale), weights, ks, ke, 128, state=state)
+    second, _ = fp8_mqa_topk(q, (kv, kv_scale), weights, ks, ke, 128, state=state)
+    stateless, _ = fp8_mqa_topk(q, (kv, kv_scale), weights, ks, ke, 128)
+    logits = fp8_mqa_logits(q, (kv, kv_scale), weights, ks, ke).cpu()
+    for got in (first, second):
+        assert same_selection(got.cpu(), stateless.cpu(), logits, ks.cpu())
+    assert state.reset().buffer.count_nonzero() == 0
+
+
+def dense_cache(device, batch=2, heads=2, length=300, capacity=384, dtype="float16"):
+    dtype = getattr(torch, dtype)
+    g = torch.Generator().manual_seed(7)
+    keys = torch.zeros(batch, heads, capacity, 128, dtype=dtype)
+    values = torch.zeros_like(keys)
+    keys[:, :, :length] = (torch.randn(batch, heads, length, 128, generator=g) * 2).to(dtype)
+    values[:, :, :length] = torch.randn(batch, heads, length, 128, generator=g).to(dtype)
+    lengths = torch.tensor([length, length - 137], dtype=torch.int32)
+    q = (torch.randn(batch, 8, 128, generator=g) * 0.3).to(dtype)
+    return [x.to(device) for x in (q, keys, values, lengths)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_sparse_and_dense_decode(device):
+    q, keys, values, lengths = dense_cache(device)
+    # The numpy CPU functions are the reference of the ops (the same library code on the CPU).
+    np_cache = litetopk.SparseKvCache.empty(2, 2, max_blocks=3)
+    litetopk.sparse_kv_from_dense(np_cache, keys.cpu().numpy(), values.cpu().numpy(),
+                                  lengths.cpu().numpy())
+    cache = SparseKvCache.empty(2, 2, max_blocks=3, device=device)
+    cache.fill_from_dense(keys, values, lengths.clone())
+    for name in ("key_codes", "key_scales", "tail_keys", "lengths"):
+        np.testing.assert_array_equal(getattr(cache, name).cpu().numpy(), getattr(np_cache, name))
+    np.testing.assert_array_equal(cache.key_residuals.cpu().view(torch.uint8).numpy(),
+                                  np_cache.key_residuals)
+
+    want, want_lse = litetopk.dense_decode(q.cpu().numpy(), keys.cpu().numpy(),
+                                           values.cpu().numpy(), lengths.cpu().numpy())
+    out, lse = litetopk.ops.dense_decode(q, keys, values, lengths, out_dtype=torch.float32)
+    np.testing.assert_allclose(out.cpu().numpy(), want, rtol=2e-2, atol=2e-3)
+    np.testing.assert_allclose(lse.cpu().numpy(), want_lse, rtol=1e-3, atol=1e-3)
+
+    want, _, kept, _ = litetopk.sparse_decode(np_cache, q.cpu().numpy(), delta=5.0)
+    out = torch.empty(q.shape, dtype=torch.float32, device=device)
+    mask = torch.zeros(2, 2, 3, dtype=torch.uint8, device=device)
+    cache.decode(q, delta=5.0, out=(out, None, mask))
+    np.testing.assert_allclose(out.cpu().numpy(), want, rtol=2e-2, atol=2e-3)
+    assert mask.cpu()[:, :, 0].all()
+
+    # One appended token: the same cache as converting one token more.
+    longer = SparseKvCache.empty(2, 2, max_blocks=3, device=device)
+    longer.fill_from_dense(keys, values, (lengths + 1).clone())
+    at = torch.arange(2, device=device)
+    cache.append(keys[at, :, lengths.long()], values[at, :, lengths.long()])
+    assert torch.equal(cache.lengths, longer.lengths)
+    assert torch.equal(cache.key_codes, longer.key_codes)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_fake_tensor_shapes(device):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    q, kv, kv_scale, weights, ks, ke = indexer_inputs(device, T=16, S=256)
+    dq, keys, values, lengths = dense_cache(device)
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        f = [mode.from_tensor(x) for x in (q, kv, kv_scale, weights, ks, ke)]
+        scores = torch.empty(5, 77, device=device)
+        i, v = torch.ops.litetopk.topk(scores, 9)
+        assert i.shape == (5, 9) and i.dtype == torch.int32 and v.dtype == torch.float32
+        logits = torch.ops.litetopk.fp8_mqa_logits(*f)
+        assert logits.shape == (16, 256) and logits.dtype == torch.float32
+        i, v = torch.ops.litetopk.fp8_mqa_topk(*f, 33)
+        assert i.shape == (16, 33) and v.dtype == torch.float32
+        out, lse = torch.ops.litetopk.dense_decode(mode.from_tensor(dq), mode.from_tensor(keys),
+                                                   mode.from_tensor(values),
+                                                   mode.from_tensor(lengths))
+        assert out.shape == (2, 8, 128) and out.dtype == torch.float16 and lse.shape == (2, 8)
+        cache = SparseKvCache.empty(2, 2, 3, device=device)
+        out, lse = torch.ops.litetopk.sparse_decode(
+            mode.from_tensor(dq), *(None if x is None else mode.from_tensor(x)
+                                    for x in cache.arrays()), 5.0, 0.0, torch.float32)
+        assert out.dtype == torch.float32 and lse.shape == (2, 8)
+
+
+# opcheck's schema test compares fp8 tensors with allclose, which torch lacks on the CPU.
+FP8_OPCHECK = ("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device):
+    opcheck = torch.library.opcheck
+    scores = torch.randn(4, 300, device=device)
+    starts = torch.tensor([0, 5, 10, 200], dtype=torch.int32, device=device)  # no NaN padding
+    # sorted: the order of an unsorted answer may differ from run to run.
+    opcheck(torch.ops.litetopk.topk.default, (scores, 7, starts, None, True, True))
+    indices = torch.empty(4, 7, dtype=torch.int32, device=device)
+    opcheck(torch.ops.litetopk.topk_out.default, (scores, 7, indices, None, None, None, True, True))
+    inputs = indexer_inputs(device, T=8, S=200)
+    opcheck(torch.ops.litetopk.fp8_mqa_logits.default, tuple(inputs), test_utils=FP8_OPCHECK)
+    opcheck(torch.ops.litetopk.fp8_mqa_topk.default, (*inputs, 16),
+            test_utils=FP8_OPCHECK[:2])  # unsorted: eager and traced orders may differ
+    q, keys, values, lengths = dense_cache(device)
+    opcheck(torch.ops.litetopk.dense_decode.default, (q, keys, values, lengths))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bad_input_raises_value_error(device):
+    scores = torch.randn(3, 100, device=device)
+    with pytest.raises(ValueError, match="k must be >= 1, got 0"):
+        topk(scores, 0)
+    with pytest.raises(ValueError, match="row_ends must be of shape"):
+        topk(scores, 4, None, torch.zeros(2, dtype=torch.int32, device=device))
+    with pytest.raises(ValueError, match="dtype int32"):
+        topk(scores, 4, scores[:, 0], None)
+    q, kv, kv_scale, weights, ks, ke = indexer_inputs(device, T=8, S=200)
+    with pytest.raises(ValueError, match="weights must be of shape"):
+        fp8_mqa_topk(q, (kv, kv_scale), weights[:, :8], ks, ke, 16)
+    with pytest.raises(ValueError, match="max_seqlen_k"):
+        fp8_mqa_logits(q, (kv, kv_scale), weights, ks, ke, max_seqlen_k=64)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dsa_indexer_module_paths_agree(device):
+    torch.manual_seed(0)
+    fused = DSAIndexer(topk=32, fused=True).to(device)
+    unfused = DSAIndexer(topk=32, fused=False).to(device)
+    unfused.load_state_dict(fused.state_dict())
+    inputs = make_inputs(192, device=device)
+    with torch.no_grad():
+        got, want = fused(*inputs), unfused(*inputs)
+        scores = fp8_mqa_logits(*unfused.prepare(*inputs[:2]), *inputs[2:]).cpu()
+    assert got.shape == (192, 32)
+    assert same_selection(got.cpu(), want.cpu(), scores, inputs[2].cpu())
+
+
+def test_dsa_indexer_compiles_fullgraph_cpu():
+    """fullgraph tracing through every op (aot_eager keeps the CPU test short; the GPU test
+    compiles with inductor)."""
+    torch.manual_seed(0)
+    module = DSAIndexer(topk=16, fused=True)
+    inputs = make_inputs(64)
+    with torch.no_grad():
+        eager = module(*inputs)
+        compiled = torch.compile(module, fullgraph=True, backend="aot_eager")(*inputs)
+        unfused = DSAIndexer(topk=16, fused=False)
+        unfused.load_state_dict(module.state_dict())
+        compiled_unfused = torch.compile(unfused, fullgraph=True, backend="aot_eager")(*inputs)
+    assert torch.equal(eager, compiled)
+    assert same_selection(compiled, compiled_unfused)

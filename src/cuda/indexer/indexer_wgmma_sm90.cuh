@@ -380,26 +380,31 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
         }
         sm90::fence_accumulators(acc[bank]);
         // 3. Head sums of the bank's queries (all of them before the epilogue sees any, so that
-        // the shuffle latencies overlap), in two chains per key row for twice the FMAs in flight.
+        // the shuffle latencies overlap). DeepGEMM's fp32 order, so that the logits are
+        // bit-identical to its fp8_mqa_logits: per key row, the even and the odd heads of the
+        // thread's columns in one chain each (a product, then FMAs in ascending column order),
+        // their sum times kv_scale, then the sums of lanes 1 and 2 apart.
         float scores0[S::kBankQueries];
         float scores1[S::kBankQueries];
 #pragma unroll
         for (int bq = 0; bq < S::kBankQueries; ++bq) {
           const int qi = bank * S::kBankQueries + bq;
-          float sum0[2] = {0.0f, 0.0f};
-          float sum1[2] = {0.0f, 0.0f};
+          float sum0[2];
+          float sum1[2];
 #pragma unroll
           for (int j = 0; j < kHeads / 8; ++j) {
             const int c = (bq * kHeads / 8 + j) * 4;
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
               const float w = weights[qi][2 * j + h];
-              sum0[h] = fmaf(relu_keep_nan(acc[bank][c + h]), w, sum0[h]);
-              sum1[h] = fmaf(relu_keep_nan(acc[bank][c + 2 + h]), w, sum1[h]);
+              const float x0 = relu_keep_nan(acc[bank][c + h]);
+              const float x1 = relu_keep_nan(acc[bank][c + 2 + h]);
+              sum0[h] = j == 0 ? x0 * w : fmaf(x0, w, sum0[h]);
+              sum1[h] = j == 0 ? x1 * w : fmaf(x1, w, sum1[h]);
             }
           }
-          scores0[bq] = sum0[0] + sum0[1];
-          scores1[bq] = sum1[0] + sum1[1];
+          scores0[bq] = (sum0[0] + sum0[1]) * scale0;
+          scores1[bq] = (sum1[0] + sum1[1]) * scale1;
         }
 #pragma unroll
         for (int bq = 0; bq < S::kBankQueries; ++bq) {
@@ -410,8 +415,6 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
         for (int bq = 0; bq < S::kBankQueries; ++bq) {
           scores0[bq] += __shfl_xor_sync(0xffffffffu, scores0[bq], 2);
           scores1[bq] += __shfl_xor_sync(0xffffffffu, scores1[bq], 2);
-          scores0[bq] *= scale0;
-          scores1[bq] *= scale1;
         }
         epilogue.consume_bank(iter, row0, bank * S::kBankQueries, scores0, scores1, key0, key1,
                               quad_lane);

@@ -6,10 +6,11 @@ Shapes: 32 query heads, 8 KV heads, d = 128, fp16; B in {1, 8}; context in {16K,
 256K} (the sequence holds context - 50 tokens, so the open block of the sparse cache is not
 empty); sparse at delta in {5, 7}, BS = 128 (--block-size). The workload is pattern (a) of
 src/cpu/sparse_decode_workload.cpp made on the GPU with torch (sinks, a local window, needles, a
-heavy tail; the same constants, torch's random numbers). The sparse cache comes from
-litetopk_sparse_kv_from_dense (the library's GPU converter) when it is available, else from a
-torch implementation of the exact quantization rule of include/litetopk/sparse_decode.h in this
-file; when both are available the first shape checks that they agree bit for bit.
+heavy tail; the same constants, torch's random numbers). The sparse cache comes from litetopk's
+GPU converter (litetopk.ops.SparseKvCache.fill_from_dense), checked bit for bit against a torch
+implementation of the exact quantization rule of include/litetopk/sparse_decode.h in this file.
+litetopk runs through its torch ops (litetopk.ops), from the installed package (`pip install .`)
+or python/ of this repository.
 
 Timing: CUDA events, median of --iters after --warmup; for B = 1 each of the three is captured in
 a CUDA graph and the graph is replayed (launch overhead matters at tens of microseconds). torch
@@ -19,12 +20,8 @@ over time: dense 512 B per token per KV head; sparse every code and scale, plus 
 values and scales of the kept blocks and the open block's keys and values), the kept fraction of
 full blocks (from kept_mask), speed-up vs SDPA, and the relative L2 error of each output against
 an fp32 torch reference over the original keys. Writes JSON (--out) and a markdown table (--md).
-
-In a torch process, preload the system libstdc++ (see bench/run_h200.sh):
-  LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6 python3 bench/decode_bench.py
 """
 import argparse
-import ctypes
 import math
 import sys
 import traceback
@@ -32,7 +29,7 @@ import traceback
 import torch
 import torch.nn.functional as F
 
-from litetopk_bench_common import (CLibrary, Progress, add_common_arguments,
+from litetopk_bench_common import (Progress, add_common_arguments, capture_graph, litetopk,
                                    print_results, require_cuda, result_record, time_cuda,
                                    write_results)
 
@@ -40,8 +37,6 @@ D = 128
 KI = 1024
 Q_HEADS, KV_HEADS = 32, 8
 TAIL_SHORTFALL = 50  # tokens = context - 50
-LITETOPK_FLOAT16 = 2
-LITETOPK_FLOAT32 = 0
 DEFAULT_SHAPES = [(b, s * KI) for b in (1, 8) for s in (16, 32, 128, 256)]
 DELTAS = (5.0, 7.0)
 
@@ -53,92 +48,6 @@ LOCAL_WINDOW, LOCAL_NEWEST, LOCAL_OLDEST = 64, 14.0, 9.0
 NEEDLES, NEEDLE_LOW, NEEDLE_HIGH = 6, 14.5, 16.5
 HEAVY_RATE, HEAVY_MEAN, HEAVY_CAP = 1.0 / 32.0, 2.5, 13.0
 OUTLIER_CHANNELS, OUTLIER_FACTOR = 4, 5.0
-
-
-class SparseKvCache(ctypes.Structure):
-    _fields_ = [("dtype", ctypes.c_int32), ("batch", ctypes.c_int64),
-                ("num_kv_heads", ctypes.c_int64), ("head_dim", ctypes.c_int64),
-                ("block_size", ctypes.c_int64), ("max_blocks", ctypes.c_int64),
-                ("block_table", ctypes.c_void_p), ("num_pages", ctypes.c_int64),
-                ("lengths", ctypes.c_void_p), ("key_codes", ctypes.c_void_p),
-                ("key_scales", ctypes.c_void_p), ("key_residuals", ctypes.c_void_p),
-                ("values", ctypes.c_void_p), ("tail_keys", ctypes.c_void_p)]
-
-
-class DenseKvCache(ctypes.Structure):
-    _fields_ = [("dtype", ctypes.c_int32), ("batch", ctypes.c_int64),
-                ("num_kv_heads", ctypes.c_int64), ("head_dim", ctypes.c_int64),
-                ("capacity", ctypes.c_int64), ("keys", ctypes.c_void_p),
-                ("values", ctypes.c_void_p), ("batch_stride", ctypes.c_int64),
-                ("head_stride", ctypes.c_int64), ("token_stride", ctypes.c_int64),
-                ("lengths", ctypes.c_void_p)]
-
-
-class SparseDecodeProblem(ctypes.Structure):
-    _fields_ = [("cache", SparseKvCache), ("q", ctypes.c_void_p), ("num_q_heads", ctypes.c_int64),
-                ("softmax_scale", ctypes.c_float), ("delta", ctypes.c_float),
-                ("out", ctypes.c_void_p), ("out_dtype", ctypes.c_int32),
-                ("lse", ctypes.c_void_p), ("kept_mask", ctypes.c_void_p)]
-
-
-class DenseDecodeProblem(ctypes.Structure):
-    _fields_ = [("cache", DenseKvCache), ("q", ctypes.c_void_p), ("num_q_heads", ctypes.c_int64),
-                ("softmax_scale", ctypes.c_float), ("out", ctypes.c_void_p),
-                ("out_dtype", ctypes.c_int32), ("lse", ctypes.c_void_p)]
-
-
-class DecodeOptions(ctypes.Structure):
-    _fields_ = [("blocks_per_split", ctypes.c_int64)]
-
-
-class LiteTopK(CLibrary):
-    """The decode calls of liblitetopk_c.so."""
-
-    def __init__(self, path):
-        super().__init__(path)
-        lib = self.lib
-        sp, dp = ctypes.POINTER(SparseDecodeProblem), ctypes.POINTER(DenseDecodeProblem)
-        op, sz = ctypes.POINTER(DecodeOptions), ctypes.POINTER(ctypes.c_size_t)
-        lib.litetopk_sparse_decode_workspace_size.argtypes = [sp, op, sz]
-        lib.litetopk_sparse_decode.argtypes = [sp, op, ctypes.c_void_p, ctypes.c_size_t,
-                                               ctypes.c_void_p]
-        lib.litetopk_dense_decode_workspace_size.argtypes = [dp, op, sz]
-        lib.litetopk_dense_decode.argtypes = [dp, op, ctypes.c_void_p, ctypes.c_size_t,
-                                              ctypes.c_void_p]
-        lib.litetopk_sparse_kv_from_dense.argtypes = [ctypes.POINTER(DenseKvCache),
-                                                      ctypes.POINTER(SparseKvCache),
-                                                      ctypes.c_void_p]
-
-    def sparse_workspace(self, problem, options):
-        size = ctypes.c_size_t()
-        self._check(self.lib.litetopk_sparse_decode_workspace_size(
-            ctypes.byref(problem), ctypes.byref(options), ctypes.byref(size)), "workspace size")
-        return size.value
-
-    def dense_workspace(self, problem, options):
-        size = ctypes.c_size_t()
-        self._check(self.lib.litetopk_dense_decode_workspace_size(
-            ctypes.byref(problem), ctypes.byref(options), ctypes.byref(size)), "workspace size")
-        return size.value
-
-    def sparse_decode(self, problem, options, workspace, stream):
-        self._check(self.lib.litetopk_sparse_decode(
-            ctypes.byref(problem), ctypes.byref(options), workspace.data_ptr(), workspace.numel(),
-            stream), "sparse_decode")
-
-    def dense_decode(self, problem, options, workspace, stream):
-        self._check(self.lib.litetopk_dense_decode(
-            ctypes.byref(problem), ctypes.byref(options), workspace.data_ptr(), workspace.numel(),
-            stream), "dense_decode")
-
-    def from_dense(self, dense, sparse, stream):
-        rc = self.lib.litetopk_sparse_kv_from_dense(ctypes.byref(dense), ctypes.byref(sparse),
-                                                    stream)
-        return rc == 0, (self.lib.litetopk_last_error().decode() if rc else "")
-
-
-def stream_handle():
-    return torch.cuda.current_stream().cuda_stream
 
 
 def make_workload(batch, tokens, seed):
@@ -245,21 +154,14 @@ def timed(run, batch, args):
     run()
     torch.cuda.synchronize()
     if batch == 1:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            run()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            run()
+        graph = capture_graph(run)
         median, _ = time_cuda(lambda i: graph.replay(), args.warmup, args.iters)
         return median
     median, _ = time_cuda(lambda i: run(), args.warmup, args.iters)
     return median
 
 
-def bench_shape(lib, shape, args, progress, state):
+def bench_shape(shape, args, progress, state):
     batch, context = shape
     tokens = context - TAIL_SHORTFALL
     bs = args.block_size
@@ -281,13 +183,9 @@ def bench_shape(lib, shape, args, progress, state):
 
     # litetopk dense.
     out_dense = torch.empty(batch, Q_HEADS, D, dtype=torch.float16, device="cuda")
-    dense_cache = DenseKvCache(LITETOPK_FLOAT16, batch, KV_HEADS, D, tokens, keys.data_ptr(),
-                               values.data_ptr(), 0, 0, 0, lengths.data_ptr())
-    dp = DenseDecodeProblem(dense_cache, q.data_ptr(), Q_HEADS, scale, out_dense.data_ptr(),
-                            LITETOPK_FLOAT16, None)
-    options = DecodeOptions(args.blocks_per_split)
-    dws = torch.empty(max(lib.dense_workspace(dp, options), 1), dtype=torch.uint8, device="cuda")
-    run_dense = lambda: lib.dense_decode(dp, options, dws, stream_handle())  # noqa: E731
+    split = args.blocks_per_split
+    run_dense = lambda: litetopk.ops.dense_decode(  # noqa: E731
+        q, keys, values, lengths, scale, out=(out_dense, None), blocks_per_split=split)
     run_dense()
     dense_ms = timed(run_dense, batch, args)
     rows.append(dict(base, kernel="litetopk dense", delta=None, ms=dense_ms,
@@ -295,42 +193,29 @@ def bench_shape(lib, shape, args, progress, state):
                      speedup=sdpa_ms / dense_ms, rel_l2=rel_l2(out_dense, ref)))
     progress(f"B={batch} context={context // KI}K: SDPA {sdpa_ms:.4f} ms, dense {dense_ms:.4f} ms")
 
-    # The sparse cache.
+    # The sparse cache: litetopk's GPU converter, checked against the torch rule on every shape.
     max_blocks = (tokens + bs - 1) // bs
     codes, scales, residuals, vals, tail = torch_quantize(keys, values, bs, max_blocks)
-    sparse_cache = SparseKvCache(LITETOPK_FLOAT16, batch, KV_HEADS, D, bs, max_blocks, None, 0,
-                                 lengths.data_ptr(), codes.data_ptr(), scales.data_ptr(),
-                                 residuals.data_ptr(), vals.data_ptr(), tail.data_ptr())
-    converter = "torch (exact rule, this file)"
-    if state.get("library_converter", True):
-        lib_arrays = [torch.empty_like(x) for x in (codes, scales, residuals, vals, tail)]
-        lib_cache = SparseKvCache(LITETOPK_FLOAT16, batch, KV_HEADS, D, bs, max_blocks, None, 0,
-                                  lengths.data_ptr(), *[x.data_ptr() for x in lib_arrays])
-        ok, error = lib.from_dense(dense_cache, lib_cache, stream_handle())
-        torch.cuda.synchronize()
-        if not ok:
-            state["library_converter"] = False
-            state["converter_note"] = f"litetopk_sparse_kv_from_dense unavailable: {error}"
-        else:
-            nf, nt = tokens // bs, tokens % bs
-            flat = lambda x: x.view(batch, KV_HEADS, max_blocks * bs, D)  # noqa: E731
-            same = (torch.equal(lib_arrays[0][:, :, :nf], codes[:, :, :nf])
-                    and torch.equal(lib_arrays[1][:, :, :nf], scales[:, :, :nf])
-                    and torch.equal(lib_arrays[2][:, :, :nf], residuals[:, :, :nf])
-                    and torch.equal(flat(lib_arrays[3])[:, :, :tokens], flat(vals)[:, :, :tokens])
-                    and torch.equal(lib_arrays[4][:, :, :nt], tail[:, :, :nt]))
-            state.setdefault("converter_matches_torch", []).append(same)
-            sparse_cache = lib_cache
-            converter = "litetopk_sparse_kv_from_dense"
+    cache = litetopk.ops.SparseKvCache.empty(batch, KV_HEADS, max_blocks, bs, torch.float16,
+                                             "cuda")
+    cache.fill_from_dense(keys, values, lengths)
+    torch.cuda.synchronize()
+    nf, nt = tokens // bs, tokens % bs
+    flat = lambda x: x.view(batch, KV_HEADS, max_blocks * bs, D)  # noqa: E731
+    same = (torch.equal(cache.key_codes[:, :, :nf], codes[:, :, :nf])
+            and torch.equal(cache.key_scales[:, :, :nf], scales[:, :, :nf])
+            and torch.equal(cache.key_residuals.view(torch.uint8)[:, :, :nf],
+                            residuals[:, :, :nf])
+            and torch.equal(flat(cache.values)[:, :, :tokens], flat(vals)[:, :, :tokens])
+            and torch.equal(cache.tail_keys[:, :, :nt], tail[:, :, :nt]))
+    state.setdefault("converter_matches_torch", []).append(same)
+    converter = "litetopk sparse_kv_from_dense"
     sparse_fixed = (batch * KV_HEADS * tokens * D // 4 + batch * KV_HEADS * (tokens // bs) * D * 2)
     for delta in DELTAS:
         out_sparse = torch.empty(batch, Q_HEADS, D, dtype=torch.float16, device="cuda")
         mask = torch.zeros(batch, KV_HEADS, max_blocks, dtype=torch.uint8, device="cuda")
-        sp = SparseDecodeProblem(sparse_cache, q.data_ptr(), Q_HEADS, scale, delta,
-                                 out_sparse.data_ptr(), LITETOPK_FLOAT16, None, mask.data_ptr())
-        sws = torch.empty(max(lib.sparse_workspace(sp, options), 1), dtype=torch.uint8,
-                          device="cuda")
-        run_sparse = lambda: lib.sparse_decode(sp, options, sws, stream_handle())  # noqa: E731
+        run_sparse = lambda: cache.decode(  # noqa: E731
+            q, delta, scale, out=(out_sparse, None, mask), blocks_per_split=split)
         run_sparse()
         torch.cuda.synchronize()
         nf = tokens // bs
@@ -372,21 +257,19 @@ def main():
                         help="DecodeOptions.blocks_per_split (0: the kernel chooses)")
     args = parser.parse_args()
     require_cuda("decode_bench.py")
-    lib = LiteTopK(args.lib)
     shapes = ([] if args.only_shapes else DEFAULT_SHAPES) + list(args.shapes)
     progress = Progress(len(shapes) * 4)
     rows, state = [], {}
     for shape in shapes:
         try:
-            rows.extend(bench_shape(lib, shape, args, progress, state))
+            rows.extend(bench_shape(shape, args, progress, state))
         except Exception:  # noqa: BLE001 (report the row, run the others)
             traceback.print_exc()
             print(f"shape {shape} failed; continuing", file=sys.stderr)
         torch.cuda.empty_cache()
     table = markdown_table(rows)
-    record = result_record("decode attention (sparse, dense, torch SDPA)", lib, args, rows,
+    record = result_record("decode attention (sparse, dense, torch SDPA)", args, rows,
                            block_size=args.block_size, blocks_per_split=args.blocks_per_split,
-                           converter_note=state.get("converter_note"),
                            converter_matches_torch=state.get("converter_matches_torch"))
     write_results(record, table, args, "## Decode attention on the H200 (Llama-3.1-8B shapes)")
     print_results(table, args)

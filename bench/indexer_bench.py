@@ -8,25 +8,30 @@ N(0, 1) / sqrt(H), made by torch on the GPU. litetopk's unfused and fused indexe
 with CUDA events (median of --iters after --warmup, no state: a cold start) and checked on a few
 queries against torch fp32 scores. Reports ms, TFLOP/s (2 * valid pairs * H * D / time), % of the
 1322 TFLOP/s FP8 ceiling, auxiliary memory (the workspace), and DeepGEMM fp8_mqa_logits +
-torch.topk from the anchor run (same H200, same shapes). litetopk is loaded from
-build/release/liblitetopk_c.so through its C API (include/litetopk/c_api.h). Writes JSON (--out)
-and a markdown table (--md); prints progress lines, then the table. A failing algorithm or row is
-reported and the rest still run.
+torch.topk from the anchor run (same H200, same shapes). litetopk runs through its torch ops
+(litetopk.ops: fp8_mqa_logits_out, fp8_mqa_topk with algo forced), from the installed package
+(`pip install .`) or python/ of this repository.
 
-In a torch process, preload the system libstdc++ (see bench/run_h200.sh):
-  LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6 python3 bench/indexer_bench.py
+--peer deepgemm: when bench/deepgemm_peer.py's load() finds DeepGEMM (built outside the tree and
+put on PYTHONPATH; run with its libstdc++ and JIT cache settings, see that file), three columns
+are measured in this process on the same inputs: DeepGEMM logits (fp8 MQA logits, clean), + torch.topk
+(then torch.topk(k, sorted=False) over the logits), + litetopk select (then litetopk's topk op
+over DeepGEMM's logits with the rows' ranges); and litetopk's logits are checked bit for bit
+against DeepGEMM's. Without DeepGEMM the columns stay empty and the reason is printed.
+
+Writes JSON (--out) and a markdown table (--md); prints progress lines, then the table. A failing
+algorithm or row is reported and the rest still run.
 """
 import argparse
-import ctypes
 import math
 import sys
 import traceback
 
 import torch
 
-from litetopk_bench_common import (CLibrary, LiteTopKError, Progress, add_common_arguments,
-                                   print_results, require_cuda, result_record, time_cuda,
-                                   write_results)
+import deepgemm_peer
+from litetopk_bench_common import (Progress, add_common_arguments, litetopk, print_results,
+                                   require_cuda, result_record, time_cuda, write_results)
 
 D = 128
 FP8_PEAK_TFLOPS = 1322.0  # torch._scaled_mm 8192^3 on this H200 (shared/H200.md)
@@ -57,67 +62,10 @@ DEEPGEMM_ANCHORS = {
     (8192, 1048576, 32, 2048): (82.023, 125.371, 207.395, 855, 34.36),
 }
 
-ALGOS = {"auto": 0, "unfused": 1, "fused": 2}  # enum litetopk_indexer_algo
-ALGO_NAMES = {code: name for name, code in ALGOS.items()}
 TIMED_ALGOS = ["unfused", "fused"]
 VERIFY_QUERIES = 4  # first, last and evenly spaced between
 TOL_REL = 5e-4  # see verify()
 FREE_MEMORY_MARGIN = 2 << 30  # bytes kept free besides the workspace
-
-
-class IndexerProblem(ctypes.Structure):
-    """struct litetopk_indexer_problem."""
-
-    _fields_ = [
-        ("q", ctypes.c_void_p),
-        ("kv", ctypes.c_void_p),
-        ("kv_scale", ctypes.c_void_p),
-        ("weights", ctypes.c_void_p),
-        ("ks", ctypes.c_void_p),
-        ("ke", ctypes.c_void_p),
-        ("num_queries", ctypes.c_int64),
-        ("num_heads", ctypes.c_int64),
-        ("head_dim", ctypes.c_int64),
-        ("num_keys", ctypes.c_int64),
-        ("k", ctypes.c_int64),
-        ("indices", ctypes.c_void_p),
-        ("values", ctypes.c_void_p),
-    ]
-
-
-class LiteTopK(CLibrary):
-    """The indexer part of liblitetopk_c.so's C API."""
-
-    def __init__(self, path):
-        super().__init__(path)
-        problem_p = ctypes.POINTER(IndexerProblem)
-        lib = self.lib
-        lib.litetopk_indexer_topk_workspace_size.argtypes = [
-            problem_p, ctypes.c_int32, ctypes.c_int64, ctypes.POINTER(ctypes.c_size_t)]
-        lib.litetopk_indexer_topk.argtypes = [
-            problem_p, ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p, ctypes.c_size_t,
-            ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-        lib.litetopk_indexer_topk_dispatch.argtypes = [problem_p]
-        lib.litetopk_indexer_logits.argtypes = [
-            problem_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
-
-    def workspace_size(self, problem, algo):
-        size = ctypes.c_size_t(0)
-        self._check(self.lib.litetopk_indexer_topk_workspace_size(
-            ctypes.byref(problem), ALGOS[algo], 0, ctypes.byref(size)), f"{algo} workspace size")
-        return size.value
-
-    def topk(self, problem, algo, workspace, workspace_bytes, stream):
-        self._check(self.lib.litetopk_indexer_topk(
-            ctypes.byref(problem), ALGOS[algo], 0, None, 0, workspace, workspace_bytes, stream),
-            algo)
-
-    def logits(self, problem, logits, stride, stream):
-        self._check(self.lib.litetopk_indexer_logits(
-            ctypes.byref(problem), logits, stride, stream), "logits")
-
-    def dispatch(self, problem):
-        return ALGO_NAMES.get(self.lib.litetopk_indexer_topk_dispatch(ctypes.byref(problem)), "?")
 
 
 def make_inputs(T, S, H, seed):
@@ -178,7 +126,52 @@ def verify(inputs, indices, k):
     return ""
 
 
-def bench_shape(lib, shape, args, progress):
+def bench_peer(dg, inputs, logits, k, row, args, progress):
+    """DeepGEMM's logits alone, + torch.topk, + litetopk's topk op, on the same inputs; and
+    whether litetopk's logits (already in `logits`) equal DeepGEMM's bit for bit."""
+    T, S, H = row["T"], row["S"], row["H"]
+    q, kv, kv_scale, w, ks, ke = (inputs[name] for name in
+                                  ("q", "kv", "kv_scale", "weights", "ks", "ke"))
+    indices = torch.empty(T, k, dtype=torch.int32, device="cuda")
+
+    def dg_logits():
+        return deepgemm_peer.mqa_logits(dg, q, kv, kv_scale, w, ks, ke)
+
+    runs = {
+        "logits": lambda: dg_logits(),
+        "torch_topk": lambda: torch.topk(dg_logits(), k, dim=1, sorted=False),
+        "litetopk_select": lambda: litetopk.ops.topk(dg_logits(), k, ks, ke,
+                                                     out=(indices, None)),
+    }
+    peer = row["peer"] = {"name": deepgemm_peer.describe(dg), "ms": {}, "notes": {}}
+    if logits is not None:
+        progress(f"DeepGEMM logits bit-identity T={T} S={S} H={H}")
+        try:
+            theirs = dg_logits()
+            same = torch.equal(theirs, logits)
+            peer["logits_bit_identical"] = same
+            if not same:
+                differ = (theirs != logits) & ~(theirs.isnan() & logits.isnan())
+                peer["notes"]["identity"] = (f"{int(differ.sum())} of {T * S} logits differ, "
+                                             f"max |diff| {float((theirs - logits)[differ].abs().max()):.3g}")
+            print(f"  bit-identical: {same}", flush=True)
+            del theirs
+        except Exception as error:  # noqa: BLE001 (a peer failure is a note, not a crash)
+            peer["notes"]["identity"] = str(error).splitlines()[0]
+        torch.cuda.empty_cache()
+    for name, run in runs.items():
+        progress(f"DeepGEMM {name} T={T} S={S} H={H} k={k}")
+        try:
+            median, _ = time_cuda(lambda _: run(), args.warmup, args.iters)
+            peer["ms"][name] = median
+            print(f"  {median:.3f} ms", flush=True)
+        except Exception as error:  # noqa: BLE001
+            peer["notes"][name] = str(error).splitlines()[0]
+            print(f"  error: {peer['notes'][name]}", flush=True)
+        torch.cuda.empty_cache()
+
+
+def bench_shape(dg, shape, args, progress):
     """One row: each algorithm's time, TFLOP/s, workspace and check; errors as notes."""
     T, S, H, k = shape
     valid_pairs = T * (S - T) + T * (T + 1) // 2
@@ -197,33 +190,35 @@ def bench_shape(lib, shape, args, progress):
     progress(f"inputs T={T} S={S} H={H} k={k}")
     inputs = make_inputs(T, S, H, args.seed)
     indices = torch.empty(T, k, dtype=torch.int32, device="cuda")
-    stream = torch.cuda.current_stream().cuda_stream
-    problem = IndexerProblem(
-        q=inputs["q"].data_ptr(), kv=inputs["kv"].data_ptr(),
-        kv_scale=inputs["kv_scale"].data_ptr(), weights=inputs["weights"].data_ptr(),
-        ks=inputs["ks"].data_ptr(), ke=inputs["ke"].data_ptr(), num_queries=T, num_heads=H,
-        head_dim=D, num_keys=S, k=k, indices=indices.data_ptr(), values=None)
-    row["dispatched"] = lib.dispatch(problem)
+    operands = (inputs["q"], (inputs["kv"], inputs["kv_scale"]), inputs["weights"],
+                inputs["ks"], inputs["ke"])
+    row["dispatched"] = litetopk.ops.fp8_mqa_topk_plan(*operands, k)["algo"]
 
     # The logits kernel alone (the unfused path's first half), against DeepGEMM's logits.
     progress(f"logits T={T} S={S} H={H}")
+    logits = None
     try:
         logits = torch.empty(T, S, dtype=torch.float32, device="cuda")
-        median, _ = time_cuda(lambda _: lib.logits(problem, logits.data_ptr(), S, stream),
+        flat = (inputs["q"], inputs["kv"], inputs["kv_scale"], inputs["weights"], inputs["ks"],
+                inputs["ke"])
+        median, _ = time_cuda(lambda _: torch.ops.litetopk.fp8_mqa_logits_out(*flat, logits),
                               args.warmup, args.iters)
         row["logits_ms"] = median
         row["logits_tflops"] = flops / (median * 1e-3) / 1e12
         print(f"  logits {median:.3f} ms, {row['logits_tflops']:.0f} TFLOP/s", flush=True)
-        del logits
-    except (LiteTopKError, torch.cuda.OutOfMemoryError) as error:
+    except (ValueError, RuntimeError, torch.cuda.OutOfMemoryError) as error:
         row["notes"]["logits"] = str(error).splitlines()[0]
+        logits = None
+    if dg is not None:
+        bench_peer(dg, inputs, logits, k, row, args, progress)
+    logits = None  # frees the [T, S] matrix before the timed algorithms
     torch.cuda.empty_cache()
 
     for algo in TIMED_ALGOS:
         progress(f"{algo} T={T} S={S} H={H} k={k}")
-        workspace = None
         try:
-            workspace_bytes = lib.workspace_size(problem, algo)
+            workspace_bytes = litetopk.ops.fp8_mqa_topk_plan(*operands, k, algo=algo)[
+                "workspace_bytes"]
             row["workspace_bytes"][algo] = workspace_bytes
             free, _ = torch.cuda.mem_get_info()
             if workspace_bytes + FREE_MEMORY_MARGIN > free:
@@ -232,11 +227,9 @@ def bench_shape(lib, shape, args, progress):
                 row["notes"][algo] = note
                 print(f"  {note}", flush=True)
                 continue
-            workspace = torch.empty(max(workspace_bytes, 1), dtype=torch.uint8, device="cuda")
-            ws_ptr = workspace.data_ptr()
 
             def run():
-                lib.topk(problem, algo, ws_ptr, workspace_bytes, stream)
+                litetopk.ops.fp8_mqa_topk(*operands, k, algo=algo, out=(indices, None))
 
             indices.fill_(-2)  # an unwritten slot fails the check
             run()
@@ -246,7 +239,7 @@ def bench_shape(lib, shape, args, progress):
             if mismatch:
                 row["notes"][algo] = "MISMATCH: " + mismatch
             median, fastest = time_cuda(lambda _: run(), args.warmup, args.iters)
-        except LiteTopKError as error:
+        except (ValueError, RuntimeError) as error:
             row["notes"][algo] = str(error)
             print(f"  error: {error}", flush=True)
             continue
@@ -255,7 +248,6 @@ def bench_shape(lib, shape, args, progress):
             print(f"  {row['notes'][algo]}", flush=True)
             continue
         finally:
-            del workspace
             torch.cuda.empty_cache()
         tflops = flops / (median * 1e-3) / 1e12
         row["ms"][algo] = median
@@ -272,6 +264,14 @@ def fmt(value, digits=2, suffix=""):
     return "-" if value is None else f"{value:.{digits}f}{suffix}"
 
 
+def peer_cells(row):
+    peer = row.get("peer") or {"ms": {}}
+    same = peer.get("logits_bit_identical")
+    return (f"{fmt(peer['ms'].get('logits'))} | {fmt(peer['ms'].get('torch_topk'))} | "
+            f"{fmt(peer['ms'].get('litetopk_select'))} | "
+            f"{'-' if same is None else ('yes' if same else 'NO')} | ")
+
+
 def markdown_table(rows):
     lines = [
         "| T x S, H, k | DeepGEMM logits ms | DeepGEMM + topk ms | logits ms | logits vs DeepGEMM "
@@ -281,6 +281,11 @@ def markdown_table(rows):
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
         "| --- | --- |",
     ]
+    peer_rows = any(row.get("peer") for row in rows)
+    if peer_rows:  # the columns measured in this run with --peer deepgemm
+        lines[0] = lines[0].replace("| notes |", "| DeepGEMM logits ms (run) | + torch.topk ms "
+                                    "| + litetopk select ms | logits bit-identical | notes |")
+        lines[1] += " --- | --- | --- | --- |"
     for row in rows:
         ms, dg = row["ms"], row.get("deepgemm") or {}
         ws = {a: b / 1e9 for a, b in row["workspace_bytes"].items()}
@@ -298,7 +303,7 @@ def markdown_table(rows):
             f"{fmt(fused)} | {fmt(row['tflops'].get('fused'), 0)} | "
             f"{fmt(row['pct_fp8_peak'].get('fused'), 0, '%')} | {fmt(ws.get('fused'), 3)} | "
             f"{fmt(total / fused if fused and total else None, 2, 'x')} | {exact} | "
-            f"{notes.replace('|', '/')} |")
+            + (peer_cells(row) if peer_rows else "") + f"{notes.replace('|', '/')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -307,21 +312,26 @@ def main():
     add_common_arguments(parser, "indexer", "TxSxHxK", "8192x131072x64x2048", iters=5, warmup=2)
     parser.add_argument("--shapes-quick", action="store_true",
                         help="only the two smallest shapes (T=8192, S=64K, H=64 and 32)")
+    parser.add_argument("--peer", choices=["deepgemm"],
+                        help="also measure DeepGEMM's logits (+ torch.topk, + litetopk select) "
+                             "in this process, when bench/deepgemm_peer.py can load it")
     args = parser.parse_args()
     require_cuda("indexer_bench.py")
     torch.backends.cuda.matmul.allow_tf32 = False  # the check's reference scores in full fp32
 
-    lib = LiteTopK(args.lib)
+    dg = deepgemm_peer.load() if args.peer == "deepgemm" else None
+    if args.peer:
+        print(deepgemm_peer.describe(dg), flush=True)
     if args.only_shapes:
         shapes = list(args.shapes)
     else:
         shapes = (QUICK_SHAPES if args.shapes_quick else DEFAULT_SHAPES) + args.shapes
-    progress = Progress(len(shapes) * (2 + len(TIMED_ALGOS)))
+    progress = Progress(len(shapes) * (2 + len(TIMED_ALGOS) + (4 if dg is not None else 0)))
 
     rows = []
     for shape in shapes:
         try:
-            rows.append(bench_shape(lib, shape, args, progress))
+            rows.append(bench_shape(dg, shape, args, progress))
         except Exception as error:  # one bad row must not stop the others
             T, S, H, k = shape
             print(f"  row T={T} S={S} H={H} k={k} failed: {error!r}", flush=True)
@@ -337,8 +347,10 @@ def main():
         "q/kv, kv_scale U(0.5,1.5), weights N(0,1)/sqrt(H): litetopk unfused and fused "
         "(no state: cold start), CUDA events, median of iters after warmup; TFLOP/s = "
         "2 * valid pairs * H * D / time; deepgemm: anchor numbers "
-        "(shared/anchors/h200_dsa_deepgemm_torchtopk.json)",
-        lib, args, rows, fp8_peak_tflops=FP8_PEAK_TFLOPS)
+        "(shared/anchors/h200_dsa_deepgemm_torchtopk.json); peer: measured in this run "
+        "(--peer deepgemm)",
+        args, rows, fp8_peak_tflops=FP8_PEAK_TFLOPS,
+        peer=deepgemm_peer.describe(dg) if args.peer else None)
     table = markdown_table(rows)
     write_results(record, table, args,
                   f"{record['device']}, {record['date']}, torch {record['torch']}, litetopk "

@@ -1,9 +1,11 @@
-"""What bench/select_bench.py and bench/indexer_bench.py share: loading liblitetopk_c.so through
-ctypes, the common command-line options, CUDA-event timing, progress lines and writing the results
-(JSON and a markdown table). Imported by both; not a script of its own."""
+"""What bench/select_bench.py, indexer_bench.py and decode_bench.py share: importing the litetopk
+package (installed with `pip install .`, else python/ of this repository with the extension the
+CMake build wrote there), the common command-line options, CUDA-event timing and CUDA graphs,
+progress lines and writing the results (JSON and a markdown table). Imported by the scripts; not a
+script of its own."""
 import argparse
-import ctypes
 import datetime
+import importlib.util
 import json
 import os
 import statistics
@@ -12,26 +14,10 @@ import sys
 import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-class LiteTopKError(RuntimeError):
-    """A litetopk C API call failed; the message ends with litetopk_last_error()."""
-
-
-class CLibrary:
-    """liblitetopk_c.so (include/litetopk/c_api.h): the version and the status check of every
-    call. Subclasses declare the argument types of the calls they make."""
-
-    def __init__(self, path):
-        lib = ctypes.CDLL(path)
-        lib.litetopk_last_error.restype = ctypes.c_char_p
-        lib.litetopk_version.restype = ctypes.c_char_p
-        self.lib = lib
-        self.version = lib.litetopk_version().decode()
-
-    def _check(self, rc, what):
-        if rc != 0:
-            raise LiteTopKError(f"{what}: {self.lib.litetopk_last_error().decode()}")
+if importlib.util.find_spec("litetopk") is None:
+    sys.path.insert(0, os.path.join(REPO, "python"))
+import litetopk  # noqa: E402  (after the path fallback)
+import litetopk.ops  # noqa: E402,F401  (registers torch.ops.litetopk)
 
 
 def shape_parser(layout, example):
@@ -49,10 +35,9 @@ def shape_parser(layout, example):
 
 
 def add_common_arguments(parser, name, layout, example, iters, warmup):
-    """--lib, --shapes (written like `layout`, e.g. `example`), --only-shapes, --iters, --warmup,
-    --seed, --out (default bench/results/<name>_h200_<date>.json) and --md."""
+    """--shapes (written like `layout`, e.g. `example`), --only-shapes, --iters, --warmup, --seed,
+    --out (default bench/results/<name>_h200_<date>.json) and --md."""
     today = datetime.date.today().isoformat()
-    parser.add_argument("--lib", default=os.path.join(REPO, "build/release/liblitetopk_c.so"))
     parser.add_argument("--shapes", nargs="*", type=shape_parser(layout, example), default=[],
                         help=f"extra shapes, {layout} (e.g. {example})")
     parser.add_argument("--only-shapes", action="store_true",
@@ -68,6 +53,8 @@ def add_common_arguments(parser, name, layout, example, iters, warmup):
 def require_cuda(script):
     if not torch.cuda.is_available():
         sys.exit(f"{script} needs a CUDA GPU")
+    if not litetopk.build_info()["cuda_compiled"]:
+        sys.exit(f"{script}: this litetopk build has no CUDA backend")
 
 
 def time_cuda(run, warmup, iters):
@@ -88,6 +75,20 @@ def time_cuda(run, warmup, iters):
     return statistics.median(times), min(times)
 
 
+def capture_graph(run):
+    """run() once on a side stream (warm-up, as CUDA graph capture wants), then captured in a CUDA
+    graph; returns the graph."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        run()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+    return graph
+
+
 class Progress:
     """Numbered progress lines: '[step/steps] text ...'."""
 
@@ -100,7 +101,7 @@ class Progress:
         print(f"[{self.step}/{self.steps}] {text} ...", flush=True)
 
 
-def result_record(what, lib, args, rows, **extra):
+def result_record(what, args, rows, **extra):
     """The JSON record of a run: what was measured, when, where, with which versions, `extra`,
     the timing options and the rows."""
     return {
@@ -108,7 +109,7 @@ def result_record(what, lib, args, rows, **extra):
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": torch.cuda.get_device_name(),
         "torch": torch.__version__,
-        "litetopk": lib.version,
+        "litetopk": litetopk.build_info()["version"],
         **extra,
         "iters": args.iters,
         "warmup": args.warmup,

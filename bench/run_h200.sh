@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Everything litetopk measures and checks on the H200, in one go. Run from the repo root on the GPU
-# machine, with the release build already in build/release (scripts/build.sh). Writes at most 9
+# machine, with the release build already in build/release (scripts/build.sh). Writes at most 10
 # files into $OUT (default bench/results/h200_<date>):
 #   gpu_tests.log   ctest --preset gpu
 #   sanitizer.log   compute-sanitizer memcheck and racecheck on the GPU tests named *Small*
 #   demo.log        litetopk info and litetopk demo
+#   python.log      bench/python_h200.sh: pip install of the package (linking $BUILD), pytest
+#                   tests/python, the example DSA indexer module; the benchmarks import it
 #   bench.log       the output of the benchmarks (the indexer's and decode's markdown tables too)
 #   select_h200.json, select_h200.md, select_h200.png   bench/select_bench.py
 #   indexer_h200.json                                    bench/indexer_bench.py
 #   decode_h200.json                                     bench/decode_bench.py
 # Arguments go to select_bench.py (e.g. --iters 10, --shapes 8192x131072x2048); INDEXER_ARGS to
-# indexer_bench.py (e.g. INDEXER_ARGS=--shapes-quick); DECODE_ARGS to decode_bench.py. A failing
+# indexer_bench.py (e.g. INDEXER_ARGS="--shapes-quick --peer deepgemm"); DECODE_ARGS to
+# decode_bench.py. A failing
 # step does not stop the others; the failed ones are listed at the end, before the tables.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -50,16 +53,17 @@ for tool in memcheck racecheck; do
 done
 step "litetopk info" "$OUT/demo.log" "$BUILD"/litetopk info
 step "litetopk demo" "$OUT/demo.log" "$BUILD"/litetopk demo
-# torch's process needs the system libstdc++ first for our .so (see shared/H200.md).
+OUT="$OUT" BUILD="$BUILD" bench/python_h200.sh || failed+=("Python package")
+# torch's process wants the system libstdc++ first (shared/H200.md; DeepGEMM needs it).
 step "select benchmark" "$OUT/bench.log" env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6 \
   python3 bench/select_bench.py --out "$OUT/select_h200.json" --md "$OUT/select_h200.md" \
-  --png "$OUT/select_h200.png" --lib "$BUILD/liblitetopk_c.so" "$@"
+  --png "$OUT/select_h200.png" "$@"
 # The indexer's and decode's markdown tables go to temporary files (they are also in bench.log),
-# so that $OUT keeps to 9 files.
+# so that $OUT keeps to 10 files.
 INDEXER_MD=$(mktemp)
 # shellcheck disable=SC2086  # INDEXER_ARGS is a list of options
 step "indexer benchmark" "$OUT/bench.log" env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6 \
-  python3 bench/indexer_bench.py --lib "$BUILD/liblitetopk_c.so" --out "$OUT/indexer_h200.json" \
+  python3 bench/indexer_bench.py --out "$OUT/indexer_h200.json" \
   --md "$INDEXER_MD" \
   ${INDEXER_ARGS:-}
 
@@ -67,7 +71,7 @@ DECODE_MD=$(mktemp)
 trap 'rm -f "$INDEXER_MD" "$DECODE_MD"' EXIT
 # shellcheck disable=SC2086  # DECODE_ARGS is a list of options
 step "decode benchmark" "$OUT/bench.log" env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6 \
-  python3 bench/decode_bench.py --lib "$BUILD/liblitetopk_c.so" --out "$OUT/decode_h200.json" \
+  python3 bench/decode_bench.py --out "$OUT/decode_h200.json" \
   --md "$DECODE_MD" \
   ${DECODE_ARGS:-}
 

@@ -5,22 +5,19 @@ For each shape: random normal rows made by torch on the GPU; torch.topk (sorted=
 radix, sample-filter (k <= 8192) and auto timed with CUDA events (median of --iters after
 --warmup, rotating through several input buffers when one is under 256 MB so that L2 does not
 serve the input); litetopk auto verified against torch.topk (equal selected values, indices that
-point at them, no duplicates). litetopk is loaded from build/release/liblitetopk_c.so through its C
-API (include/litetopk/c_api.h). Writes JSON (--out), a markdown table (--md) and, when matplotlib
-is installed, a PNG bar plot (--png); prints progress lines, then the table.
-
-In a torch process, preload the system libstdc++ (see bench/run_h200.sh):
-  LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6 python3 bench/select_bench.py
+point at them, no duplicates). litetopk runs through its torch op (litetopk.ops.topk, out variant,
+algo forced), from the installed package (`pip install .`) or python/ of this repository. Writes
+JSON (--out), a markdown table (--md) and, when matplotlib is installed, a PNG bar plot (--png);
+prints progress lines, then the table.
 """
 import argparse
-import ctypes
 import math
 import os
 import sys
 
 import torch
 
-from litetopk_bench_common import (CLibrary, Progress, add_common_arguments, print_results,
+from litetopk_bench_common import (Progress, add_common_arguments, litetopk, print_results,
                                    require_cuda, result_record, time_cuda, write_results)
 
 # (batch, n, k): the targets of the select_topk issue.
@@ -32,57 +29,10 @@ DEFAULT_SHAPES = [
     (1, 1 << 24, 1024),
     (8, 1 << 20, 8192),
 ]
-ALGOS = {"auto": 0, "radix": 1, "sample-filter": 2}  # enum litetopk_select_algo
-ALGO_NAMES = {code: name for name, code in ALGOS.items()}
 SAMPLE_FILTER_MAX_K = 8192
 ROTATION_BYTES = 256 << 20
 MAX_COPIES = 64
 METHODS = ["torch.topk", "radix", "sample-filter", "auto"]
-
-
-class SelectProblem(ctypes.Structure):
-    """struct litetopk_select_problem."""
-
-    _fields_ = [
-        ("scores", ctypes.c_void_p),
-        ("dtype", ctypes.c_int32),
-        ("batch", ctypes.c_int64),
-        ("n", ctypes.c_int64),
-        ("row_stride", ctypes.c_int64),
-        ("row_starts", ctypes.c_void_p),
-        ("row_ends", ctypes.c_void_p),
-        ("k", ctypes.c_int64),
-        ("flags", ctypes.c_uint32),
-        ("indices", ctypes.c_void_p),
-        ("values", ctypes.c_void_p),
-    ]
-
-
-class LiteTopK(CLibrary):
-    """The select part of liblitetopk_c.so's C API."""
-
-    def __init__(self, path):
-        super().__init__(path)
-        problem_p = ctypes.POINTER(SelectProblem)
-        lib = self.lib
-        lib.litetopk_select_topk_workspace_size.argtypes = [
-            problem_p, ctypes.c_int32, ctypes.POINTER(ctypes.c_size_t)]
-        lib.litetopk_select_topk.argtypes = [
-            problem_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-        lib.litetopk_select_topk_dispatch.argtypes = [problem_p]
-
-    def workspace_size(self, problem, algo):
-        size = ctypes.c_size_t(0)
-        self._check(self.lib.litetopk_select_topk_workspace_size(
-            ctypes.byref(problem), ALGOS[algo], ctypes.byref(size)), "workspace size")
-        return size.value
-
-    def select(self, problem, algo, workspace, workspace_bytes, stream):
-        self._check(self.lib.litetopk_select_topk(
-            ctypes.byref(problem), ALGOS[algo], workspace, workspace_bytes, stream), algo)
-
-    def dispatch(self, problem):
-        return ALGO_NAMES[self.lib.litetopk_select_topk_dispatch(ctypes.byref(problem))]
 
 
 def make_inputs(batch, n, seed):
@@ -111,23 +61,17 @@ def verify(scores, indices, k):
     return ""
 
 
-def bench_shape(lib, batch, n, k, args, progress):
+def bench_shape(batch, n, k, args, progress):
     """One row of results: times of every method, the dispatched algorithm, verification."""
     inputs = make_inputs(batch, n, args.seed)
-    stream = torch.cuda.current_stream().cuda_stream
     indices = torch.empty(batch, k, dtype=torch.int32, device="cuda")
-    problem = SelectProblem(scores=inputs[0].data_ptr(), dtype=0, batch=batch, n=n,
-                            row_stride=0, k=k, flags=0, indices=indices.data_ptr())
     row = {"batch": batch, "n": n, "k": k, "bytes": batch * n * 4, "copies": len(inputs),
-           "dispatched": lib.dispatch(problem), "ms": {}, "ms_min": {}, "gbps": {}, "errors": {}}
+           "dispatched": litetopk.ops.topk_plan(inputs[0], k)["algo"], "ms": {}, "ms_min": {},
+           "gbps": {}, "errors": {}}
 
     def litetopk_run(algo):
-        workspace_bytes = lib.workspace_size(problem, algo)
-        workspace = torch.empty(max(workspace_bytes, 1), dtype=torch.uint8, device="cuda")
-
         def run(scores):
-            problem.scores = scores.data_ptr()
-            lib.select(problem, algo, workspace.data_ptr(), workspace_bytes, stream)
+            litetopk.ops.topk(scores, k, out=(indices, None), algo=algo)
         return run
 
     def torch_topk(scores):
@@ -140,7 +84,7 @@ def bench_shape(lib, batch, n, k, args, progress):
             run = torch_topk if method == "torch.topk" else litetopk_run(method)
             median, fastest = time_cuda(lambda i: run(inputs[i % len(inputs)]), args.warmup,
                                         args.iters)
-        except RuntimeError as error:
+        except (RuntimeError, ValueError) as error:
             row["errors"][method] = str(error)
             print(f"  error: {error}", flush=True)
             continue
@@ -154,7 +98,7 @@ def bench_shape(lib, batch, n, k, args, progress):
     try:
         litetopk_run("auto")(inputs[0])
         mismatch = verify(inputs[0], indices, k)
-    except RuntimeError as error:
+    except (RuntimeError, ValueError) as error:
         mismatch = str(error)
     row["verified"] = not mismatch
     if mismatch:
@@ -219,7 +163,6 @@ def main():
     args = parser.parse_args()
     require_cuda("select_bench.py")
 
-    lib = LiteTopK(args.lib)
     shapes = args.shapes if args.only_shapes else DEFAULT_SHAPES + args.shapes
     # Per shape: each method, then the verification.
     progress = Progress(
@@ -227,13 +170,13 @@ def main():
 
     rows = []
     for batch, n, k in shapes:
-        rows.append(bench_shape(lib, batch, n, k, args, progress))
+        rows.append(bench_shape(batch, n, k, args, progress))
         torch.cuda.empty_cache()
 
     record = result_record(
         "top-k of random normal fp32 rows (unsorted): torch.topk vs litetopk radix, "
         "sample-filter and auto; CUDA events, median of iters after warmup, inputs "
-        "rotated through copies totalling >= 256 MB", lib, args, rows)
+        "rotated through copies totalling >= 256 MB", args, rows)
     table = markdown_table(rows)
     write_results(record, table, args,
                   f"{record['device']}, {record['date']}, torch {record['torch']}")

@@ -23,7 +23,7 @@ from .cpu import (SparseKvCache, dense_decode, indexer_logits, indexer_topk, sel
 __version__ = "0.1.0"
 
 try:
-    import torch  # noqa: F401
+    import torch  # noqa: F401  (the torch ops below need it)
 except ImportError:
     ops = None
 else:

@@ -38,7 +38,7 @@ def to_e4m3(x):
     above = _POSITIVE[upper] - magnitude
     pick_lower = (below < above) | ((below == above) & (lower % 2 == 0))
     byte = np.where(pick_lower, lower, upper).astype(np.uint8)
-    byte = np.where(np.signbit(x) & (byte != 0), byte | 0x80, byte).astype(np.uint8)
+    byte = np.where(np.signbit(x), byte | 0x80, byte).astype(np.uint8)
     return np.where(np.isnan(x), np.uint8(0x7F), byte).astype(np.uint8)
 
 

@@ -31,7 +31,7 @@ from . import _problems as P
 from ._ext import ext
 
 __all__ = [
-    "topk", "fp8_mqa_logits", "fp8_mqa_topk", "IndexerState", "SparseKvCache",
+    "topk", "topk_plan", "fp8_mqa_logits", "fp8_mqa_topk", "fp8_mqa_topk_plan", "IndexerState", "SparseKvCache",
     "sparse_kv_append", "sparse_kv_from_dense", "sparse_decode", "dense_decode",
 ]
 
@@ -91,26 +91,28 @@ def _register(schema, impl, fake):
 # ---------------------------------------------------------------- topk
 
 def _topk_out(scores, k, indices, values=None, row_starts=None, row_ends=None, largest=True,
-              sorted=False, deterministic=False):
+              sorted=False, deterministic=False, algo="auto"):
     args = P.select_args(_view(scores), k, _opt(row_starts), _opt(row_ends), _view(indices),
                          _opt(values), largest, sorted, deterministic)
+    code = P.algo_code(P.SELECT_ALGOS, algo, "algo")
     lib = ext()
     if scores.device.type == "cpu":
-        lib.select_topk_cpu(*args, 1, 0)
+        lib.select_topk_cpu(*args, 1, 0)  # the CPU backend's fast path whatever algo says
         return
     device = scores.device
     key = ("select", device.index, args[1:5], bool(args[5]), bool(args[6]), k, args[8],
-           bool(args[10]))
+           bool(args[10]), code)
     with _on(device):
-        workspace, size = _workspace(key, lambda: lib.select_topk_workspace_size(*args, 0),
+        workspace, size = _workspace(key, lambda: lib.select_topk_workspace_size(*args, code),
                                      device)
-        lib.select_topk(*args, 0, workspace.data_ptr(), size, _stream(device))
+        lib.select_topk(*args, code, workspace.data_ptr(), size, _stream(device))
 
 
 def _topk(scores, k, row_starts=None, row_ends=None, largest=True, sorted=False,
-          deterministic=False):
+          deterministic=False, algo="auto"):
     indices, values = _topk_fake(scores, k)
-    _topk_out(scores, k, indices, values, row_starts, row_ends, largest, sorted, deterministic)
+    _topk_out(scores, k, indices, values, row_starts, row_ends, largest, sorted, deterministic,
+              algo)
     return indices, values
 
 
@@ -120,11 +122,11 @@ def _topk_fake(scores, k, *args, **kwargs):
 
 
 _register("topk(Tensor scores, int k, Tensor? row_starts=None, Tensor? row_ends=None, "
-          "bool largest=True, bool sorted=False, bool deterministic=False) "
+          "bool largest=True, bool sorted=False, bool deterministic=False, str algo=\"auto\") "
           "-> (Tensor indices, Tensor values)", _topk, _topk_fake)
 _register("topk_out(Tensor scores, int k, Tensor(a!) indices, Tensor(b!)? values=None, "
           "Tensor? row_starts=None, Tensor? row_ends=None, bool largest=True, "
-          "bool sorted=False, bool deterministic=False) -> ()",
+          "bool sorted=False, bool deterministic=False, str algo=\"auto\") -> ()",
           _topk_out, lambda *args, **kwargs: None)
 
 
@@ -255,7 +257,8 @@ _register("sparse_kv_from_dense(Tensor keys, Tensor values, Tensor dense_lengths
 
 
 def _sparse_decode_out(q, key_codes, key_scales, key_residuals, values, tail_keys, lengths,
-                       block_table, out, lse=None, kept_mask=None, delta=5.0, softmax_scale=0.0):
+                       block_table, out, lse=None, kept_mask=None, delta=5.0, softmax_scale=0.0,
+                       blocks_per_split=0):
     cache = _cache(key_codes, key_scales, key_residuals, values, tail_keys, lengths, block_table)
     device = q.device
     attention = P.attention_args(_view(q), _NAMES.get(tail_keys.dtype), device, _view(out),
@@ -265,13 +268,14 @@ def _sparse_decode_out(q, key_codes, key_scales, key_residuals, values, tail_key
     if device.type == "cpu":
         lib.sparse_decode_cpu(cache, attention, float(delta), mask)
         return
-    key = ("sparse_decode", device.index, cache[:8], attention[1], attention[4], bool(mask))
+    key = ("sparse_decode", device.index, cache[:8], attention[1], attention[4], bool(mask),
+           blocks_per_split)
     with _on(device):
         workspace, size = _workspace(
-            key, lambda: lib.sparse_decode_workspace_size(cache, attention, float(delta), mask, 0),
-            device)
-        lib.sparse_decode(cache, attention, float(delta), mask, 0, workspace.data_ptr(), size,
-                          _stream(device))
+            key, lambda: lib.sparse_decode_workspace_size(cache, attention, float(delta), mask,
+                                                          blocks_per_split), device)
+        lib.sparse_decode(cache, attention, float(delta), mask, blocks_per_split,
+                          workspace.data_ptr(), size, _stream(device))
 
 
 def _decode_fake(q, *args, out_dtype=None, **kwargs):
@@ -280,27 +284,31 @@ def _decode_fake(q, *args, out_dtype=None, **kwargs):
 
 
 def _sparse_decode(q, key_codes, key_scales, key_residuals, values, tail_keys, lengths,
-                   block_table=None, delta=5.0, softmax_scale=0.0, out_dtype=None):
+                   block_table=None, delta=5.0, softmax_scale=0.0, out_dtype=None,
+                   blocks_per_split=0):
     out, lse = _decode_fake(q, out_dtype=out_dtype)
     _sparse_decode_out(q, key_codes, key_scales, key_residuals, values, tail_keys, lengths,
-                       block_table, out, lse, None, delta, softmax_scale)
+                       block_table, out, lse, None, delta, softmax_scale, blocks_per_split)
     return out, lse
 
 
 def _sparse_decode_fake(q, key_codes, key_scales, key_residuals, values, tail_keys, lengths,
-                        block_table=None, delta=5.0, softmax_scale=0.0, out_dtype=None):
+                        block_table=None, delta=5.0, softmax_scale=0.0, out_dtype=None,
+                        blocks_per_split=0):
     return _decode_fake(q, out_dtype=out_dtype)
 
 
 _register(f"sparse_decode(Tensor q, {_CACHE_ARGS}=None, float delta=5.0, "
-          "float softmax_scale=0.0, ScalarType? out_dtype=None) -> (Tensor out, Tensor lse)",
-          _sparse_decode, _sparse_decode_fake)
+          "float softmax_scale=0.0, ScalarType? out_dtype=None, int blocks_per_split=0) "
+          "-> (Tensor out, Tensor lse)", _sparse_decode, _sparse_decode_fake)
 _register(f"sparse_decode_out(Tensor q, {_CACHE_ARGS}, Tensor(a!) out, Tensor(b!)? lse=None, "
-          "Tensor(c!)? kept_mask=None, float delta=5.0, float softmax_scale=0.0) -> ()",
+          "Tensor(c!)? kept_mask=None, float delta=5.0, float softmax_scale=0.0, "
+          "int blocks_per_split=0) -> ()",
           _sparse_decode_out, lambda *args, **kwargs: None)
 
 
-def _dense_decode_out(q, keys, values, lengths, out, lse=None, softmax_scale=0.0):
+def _dense_decode_out(q, keys, values, lengths, out, lse=None, softmax_scale=0.0,
+                      blocks_per_split=0):
     dense = P.dense_cache_args(_view(keys), _view(values), _view(lengths), P.SCORE_DTYPES)
     device = q.device
     attention = P.attention_args(_view(q), _NAMES.get(keys.dtype), device, _view(out),
@@ -309,43 +317,63 @@ def _dense_decode_out(q, keys, values, lengths, out, lse=None, softmax_scale=0.0
     if device.type == "cpu":
         lib.dense_decode_cpu(dense, attention)
         return
-    key = ("dense_decode", device.index, dense[:5], dense[7:10], attention[1], attention[4])
+    key = ("dense_decode", device.index, dense[:5], dense[7:10], attention[1], attention[4],
+           blocks_per_split)
     with _on(device):
         workspace, size = _workspace(
-            key, lambda: lib.dense_decode_workspace_size(dense, attention, 0), device)
-        lib.dense_decode(dense, attention, 0, workspace.data_ptr(), size, _stream(device))
+            key, lambda: lib.dense_decode_workspace_size(dense, attention, blocks_per_split),
+            device)
+        lib.dense_decode(dense, attention, blocks_per_split, workspace.data_ptr(), size,
+                         _stream(device))
 
 
-def _dense_decode(q, keys, values, lengths, softmax_scale=0.0, out_dtype=None):
+def _dense_decode(q, keys, values, lengths, softmax_scale=0.0, out_dtype=None,
+                  blocks_per_split=0):
     out, lse = _decode_fake(q, out_dtype=out_dtype)
-    _dense_decode_out(q, keys, values, lengths, out, lse, softmax_scale)
+    _dense_decode_out(q, keys, values, lengths, out, lse, softmax_scale, blocks_per_split)
     return out, lse
 
 
-def _dense_decode_fake(q, keys, values, lengths, softmax_scale=0.0, out_dtype=None):
+def _dense_decode_fake(q, keys, values, lengths, softmax_scale=0.0, out_dtype=None,
+                       blocks_per_split=0):
     return _decode_fake(q, out_dtype=out_dtype)
 
 
 _register("dense_decode(Tensor q, Tensor keys, Tensor values, Tensor lengths, "
-          "float softmax_scale=0.0, ScalarType? out_dtype=None) -> (Tensor out, Tensor lse)",
-          _dense_decode, _dense_decode_fake)
+          "float softmax_scale=0.0, ScalarType? out_dtype=None, int blocks_per_split=0) "
+          "-> (Tensor out, Tensor lse)", _dense_decode, _dense_decode_fake)
 _register("dense_decode_out(Tensor q, Tensor keys, Tensor values, Tensor lengths, "
-          "Tensor(a!) out, Tensor(b!)? lse=None, float softmax_scale=0.0) -> ()",
+          "Tensor(a!) out, Tensor(b!)? lse=None, float softmax_scale=0.0, int blocks_per_split=0) "
+          "-> ()",
           _dense_decode_out, lambda *args, **kwargs: None)
 
 
 # ---------------------------------------------------------------- the Python front
 
 def topk(scores, k, row_starts=None, row_ends=None, largest=True, sorted=False,
-         deterministic=False, out=None):
+         deterministic=False, out=None, algo="auto"):
     """Exact top-k per row (torch.ops.litetopk.topk). With out=(indices, values or None) it writes
-    there (topk_out) and returns out."""
+    there (topk_out) and returns out. algo: "auto", "radix" or "sample-filter" (GPU)."""
     if out is None:
         return torch.ops.litetopk.topk(scores, k, row_starts, row_ends, largest, sorted,
-                                       deterministic)
+                                       deterministic, algo)
     torch.ops.litetopk.topk_out(scores, k, out[0], out[1], row_starts, row_ends, largest, sorted,
-                                deterministic)
+                                deterministic, algo)
     return out
+
+
+def topk_plan(scores, k, row_starts=None, row_ends=None, largest=True, sorted=False,
+              deterministic=False, algo="auto"):
+    """What topk does on these CUDA inputs: {"algo": the algorithm auto picks, "workspace_bytes":
+    the workspace of `algo`}."""
+    indices = torch.empty((scores.shape[0], max(k, 0)), dtype=torch.int32, device=scores.device)
+    args = P.select_args(_view(scores), k, _opt(row_starts), _opt(row_ends), _view(indices),
+                         None, largest, sorted, deterministic)
+    lib = ext()
+    with _on(scores.device):
+        return {"algo": lib.select_topk_dispatch(*args),
+                "workspace_bytes": lib.select_topk_workspace_size(
+                    *args, P.algo_code(P.SELECT_ALGOS, algo, "algo"))}
 
 
 def _split_kv(kv):
@@ -382,6 +410,20 @@ def fp8_mqa_topk(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, k, state=None, algo
     torch.ops.litetopk.fp8_mqa_topk_out(q, kv_fp8, kv_scale, weights, cu_seqlen_ks,
                                         cu_seqlen_ke, k, out[0], out[1], buffer, algo)
     return out
+
+
+def fp8_mqa_topk_plan(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, k, algo="auto"):
+    """What fp8_mqa_topk does on these CUDA inputs: {"algo": the path auto picks,
+    "workspace_bytes": the workspace of `algo`}."""
+    kv_fp8, kv_scale = _split_kv(kv)
+    indices = torch.empty((q.shape[0], max(k, 0)), dtype=torch.int32, device=q.device)
+    problem = _indexer_problem(q, kv_fp8, kv_scale, weights, cu_seqlen_ks, cu_seqlen_ke, k,
+                               indices)
+    lib = ext()
+    with _on(q.device):
+        return {"algo": lib.indexer_topk_dispatch(problem),
+                "workspace_bytes": lib.indexer_topk_workspace_size(
+                    problem, P.algo_code(P.INDEXER_ALGOS, algo, "algo"), 0, True)}
 
 
 class IndexerState:
@@ -424,13 +466,16 @@ class SparseKvCache(P.SparseKvCacheArrays):
         into this cache; self.lengths becomes lengths (a different tensor)."""
         torch.ops.litetopk.sparse_kv_from_dense(keys, values, lengths, *self.arrays())
 
-    def decode(self, q, delta=5.0, softmax_scale=0.0, out_dtype=None, out=None):
+    def decode(self, q, delta=5.0, softmax_scale=0.0, out_dtype=None, out=None,
+               blocks_per_split=0):
         """Sparse decoding of q [B, Hq, D]: (out, lse); out=(out, lse or None, kept_mask or
-        None) writes there."""
+        None) writes there. blocks_per_split: KV blocks per split on the GPU (0: the kernel's
+        choice)."""
         if out is None:
             return torch.ops.litetopk.sparse_decode(q, *self.arrays(), delta, softmax_scale,
-                                                    out_dtype)
-        torch.ops.litetopk.sparse_decode_out(q, *self.arrays(), *out, delta, softmax_scale)
+                                                    out_dtype, blocks_per_split)
+        torch.ops.litetopk.sparse_decode_out(q, *self.arrays(), *out, delta, softmax_scale,
+                                             blocks_per_split)
         return out
 
 
@@ -443,14 +488,19 @@ def sparse_kv_from_dense(keys, values, lengths, cache):
     return cache
 
 
-def sparse_decode(cache, q, delta=5.0, softmax_scale=0.0, out_dtype=None, out=None):
-    return cache.decode(q, delta, softmax_scale, out_dtype, out)
+def sparse_decode(cache, q, delta=5.0, softmax_scale=0.0, out_dtype=None, out=None,
+                  blocks_per_split=0):
+    return cache.decode(q, delta, softmax_scale, out_dtype, out, blocks_per_split)
 
 
-def dense_decode(q, keys, values, lengths, softmax_scale=0.0, out_dtype=None, out=None):
+def dense_decode(q, keys, values, lengths, softmax_scale=0.0, out_dtype=None, out=None,
+                 blocks_per_split=0):
     """Dense flash-decoding of q [B, Hq, D] over keys/values [B, Hkv, capacity, D] (strided, unit
-    channel stride) and lengths [B]: (out, lse); out=(out, lse or None) writes there."""
+    channel stride) and lengths [B]: (out, lse); out=(out, lse or None) writes there.
+    blocks_per_split: 64-token tiles per split on the GPU (0: the kernel's choice)."""
     if out is None:
-        return torch.ops.litetopk.dense_decode(q, keys, values, lengths, softmax_scale, out_dtype)
-    torch.ops.litetopk.dense_decode_out(q, keys, values, lengths, *out, softmax_scale)
+        return torch.ops.litetopk.dense_decode(q, keys, values, lengths, softmax_scale, out_dtype,
+                                               blocks_per_split)
+    torch.ops.litetopk.dense_decode_out(q, keys, values, lengths, *out, softmax_scale,
+                                        blocks_per_split)
     return out

@@ -4,8 +4,6 @@ at a real shape, and the host time per eager call (printed, not asserted; the ta
 test_torch.py runs every op against its reference on the GPU as well."""
 import time
 
-import pytest
-
 from conftest import needs_cuda, torch
 
 pytestmark = needs_cuda

@@ -1,8 +1,8 @@
 """Checks arrays against litetopk's contracts and builds the extension's arguments.
 
 Shared by the numpy functions (litetopk.cpu) and the torch ops (litetopk.ops). An array arrives
-here as a view: (address, shape, strides in elements, dtype name, device), made by the caller's
-adapter (`numpy_view`, or `litetopk.ops`' torch adapter). A mismatch raises ValueError naming the
+here as a view: (address, shape, strides in elements, dtype name, device index (-1: host memory),
+C-contiguous), made by the caller's adapter (`numpy_view`, or `litetopk.ops`' torch adapter). A mismatch raises ValueError naming the
 argument, what was expected and what was given, before anything reaches the library; the library
 then checks the sizes themselves (k, H, D, ranges ...) and its message comes back as ValueError too.
 """
@@ -22,41 +22,43 @@ HEAD_DIM = 128  # sparse and dense decode
 def numpy_view(x):
     """The view of a numpy array (bfloat16 and float8_e4m3fn come from ml_dtypes, when used)."""
     return (x.__array_interface__["data"][0], x.shape,
-            tuple(s // x.itemsize for s in x.strides), x.dtype.name, "cpu")
+            tuple(s // x.itemsize for s in x.strides), x.dtype.name, -1, x.flags.c_contiguous)
+
+
+def device_name(index):
+    return "cpu" if index < 0 else f"cuda:{index}"
 
 
 def _fail(name, expected, view):
     raise ValueError(f"{name} must be {expected}, got shape {tuple(view[1])} dtype {view[3]}"
-                     f" on {view[4]}")
+                     f" on {device_name(view[4])}")
+
+
+def _shape_matches(got, shape):
+    if len(got) != len(shape):
+        return False
+    for g, w in zip(got, shape):
+        if w is not None and g != w:
+            return False
+    return True
 
 
 def check(name, view, shape=None, dtypes=None, contiguous=True, device=None):
-    """Checks one array view: shape (None entries match anything), dtype, C-contiguity, device."""
+    """Checks one array view: shape (None entries match anything), dtype, C-contiguity, device
+    (an index, -1 for host memory)."""
     if view is None:
         raise ValueError(f"{name} is required")
-    _, got, strides, dtype, where = view
-    if shape is not None and (len(got) != len(shape)
-                              or any(w is not None and g != w for g, w in zip(got, shape))):
+    if shape is not None and not _shape_matches(view[1], shape):
         want = "[" + ", ".join("*" if w is None else str(w) for w in shape) + "]"
         _fail(name, f"of shape {want}", view)
-    if dtypes is not None and dtype not in dtypes:
+    if dtypes is not None and view[3] not in dtypes:
         _fail(name, "of dtype " + " or ".join(dtypes), view)
-    if contiguous and not is_contiguous(got, strides):
-        raise ValueError(f"{name} must be contiguous, got shape {tuple(got)} strides "
-                         f"{tuple(strides)} (elements)")
-    if device is not None and where != device:
-        raise ValueError(f"{name} must be on {device} like the other inputs, got {where}")
-
-
-def is_contiguous(shape, strides):
-    if 0 in tuple(shape):
-        return True
-    expected = 1
-    for size, stride in zip(reversed(tuple(shape)), reversed(tuple(strides))):
-        if size != 1 and stride != expected:
-            return False
-        expected *= size
-    return True
+    if contiguous and not view[5]:
+        raise ValueError(f"{name} must be contiguous, got shape {tuple(view[1])} strides "
+                         f"{tuple(view[2])} (elements)")
+    if device is not None and view[4] != device:
+        raise ValueError(f"{name} must be on {device_name(device)} like the other inputs, got "
+                         f"{device_name(view[4])}")
 
 
 def address(view):

@@ -55,7 +55,7 @@ def indexer_logits(q, kv, kv_scale, weights, cu_seqlen_ks, cu_seqlen_ke):
     logits = np.empty((T, S), dtype=np.float32)
     problem = P.indexer_args(*views, k=1)
     ext().indexer_logits_cpu(problem, logits.ctypes.data, P.logits_stride(_view(logits), T, S,
-                                                                         "cpu"))
+                                                                         -1))
     return logits
 
 
@@ -123,7 +123,7 @@ def _attention(q, dtype, out_dtype, softmax_scale):
     q = np.ascontiguousarray(q)
     out = np.empty(q.shape, dtype=out_dtype)
     lse = np.empty(q.shape[:2], dtype=np.float32)
-    return q, out, lse, P.attention_args(_view(q), dtype, "cpu", _view(out), _view(lse),
+    return q, out, lse, P.attention_args(_view(q), dtype, -1, _view(out), _view(lse),
                                          softmax_scale)
 
 

@@ -43,7 +43,8 @@ _NAMES = {
 
 
 def _view(t):
-    return (t.data_ptr(), t.shape, t.stride(), _NAMES.get(t.dtype, str(t.dtype)), t.device)
+    return (t.data_ptr(), t.shape, t.stride(), _NAMES.get(t.dtype, str(t.dtype)), t.get_device(),
+            t.is_contiguous())
 
 
 def _opt(t):
@@ -54,14 +55,16 @@ _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
 def _stream(device):
+    """The current stream of CUDA device `device` (an index) as an int."""
     if _raw_stream is not None:
-        return _raw_stream(device.index)
+        return _raw_stream(device)
     return torch.cuda.current_stream(device).cuda_stream
 
 
 def _on(device):
-    """The library launches on the current device: switch to the tensors' device when needed."""
-    if device.index == torch.cuda.current_device():
+    """The library launches on the current device: switch to the tensors' device (an index) when
+    needed."""
+    if device == torch.cuda.current_device():
         return contextlib.nullcontext()
     return torch.cuda.device(device)
 
@@ -96,11 +99,11 @@ def _topk_out(scores, k, indices, values=None, row_starts=None, row_ends=None, l
                          _opt(values), largest, sorted, deterministic)
     code = P.algo_code(P.SELECT_ALGOS, algo, "algo")
     lib = ext()
-    if scores.device.type == "cpu":
+    device = scores.get_device()
+    if device < 0:
         lib.select_topk_cpu(*args, 1, 0)  # the CPU backend's fast path whatever algo says
         return
-    device = scores.device
-    key = ("select", device.index, args[1:5], bool(args[5]), bool(args[6]), k, args[8],
+    key = ("select", device, args[1:5], bool(args[5]), bool(args[6]), k, args[8],
            bool(args[10]), code)
     with _on(device):
         workspace, size = _workspace(key, lambda: lib.select_topk_workspace_size(*args, code),
@@ -140,13 +143,14 @@ def _indexer_problem(q, kv, kv_scale, weights, ks, ke, k, indices=None, values=N
 def _logits_out(q, kv, kv_scale, weights, cu_seqlen_ks, cu_seqlen_ke, logits):
     problem = _indexer_problem(q, kv, kv_scale, weights, cu_seqlen_ks, cu_seqlen_ke, 1)
     T, S = problem[6], problem[9]
-    stride = P.logits_stride(_view(logits), T, S, q.device)
+    device = q.get_device()
+    stride = P.logits_stride(_view(logits), T, S, device)
     lib = ext()
-    if q.device.type == "cpu":
+    if device < 0:
         lib.indexer_logits_cpu(problem, logits.data_ptr(), stride)
         return
-    with _on(q.device):
-        lib.indexer_logits(problem, logits.data_ptr(), stride, _stream(q.device))
+    with _on(device):
+        lib.indexer_logits(problem, logits.data_ptr(), stride, _stream(device))
 
 
 def _logits_fake(q, kv, *args):
@@ -172,13 +176,13 @@ def _mqa_topk_out(q, kv, kv_scale, weights, cu_seqlen_ks, cu_seqlen_ke, k, indic
                                values)
     code = P.algo_code(P.INDEXER_ALGOS, algo, "algo")
     lib = ext()
+    device = q.get_device()
     if state is not None:
-        P.check("state", _view(state), (None,), ("uint8",), device=q.device)
-    if q.device.type == "cpu":
+        P.check("state", _view(state), (None,), ("uint8",), device=device)
+    if device < 0:
         lib.indexer_topk_cpu(problem)  # the reference needs no state (its result is the same)
         return
-    device = q.device
-    key = ("indexer", device.index, problem[6:11], bool(problem[12]), code)
+    key = ("indexer", device, problem[6:11], bool(problem[12]), code)
     with _on(device):
         workspace, size = _workspace(
             key, lambda: lib.indexer_topk_workspace_size(problem, code, 0, True), device)
@@ -224,11 +228,11 @@ def _cache(key_codes, key_scales, key_residuals, values, tail_keys, lengths, blo
 def _append(key_codes, key_scales, key_residuals, values, tail_keys, lengths, block_table,
             new_keys, new_values):
     cache = _cache(key_codes, key_scales, key_residuals, values, tail_keys, lengths, block_table)
-    shape, dtype, device = cache[1:4], tail_keys.dtype, tail_keys.device
+    shape, dtype, device = cache[1:4], tail_keys.dtype, tail_keys.get_device()
     for name, t in (("new_keys", new_keys), ("new_values", new_values)):
         P.check(name, _view(t), shape, (_NAMES.get(dtype),), device=device)
     lib = ext()
-    if device.type == "cpu":
+    if device < 0:
         lib.sparse_kv_append_cpu(cache, new_keys.data_ptr(), new_values.data_ptr())
         return
     with _on(device):
@@ -241,11 +245,12 @@ def _from_dense(keys, values, dense_lengths, key_codes, key_scales, key_residual
     cache = _cache(key_codes, key_scales, key_residuals, cache_values, tail_keys, lengths,
                    block_table)
     lib = ext()
-    if keys.device.type == "cpu":
+    device = keys.get_device()
+    if device < 0:
         lib.sparse_kv_from_dense_cpu(dense, cache)
         return
-    with _on(keys.device):
-        lib.sparse_kv_from_dense(dense, cache, _stream(keys.device))
+    with _on(device):
+        lib.sparse_kv_from_dense(dense, cache, _stream(device))
 
 
 _register(f"sparse_kv_append({_CACHE_MUT}, Tensor new_keys, Tensor new_values) -> ()",
@@ -260,15 +265,15 @@ def _sparse_decode_out(q, key_codes, key_scales, key_residuals, values, tail_key
                        block_table, out, lse=None, kept_mask=None, delta=5.0, softmax_scale=0.0,
                        blocks_per_split=0):
     cache = _cache(key_codes, key_scales, key_residuals, values, tail_keys, lengths, block_table)
-    device = q.device
+    device = q.get_device()
     attention = P.attention_args(_view(q), _NAMES.get(tail_keys.dtype), device, _view(out),
                                  _opt(lse), softmax_scale)
     mask = P.kept_mask_address(_opt(kept_mask), cache, device)
     lib = ext()
-    if device.type == "cpu":
+    if device < 0:
         lib.sparse_decode_cpu(cache, attention, float(delta), mask)
         return
-    key = ("sparse_decode", device.index, cache[:8], attention[1], attention[4], bool(mask),
+    key = ("sparse_decode", device, cache[:8], attention[1], attention[4], bool(mask),
            blocks_per_split)
     with _on(device):
         workspace, size = _workspace(
@@ -310,14 +315,14 @@ _register(f"sparse_decode_out(Tensor q, {_CACHE_ARGS}, Tensor(a!) out, Tensor(b!
 def _dense_decode_out(q, keys, values, lengths, out, lse=None, softmax_scale=0.0,
                       blocks_per_split=0):
     dense = P.dense_cache_args(_view(keys), _view(values), _view(lengths), P.SCORE_DTYPES)
-    device = q.device
+    device = q.get_device()
     attention = P.attention_args(_view(q), _NAMES.get(keys.dtype), device, _view(out),
                                  _opt(lse), softmax_scale)
     lib = ext()
-    if device.type == "cpu":
+    if device < 0:
         lib.dense_decode_cpu(dense, attention)
         return
-    key = ("dense_decode", device.index, dense[:5], dense[7:10], attention[1], attention[4],
+    key = ("dense_decode", device, dense[:5], dense[7:10], attention[1], attention[4],
            blocks_per_split)
     with _on(device):
         workspace, size = _workspace(
@@ -349,16 +354,34 @@ _register("dense_decode_out(Tensor q, Tensor keys, Tensor values, Tensor lengths
 
 
 # ---------------------------------------------------------------- the Python front
+# The functions below call the ops' implementation directly when nothing traces them (real
+# tensors, no torch.compile, no dispatch mode such as FakeTensorMode): the same code the op runs,
+# without the dispatcher's round trip into Python (about 10 us of host time per call). Anything
+# else goes through torch.ops.litetopk.
+
+_is_compiling = torch.compiler.is_compiling
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+_Tensor = torch.Tensor
+
+
+def _direct(*tensors):
+    if _is_compiling() or _dispatch_modes():
+        return False
+    for t in tensors:
+        if t is not None and type(t) is not _Tensor:
+            return False
+    return True
+
 
 def topk(scores, k, row_starts=None, row_ends=None, largest=True, sorted=False,
          deterministic=False, out=None, algo="auto"):
     """Exact top-k per row (torch.ops.litetopk.topk). With out=(indices, values or None) it writes
     there (topk_out) and returns out. algo: "auto", "radix" or "sample-filter" (GPU)."""
+    op = (_topk, _topk_out) if _direct(scores, row_starts, row_ends, *(out or ())) else (
+        torch.ops.litetopk.topk, torch.ops.litetopk.topk_out)
     if out is None:
-        return torch.ops.litetopk.topk(scores, k, row_starts, row_ends, largest, sorted,
-                                       deterministic, algo)
-    torch.ops.litetopk.topk_out(scores, k, out[0], out[1], row_starts, row_ends, largest, sorted,
-                                deterministic, algo)
+        return op[0](scores, k, row_starts, row_ends, largest, sorted, deterministic, algo)
+    op[1](scores, k, out[0], out[1], row_starts, row_ends, largest, sorted, deterministic, algo)
     return out
 
 
@@ -370,7 +393,7 @@ def topk_plan(scores, k, row_starts=None, row_ends=None, largest=True, sorted=Fa
     args = P.select_args(_view(scores), k, _opt(row_starts), _opt(row_ends), _view(indices),
                          None, largest, sorted, deterministic)
     lib = ext()
-    with _on(scores.device):
+    with _on(scores.get_device()):
         return {"algo": lib.select_topk_dispatch(*args),
                 "workspace_bytes": lib.select_topk_workspace_size(
                     *args, P.algo_code(P.SELECT_ALGOS, algo, "algo"))}
@@ -392,8 +415,8 @@ def fp8_mqa_logits(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, clean_logits=True
         raise ValueError(f"max_seqlen_k must be 0 (compressed logits are not supported), "
                          f"got {max_seqlen_k}")
     kv_fp8, kv_scale = _split_kv(kv)
-    return torch.ops.litetopk.fp8_mqa_logits(q, kv_fp8, kv_scale, weights, cu_seqlen_ks,
-                                             cu_seqlen_ke)
+    op = _logits if _direct(q, kv_fp8) else torch.ops.litetopk.fp8_mqa_logits
+    return op(q, kv_fp8, kv_scale, weights, cu_seqlen_ks, cu_seqlen_ke)
 
 
 def fp8_mqa_topk(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, k, state=None, algo="auto",
@@ -404,11 +427,12 @@ def fp8_mqa_topk(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, k, state=None, algo
     writes there."""
     kv_fp8, kv_scale = _split_kv(kv)
     buffer = state.buffer if isinstance(state, IndexerState) else state
+    direct = _direct(q, kv_fp8, buffer, *(out or ()))
     if out is None:
-        return torch.ops.litetopk.fp8_mqa_topk(q, kv_fp8, kv_scale, weights, cu_seqlen_ks,
-                                               cu_seqlen_ke, k, buffer, algo)
-    torch.ops.litetopk.fp8_mqa_topk_out(q, kv_fp8, kv_scale, weights, cu_seqlen_ks,
-                                        cu_seqlen_ke, k, out[0], out[1], buffer, algo)
+        op = _mqa_topk if direct else torch.ops.litetopk.fp8_mqa_topk
+        return op(q, kv_fp8, kv_scale, weights, cu_seqlen_ks, cu_seqlen_ke, k, buffer, algo)
+    op = _mqa_topk_out if direct else torch.ops.litetopk.fp8_mqa_topk_out
+    op(q, kv_fp8, kv_scale, weights, cu_seqlen_ks, cu_seqlen_ke, k, out[0], out[1], buffer, algo)
     return out
 
 
@@ -420,7 +444,7 @@ def fp8_mqa_topk_plan(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, k, algo="auto"
     problem = _indexer_problem(q, kv_fp8, kv_scale, weights, cu_seqlen_ks, cu_seqlen_ke, k,
                                indices)
     lib = ext()
-    with _on(q.device):
+    with _on(q.get_device()):
         return {"algo": lib.indexer_topk_dispatch(problem),
                 "workspace_bytes": lib.indexer_topk_workspace_size(
                     problem, P.algo_code(P.INDEXER_ALGOS, algo, "algo"), 0, True)}
@@ -471,11 +495,12 @@ class SparseKvCache(P.SparseKvCacheArrays):
         """Sparse decoding of q [B, Hq, D]: (out, lse); out=(out, lse or None, kept_mask or
         None) writes there. blocks_per_split: KV blocks per split on the GPU (0: the kernel's
         choice)."""
+        direct = _direct(q, self.key_codes, *(out or ()))
         if out is None:
-            return torch.ops.litetopk.sparse_decode(q, *self.arrays(), delta, softmax_scale,
-                                                    out_dtype, blocks_per_split)
-        torch.ops.litetopk.sparse_decode_out(q, *self.arrays(), *out, delta, softmax_scale,
-                                             blocks_per_split)
+            op = _sparse_decode if direct else torch.ops.litetopk.sparse_decode
+            return op(q, *self.arrays(), delta, softmax_scale, out_dtype, blocks_per_split)
+        op = _sparse_decode_out if direct else torch.ops.litetopk.sparse_decode_out
+        op(q, *self.arrays(), *out, delta, softmax_scale, blocks_per_split)
         return out
 
 
@@ -498,9 +523,10 @@ def dense_decode(q, keys, values, lengths, softmax_scale=0.0, out_dtype=None, ou
     """Dense flash-decoding of q [B, Hq, D] over keys/values [B, Hkv, capacity, D] (strided, unit
     channel stride) and lengths [B]: (out, lse); out=(out, lse or None) writes there.
     blocks_per_split: 64-token tiles per split on the GPU (0: the kernel's choice)."""
+    direct = _direct(q, keys, *(out or ()))
     if out is None:
-        return torch.ops.litetopk.dense_decode(q, keys, values, lengths, softmax_scale, out_dtype,
-                                               blocks_per_split)
-    torch.ops.litetopk.dense_decode_out(q, keys, values, lengths, *out, softmax_scale,
-                                        blocks_per_split)
+        op = _dense_decode if direct else torch.ops.litetopk.dense_decode
+        return op(q, keys, values, lengths, softmax_scale, out_dtype, blocks_per_split)
+    op = _dense_decode_out if direct else torch.ops.litetopk.dense_decode_out
+    op(q, keys, values, lengths, *out, softmax_scale, blocks_per_split)
     return out

@@ -83,7 +83,7 @@ def test_every_op_in_a_cuda_graph():
     assert torch.equal(values.sort(1).values, torch.topk(scores, 512).values.sort(1).values)
     assert same_selection(fused.cpu(), topk(logits, 256, ks, ke)[0].cpu(), logits.cpu(), ks.cpu())
     want, _ = dense_decode(dq, keys, values, lengths)
-    assert torch.equal(dense, want)
+    torch.testing.assert_close(dense, want, rtol=1e-3, atol=1e-4)
 
 
 def test_real_shape_chunk_fused_vs_unfused():

@@ -82,8 +82,13 @@ def test_fp8_mqa_logits_and_topk(device):
     inside = (columns[None] >= ks.cpu()[:, None]) & (columns[None] < ke.cpu()[:, None])
     got = logits.cpu()
     assert torch.equal(torch.isinf(got), ~inside)
-    bound = 5e-4 * want.abs().max().item()
-    assert (got[inside].double() - want[inside]).abs().max().item() <= bound
+    # Two fp32-grade evaluations of a score differ by at most tol[t] (bench/indexer_bench.py's
+    # bound: Cauchy-Schwarz on each head's dot product, 5e-4 for Hopper's fp8 accumulator).
+    q64, kv64 = q.double().cpu(), kv.double().cpu()
+    key_bound = (kv_scale.double().cpu() * kv64.norm(dim=1)).max()
+    tol = 5e-4 * (weights.double().cpu().abs() * q64.norm(dim=2)).sum(1) * key_bound  # [T]
+    error = torch.where(inside, (got.double() - want).abs(), torch.zeros_like(want))
+    assert (error <= tol[:, None]).all()
 
     k = 128
     for algo in (("auto", "unfused", "fused") if device == "cuda" else ("auto",)):
@@ -93,7 +98,7 @@ def test_fp8_mqa_logits_and_topk(device):
         rows = torch.arange(q.shape[0])[:, None]
         absolute = (indices.long() + ks[:, None].long()).clamp(min=0)
         chosen = torch.where(indices >= 0, logits[rows.to(device), absolute], float("nan"))
-        assert torch.equal(chosen.nan_to_num(-1), values.nan_to_num(-1))
+        torch.testing.assert_close(values, chosen, rtol=1e-6, atol=0, equal_nan=True)
 
 
 @pytest.mark.parametrize("device", DEVICES)

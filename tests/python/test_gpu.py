@@ -133,6 +133,8 @@ def test_host_time_per_eager_call(capsys):
         "torch.topk (reference)": lambda: torch.topk(scores, 64, sorted=False),
         "topk": lambda: topk(scores, 64),
         "topk_out": lambda: topk(scores, 64, out=(indices, None)),
+        "torch.ops.litetopk.topk_out (dispatcher)": lambda: torch.ops.litetopk.topk_out(
+            scores, 64, indices),
         "fp8_mqa_logits": lambda: fp8_mqa_logits(q, (kv, kv_scale), weights, ks, ke),
         "fp8_mqa_topk": lambda: fp8_mqa_topk(q, (kv, kv_scale), weights, ks, ke, 64),
         "dense_decode": lambda: dense_decode(dq, keys, values, lengths),

@@ -124,6 +124,11 @@ def main():
         want = unfused(*inputs)
         got = fused(*inputs, state=IndexerState(args.topk, device=args.device))
         if args.graph:
+            side = torch.cuda.Stream()  # warm up on a side stream, as graph capture wants
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                fused(*inputs)
+            torch.cuda.current_stream().wait_stream(side)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 replayed = fused(*inputs)

@@ -151,9 +151,11 @@ def bench_peer(dg, inputs, logits, k, row, args, progress):
             same = torch.equal(theirs, logits)
             peer["logits_bit_identical"] = same
             if not same:
-                differ = (theirs != logits) & ~(theirs.isnan() & logits.isnan())
-                peer["notes"]["identity"] = (f"{int(differ.sum())} of {T * S} logits differ, "
-                                             f"max |diff| {float((theirs - logits)[differ].abs().max()):.3g}")
+                differ = theirs != logits
+                count = int(differ.sum())
+                largest = float((theirs - logits)[differ].abs().max()) if count else 0.0
+                peer["notes"]["identity"] = (f"{count} of {T * S} logits differ, max |diff| "
+                                             f"{largest:.3g}")
             print(f"  bit-identical: {same}", flush=True)
             del theirs
         except Exception as error:  # noqa: BLE001 (a peer failure is a note, not a crash)

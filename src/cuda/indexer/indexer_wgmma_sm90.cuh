@@ -382,8 +382,9 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
         // 3. Head sums of the bank's queries (all of them before the epilogue sees any, so that
         // the shuffle latencies overlap). DeepGEMM's fp32 order, so that the logits are
         // bit-identical to its fp8_mqa_logits: per key row, the even and the odd heads of the
-        // thread's columns in one chain each (a product, then FMAs in ascending column order),
-        // their sum times kv_scale, then the sums of lanes 1 and 2 apart.
+        // thread's columns in one chain each (column group 1's product, group 0's FMA onto it,
+        // then the FMAs of groups 2, 3, ... in order: what nvcc makes of a product followed by
+        // += products), their sum times kv_scale, then the sums of lanes 1 and 2 apart.
         float scores0[S::kBankQueries];
         float scores1[S::kBankQueries];
 #pragma unroll
@@ -392,15 +393,22 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
           float sum0[2];
           float sum1[2];
 #pragma unroll
-          for (int j = 0; j < kHeads / 8; ++j) {
+          for (int j = 1; j < kHeads / 8; ++j) {
             const int c = (bq * kHeads / 8 + j) * 4;
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
               const float w = weights[qi][2 * j + h];
               const float x0 = relu_keep_nan(acc[bank][c + h]);
               const float x1 = relu_keep_nan(acc[bank][c + 2 + h]);
-              sum0[h] = j == 0 ? x0 * w : fmaf(x0, w, sum0[h]);
-              sum1[h] = j == 0 ? x1 * w : fmaf(x1, w, sum1[h]);
+              if (j == 1) {
+                const int c0 = bq * kHeads / 8 * 4;
+                const float w0 = weights[qi][h];
+                sum0[h] = fmaf(relu_keep_nan(acc[bank][c0 + h]), w0, x0 * w);
+                sum1[h] = fmaf(relu_keep_nan(acc[bank][c0 + 2 + h]), w0, x1 * w);
+              } else {
+                sum0[h] = fmaf(x0, w, sum0[h]);
+                sum1[h] = fmaf(x1, w, sum1[h]);
+              }
             }
           }
           scores0[bq] = (sum0[0] + sum0[1]) * scale0;

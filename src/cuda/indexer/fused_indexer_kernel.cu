@@ -193,7 +193,7 @@ struct TopkEpilogue {
   __device__ __forceinline__ void consume_bank(uint32_t iter, int row0, int first_query,
                                                const float (&scores0)[kBankQueries],
                                                const float (&scores1)[kBankQueries], int key0,
-                                               int key1, int quad_lane) {
+                                               int key1, int quad_lane, bool) {
     const uint32_t slot = iter % kRingStages;
     if (first_query == 0) {
       sm90::mbarrier_wait(&sh.ring_empty[slot], ((iter / kRingStages) & 1) ^ 1);

@@ -16,7 +16,8 @@
 //    while bank 1 is still in the tensor cores.
 // 3. Epilogue per bank: relu (keeping NaN), head weights, the head sum (in-thread, then two quad
 //    shuffles), times kv_scale; then Epilogue::consume_bank with the bank's queries' scores of
-//    the tile's rows row0 and row0 + 8 (keys key0 and key1), and Epilogue::end_tile per tile.
+//    the tile's rows row0 and row0 + 8 (keys key0 and key1; whether the tile lies inside every
+//    query's range), and Epilogue::end_tile per tile.
 // 4. The other three warps of warpgroup 2 run Epilogue::side_work for each query block (the logits
 //    kernel fills the keys outside the tiles with -inf there; the fused kernel filters the scores
 //    and selects).
@@ -103,6 +104,10 @@ struct QueryBlockRanges {
                       // [first_key + 64 key_tile(order, t), + 64)
   int32_t num_tiles;  // 0 when every range is empty
   tile_order::TileOrder order;
+  // [inner_begin, inner_end): the keys inside every query's range (empty when some query of the
+  // block is past the last one or has an empty range).
+  int32_t inner_begin;
+  int32_t inner_end;
 };
 
 __device__ __forceinline__ void clamped_range(const CoreArgs& args, int t, int32_t* begin,
@@ -126,11 +131,17 @@ __device__ __forceinline__ void compute_ranges(const CoreArgs& args, int query_b
   if (lane < kQueries) clamped_range(args, query_block * kQueries + lane, &b, &e);
   int32_t union_begin = b < e ? b : INT32_MAX;
   int32_t union_end = b < e ? e : 0;
+  int32_t inner_begin = lane < kQueries ? b : 0;
+  int32_t inner_end = lane < kQueries ? e : INT32_MAX;
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2) {
     union_begin = min(union_begin, __shfl_xor_sync(0xffffffffu, union_begin, offset));
     union_end = max(union_end, __shfl_xor_sync(0xffffffffu, union_end, offset));
+    inner_begin = max(inner_begin, __shfl_xor_sync(0xffffffffu, inner_begin, offset));
+    inner_end = min(inner_end, __shfl_xor_sync(0xffffffffu, inner_end, offset));
   }
+  out->inner_begin = inner_begin;
+  out->inner_end = inner_end;
 #pragma unroll
   for (int i = 0; i < kQueries; ++i) {
     out->begin[i] = __shfl_sync(0xffffffffu, b, i);
@@ -337,15 +348,20 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
       const uint32_t stage = iter % kKvStages;
       // A key tile's keys and scales are known before its data lands; a sample tile's after.
       const bool sample = tile < num_samples;
+      int tile_key = 0;
       int key0 = 0;
       float scale0 = 0.0f;
       float scale1 = 0.0f;
       if (!sample) {
-        key0 = ranges.first_key +
-               tile_order::key_tile(ranges.order, tile - num_samples) * kTileKeys + row0;
+        tile_key =
+            ranges.first_key + tile_order::key_tile(ranges.order, tile - num_samples) * kTileKeys;
+        key0 = tile_key + row0;
         if (key0 < args.num_keys) scale0 = __ldg(args.kv_scale + key0);
         if (key0 + 8 < args.num_keys) scale1 = __ldg(args.kv_scale + key0 + 8);
       }
+      // Every key of the tile inside every query's range (then all of them are below S).
+      const bool inside_all = !sample && tile_key >= ranges.inner_begin &&
+                              tile_key + kTileKeys <= ranges.inner_end;
       sm90::mbarrier_wait(&s.kv_full[stage], (iter / kKvStages) & 1);
       int key1 = key0 + 8;
       if (sample) {
@@ -425,7 +441,7 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
           scores1[bq] += __shfl_xor_sync(0xffffffffu, scores1[bq], 2);
         }
         epilogue.consume_bank(iter, row0, bank * S::kBankQueries, scores0, scores1, key0, key1,
-                              quad_lane);
+                              quad_lane, inside_all);
       }
       epilogue.end_tile(iter);
     }

@@ -27,34 +27,38 @@ struct LogitsEpilogue {
   const CoreArgs& args;
   float* logits;
   int64_t stride;
-  // The block's rows (null past the last query) and ranges, kept in registers for the tiles.
-  float* rows[kQueries] = {};
-  int32_t begin[kQueries] = {};
-  int32_t end[kQueries] = {};
+  const QueryBlockRanges<kQueries>* ranges = nullptr;
+  int t0 = 0;
+  float* block_rows = nullptr;  // row t0
 
   __device__ void begin_query_block(int query_block, const QueryBlockRanges<kQueries>& r) {
-#pragma unroll
-    for (int qi = 0; qi < kQueries; ++qi) {
-      const int t = query_block * kQueries + qi;
-      rows[qi] = t < args.num_queries ? logits + int64_t{t} * stride : nullptr;
-      begin[qi] = r.begin[qi];
-      end[qi] = r.end[qi];
-    }
+    ranges = &r;
+    t0 = query_block * kQueries;
+    block_rows = logits + int64_t{t0} * stride;
   }
 
   template <int kBankQueries>
   __device__ __forceinline__ void consume_bank(uint32_t, int, int first_query,
                                                const float (&scores0)[kBankQueries],
                                                const float (&scores1)[kBankQueries], int key0,
-                                               int key1, int quad_lane) {
+                                               int key1, int quad_lane, bool inside_all) {
     const int key = quad_lane == 0 ? key0 : key1;
-    if (quad_lane > 1 || key >= args.num_keys) return;
+    if (quad_lane > 1) return;
+    float* column = block_rows + key;
+    if (inside_all) {
+#pragma unroll
+      for (int bq = 0; bq < kBankQueries; ++bq) {
+        column[(first_query + bq) * stride] = quad_lane == 0 ? scores0[bq] : scores1[bq];
+      }
+      return;
+    }
+    if (key >= args.num_keys) return;
 #pragma unroll
     for (int bq = 0; bq < kBankQueries; ++bq) {
       const int qi = first_query + bq;
-      if (rows[qi] == nullptr) return;
-      const bool inside = key >= begin[qi] && key < end[qi];
-      rows[qi][key] = inside ? (quad_lane == 0 ? scores0[bq] : scores1[bq]) : -INFINITY;
+      if (t0 + qi >= args.num_queries) return;
+      const bool inside = key >= ranges->begin[qi] && key < ranges->end[qi];
+      column[qi * stride] = inside ? (quad_lane == 0 ? scores0[bq] : scores1[bq]) : -INFINITY;
     }
   }
 

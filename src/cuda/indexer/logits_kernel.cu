@@ -5,7 +5,8 @@
 // Pipeline of logits_kernel (the scoring core of indexer_wgmma_sm90.cuh, one block per SM):
 // 1.-3. The core scores every key tile that meets some query of the block's ranges.
 // 4. Epilogue: quad lane 0 writes key0 and quad lane 1 writes key1 of each query row (a warp's
-//    eight rows make 32-byte segments), -inf outside the query's own range.
+//    eight rows make 32-byte segments), -inf outside the query's own range (with H = 32, a tile
+//    inside every query's range is stored without comparisons).
 // 5. The side warps write -inf over the keys the tiles do not cover, for every row of the block.
 #include <cuda_runtime_api.h>
 
@@ -45,7 +46,9 @@ struct LogitsEpilogue {
     const int key = quad_lane == 0 ? key0 : key1;
     if (quad_lane > 1) return;
     float* column = block_rows + key;
-    if (inside_all) {
+    // Unchecked stores for the tiles inside every range, with 4 queries a bank (H = 32) only: with
+    // 2 (H = 64) they made the kernel slower (docs/BENCHMARKS.md).
+    if (kBankQueries > 2 && inside_all) {
 #pragma unroll
       for (int bq = 0; bq < kBankQueries; ++bq) {
         column[(first_query + bq) * stride] = quad_lane == 0 ? scores0[bq] : scores1[bq];

@@ -9,9 +9,16 @@ namespace litetopk::heuristics {
 
 IndexerAlgo choose_indexer_algo(const IndexerProblem& problem) {
   // ks and ke are device memory, so S stands for the ranges' lengths.
-  constexpr int64_t kFusedFromKeysPerK = 128;
+  constexpr int64_t kFusedFromKeysPerK = 256;
   return problem.num_keys >= kFusedFromKeysPerK * problem.k ? IndexerAlgo::kFused
                                                            : IndexerAlgo::kUnfused;
+}
+
+int logits_math_groups(const IndexerProblem& problem) {
+  constexpr int64_t kFourGroupsUpToPairs = int64_t{1} << 29;
+  return problem.num_heads == 32 || problem.num_queries * problem.num_keys <= kFourGroupsUpToPairs
+             ? 4
+             : 2;
 }
 
 int32_t cold_sample_tiles(const IndexerProblem& problem, int tile_keys) {

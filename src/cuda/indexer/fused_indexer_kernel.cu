@@ -59,6 +59,9 @@ namespace {
 
 using sm90core::CoreArgs;
 using sm90core::kTileKeys;
+// Two math warpgroups, each both banks of its tiles: the side warps keep 72 registers for the
+// filter and the lists.
+using FusedRoles = sm90core::Roles<2>;
 using sm90core::QueryBlockRanges;
 
 constexpr int kRingStages = 16;
@@ -464,7 +467,7 @@ struct TopkEpilogue {
 };
 
 template <int kHeads>
-__global__ void __launch_bounds__(sm90core::kThreads, 1)
+__global__ void __launch_bounds__(FusedRoles::kThreads, 1)
     fused_indexer_kernel(const __grid_constant__ CUtensorMap q_map,
                          const __grid_constant__ CUtensorMap kv_map, const CoreArgs args,
                          const FusedArgs fused) {
@@ -474,7 +477,7 @@ __global__ void __launch_bounds__(sm90core::kThreads, 1)
   auto& sh = *reinterpret_cast<FusedShared<kQueries>*>(shared_raw + sizeof(core));
   if (threadIdx.x == 0) sh.init();  // published by the core's barrier-init fence and barrier
   TopkEpilogue<kQueries> epilogue{args, fused, sh};
-  sm90core::run_core<kHeads>(&q_map, &kv_map, args, core, epilogue);
+  sm90core::run_core<kHeads, FusedRoles::kMathGroups>(&q_map, &kv_map, args, core, epilogue);
 }
 
 // The speculative launch over every query block, then the retry launch over the listed ones.
@@ -500,7 +503,7 @@ Status launch(const IndexerProblem& problem, const FusedPlan& plan, uint64_t* li
                   plan.counters,
                   retry};
   auto run = [&]() -> Status {
-    kernel<<<core.blocks, sm90core::kThreads, smem, stream>>>(core.q_map, core.kv_map, core.args,
+    kernel<<<core.blocks, FusedRoles::kThreads, smem, stream>>>(core.q_map, core.kv_map, core.args,
                                                               fused);
     LITETOPK_CUDA_TRY(cudaPeekAtLastError());
     return Status::ok();

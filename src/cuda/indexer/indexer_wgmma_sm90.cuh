@@ -39,17 +39,30 @@ constexpr int kHeadDim = 128;
 constexpr int kTileKeys = 64;
 constexpr int kKvStages = 8;
 constexpr int kQStages = 2;
-constexpr int kMathGroups = 2;
-constexpr int kMathThreads = kMathGroups * 128;
-constexpr int kThreads = kMathThreads + 128;
 constexpr int kBankColumns = 128;
-constexpr int kProducerRegisters = 72;
-constexpr int kMathRegisters = 216;
-// setmaxnreg moves registers only within the block's launch allocation (65536 / 384 threads,
-// rounded down to 8: 168 each); asking for more would stall the math warpgroups forever.
-static_assert(128 * kProducerRegisters + kMathThreads * kMathRegisters <=
-                  kThreads * (65536 / kThreads / 8 * 8),
-              "register split beyond the launch allocation");
+
+// The block's warp roles: kGroups math warpgroups, then the producer warpgroup (the producer warp
+// and three side warps), and the register split setmaxnreg applies (within the block's launch
+// allocation, 65536 / kThreads rounded down to 8 per thread; asking for more would stall the math
+// warpgroups forever).
+// - 2 math warpgroups take alternate tiles, each both banks of a tile (216 registers: 128
+//   accumulators and 64 weights). The fused kernel, whose side warps need 72 registers.
+// - 4 math warpgroups in two pairs: a pair takes alternate tiles, its warpgroups one bank each
+//   (112 registers: 64 accumulators and 32 weights), for twice the warps to hide the wgmma
+//   latency; the producer warpgroup keeps 32 registers. The logits kernel.
+template <int kGroups>
+struct Roles {
+  static constexpr int kMathGroups = kGroups;
+  static constexpr int kMathThreads = kGroups * 128;
+  static constexpr int kThreads = kMathThreads + 128;
+  static constexpr int kMathRegisters = kGroups == 2 ? 216 : 112;
+  static constexpr int kProducerRegisters = kGroups == 2 ? 72 : 32;
+  static constexpr int kWarpsPerTile = kGroups == 2 ? 4 : 8;  // the warps that release a stage
+  static_assert(kGroups == 2 || kGroups == 4, "2 or 4 math warpgroups");
+  static_assert(128 * kProducerRegisters + kMathThreads * kMathRegisters <=
+                    kThreads * (65536 / kThreads / 8 * 8),
+                "register split beyond the launch allocation");
+};
 
 template <int kHeads>
 struct Shape {
@@ -211,33 +224,261 @@ __device__ __forceinline__ float relu_keep_nan(float x) {
   return y;
 }
 
+// 2. Math with 2 warpgroups: alternate tiles, both banks of each (the epilogue of bank 0 runs
+// while bank 1 is still in the tensor cores).
+template <int kHeads>
+using BankWeights = float[Shape<kHeads>::kBankQueries][Shape<kHeads>::kWeightsPerQuery];
+
+// This thread's head weights of a bank's queries: heads 8 j + 2 p and 8 j + 2 p + 1 (p: the quad
+// lane) at 2 j and 2 j + 1, the columns of its accumulators.
+template <int kHeads>
+__device__ __forceinline__ void load_bank_weights(const float* block_weights, int bank,
+                                                  int quad_lane, BankWeights<kHeads>& weights) {
+  using S = Shape<kHeads>;
+#pragma unroll
+  for (int bq = 0; bq < S::kBankQueries; ++bq) {
+#pragma unroll
+    for (int j = 0; j < kHeads / 8; ++j) {
+      const float2 w = *reinterpret_cast<const float2*>(
+          &block_weights[(bank * S::kBankQueries + bq) * kHeads + j * 8 + quad_lane * 2]);
+      weights[bq][2 * j] = w.x;
+      weights[bq][2 * j + 1] = w.y;
+    }
+  }
+}
+
+// Issues a bank's 4 wgmma steps over the head dimension as one commit group: 64 keys (the stage
+// at descriptor low word kv_low) x 128 query-head columns (at q_low); + 2 per 32 bytes of K.
+__device__ __forceinline__ void issue_bank(float (&acc)[64], uint32_t kv_low, uint32_t q_low) {
+  sm90::fence_accumulators(acc);
+  sm90::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kHeadDim / 32; ++kk) {
+    sm90::wgmma_m64n128k32_e4m3(acc, sm90::swizzled_descriptor(kv_low + kk * 2),
+                                sm90::swizzled_descriptor(q_low + kk * 2), kk > 0);
+  }
+  sm90::wgmma_commit();
+}
+
+// 3. The head sums of a bank's queries for the thread's key rows row0 and row0 + 8 (all of them
+// before the epilogue sees any, so that the shuffle latencies overlap). DeepGEMM's fp32 order, so
+// that the logits are bit-identical to its fp8_mqa_logits: per key row, the even and the odd heads
+// of the thread's columns in one chain each (column group 1's product, group 0's FMA onto it,
+// then the FMAs of groups 2, 3, ... in order: what nvcc makes of a product followed by
+// += products), their sum times kv_scale, then the sums of lanes 1 and 2 apart.
+template <int kHeads>
+__device__ __forceinline__ void head_sums(const float (&acc)[64],
+                                          const BankWeights<kHeads>& weights, float scale0,
+                                          float scale1,
+                                          float (&scores0)[Shape<kHeads>::kBankQueries],
+                                          float (&scores1)[Shape<kHeads>::kBankQueries]) {
+  using S = Shape<kHeads>;
+#pragma unroll
+  for (int bq = 0; bq < S::kBankQueries; ++bq) {
+    float sum0[2];
+    float sum1[2];
+#pragma unroll
+    for (int j = 1; j < kHeads / 8; ++j) {
+      const int c = (bq * kHeads / 8 + j) * 4;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float w = weights[bq][2 * j + h];
+        const float x0 = relu_keep_nan(acc[c + h]);
+        const float x1 = relu_keep_nan(acc[c + 2 + h]);
+        if (j == 1) {
+          const int c0 = bq * kHeads / 8 * 4;
+          const float w0 = weights[bq][h];
+          sum0[h] = fmaf(relu_keep_nan(acc[c0 + h]), w0, x0 * w);
+          sum1[h] = fmaf(relu_keep_nan(acc[c0 + 2 + h]), w0, x1 * w);
+        } else {
+          sum0[h] = fmaf(x0, w, sum0[h]);
+          sum1[h] = fmaf(x1, w, sum1[h]);
+        }
+      }
+    }
+    scores0[bq] = (sum0[0] + sum0[1]) * scale0;
+    scores1[bq] = (sum1[0] + sum1[1]) * scale1;
+  }
+#pragma unroll
+  for (int bq = 0; bq < S::kBankQueries; ++bq) {
+    scores0[bq] += __shfl_xor_sync(0xffffffffu, scores0[bq], 1);
+    scores1[bq] += __shfl_xor_sync(0xffffffffu, scores1[bq], 1);
+  }
+#pragma unroll
+  for (int bq = 0; bq < S::kBankQueries; ++bq) {
+    scores0[bq] += __shfl_xor_sync(0xffffffffu, scores0[bq], 2);
+    scores1[bq] += __shfl_xor_sync(0xffffffffu, scores1[bq], 2);
+  }
+}
+
+// 2. Math with 2 warpgroups: alternate tiles, both banks of each (the epilogue of bank 0 runs
+// while bank 1 is still in the tensor cores).
+template <int kHeads, class Epilogue>
+__device__ __forceinline__ void run_math_two_banks(const CoreArgs& args, CoreStorage<kHeads>& s,
+                                                   Epilogue& epilogue, int warp, int lane) {
+  using S = Shape<kHeads>;
+  const int blocks = query_block_count(args);
+  // Broadcast from lane 0 so that the compiler knows it is warp-uniform: the tile walk and the
+  // wgmma descriptors then stay in uniform registers.
+  const int group = __shfl_sync(0xffffffffu, warp / 4, 0);
+  const int row0 = (warp % 4) * 16 + lane / 4;
+  const int quad_lane = lane % 4;
+  const uint32_t kv_low0 = sm90::swizzled_descriptor_low(s.kv[0]);
+  const uint32_t q_low0 = sm90::swizzled_descriptor_low(s.q[0]);
+  constexpr uint32_t kBankLow = kBankColumns * kHeadDim / 16;
+  uint32_t kv_base = 0;
+  int it = 0;
+  for (int i = blockIdx.x; i < blocks; i += gridDim.x, ++it) {
+    const int qb = query_block_at(args, i);
+    const int slot = it % kQStages;
+    sm90::mbarrier_wait(&s.q_full[slot], (it / kQStages) & 1);
+    const QueryBlockRanges<S::kQueries>& ranges = s.ranges[slot];
+    const int num_samples = ranges.num_sample_tiles;
+    const int num_tiles = num_samples + ranges.num_tiles;
+    BankWeights<kHeads> weights[2];
+    load_bank_weights<kHeads>(s.weights[slot], 0, quad_lane, weights[0]);
+    load_bank_weights<kHeads>(s.weights[slot], 1, quad_lane, weights[1]);
+    epilogue.begin_query_block(qb, ranges);
+    for (int tile = group; tile < num_tiles; tile += 2) {
+      const uint32_t iter = kv_base + static_cast<uint32_t>(tile);
+      const uint32_t stage = iter % kKvStages;
+      // A key tile's keys and scales are known before its data lands; a sample tile's after.
+      const bool sample = tile < num_samples;
+      int tile_key = 0;
+      int key0 = 0;
+      float scale0 = 0.0f;
+      float scale1 = 0.0f;
+      if (!sample) {
+        tile_key =
+            ranges.first_key + tile_order::key_tile(ranges.order, tile - num_samples) * kTileKeys;
+        key0 = tile_key + row0;
+        if (key0 < args.num_keys) scale0 = __ldg(args.kv_scale + key0);
+        if (key0 + 8 < args.num_keys) scale1 = __ldg(args.kv_scale + key0 + 8);
+      }
+      // Every key of the tile inside every query's range (then all of them are below S).
+      const bool inside_all = !sample && tile_key >= ranges.inner_begin &&
+                              tile_key + kTileKeys <= ranges.inner_end;
+      sm90::mbarrier_wait(&s.kv_full[stage], (iter / kKvStages) & 1);
+      int key1 = key0 + 8;
+      if (sample) {
+        key0 = s.sample_keys[stage][row0];
+        key1 = s.sample_keys[stage][row0 + 8];
+        if (key0 >= 0 && key0 < args.num_keys) scale0 = __ldg(args.kv_scale + key0);
+        if (key1 >= 0 && key1 < args.num_keys) scale1 = __ldg(args.kv_scale + key1);
+      }
+      // The operands' descriptors: low words from stage 0's, 16-byte units.
+      const uint32_t kv_low = kv_low0 + stage * (kTileKeys * kHeadDim / 16);
+      const uint32_t q_low = q_low0 + static_cast<uint32_t>(slot) * (S::kQRows * kHeadDim / 16);
+      float acc[2][64];
+      issue_bank(acc[0], kv_low, q_low);
+      issue_bank(acc[1], kv_low, q_low + kBankLow);
+#pragma unroll
+      for (int bank = 0; bank < 2; ++bank) {
+        if (bank == 0) {
+          sm90::wgmma_wait<1>();
+        } else {
+          sm90::wgmma_wait<0>();
+          if (lane == 0) sm90::mbarrier_arrive(&s.kv_empty[stage]);
+        }
+        sm90::fence_accumulators(acc[bank]);
+        float scores0[S::kBankQueries];
+        float scores1[S::kBankQueries];
+        head_sums<kHeads>(acc[bank], weights[bank], scale0, scale1, scores0, scores1);
+        epilogue.consume_bank(iter, row0, bank * S::kBankQueries, scores0, scores1, key0, key1,
+                              quad_lane, inside_all);
+      }
+      epilogue.end_tile(iter);
+    }
+    kv_base += static_cast<uint32_t>(num_tiles);
+    if (lane == 0) sm90::mbarrier_arrive(&s.q_empty[slot]);
+  }
+}
+
+// 2. Math with 4 warpgroups in two pairs: pair p takes tiles p, p + 2, ...; its warpgroup b bank b
+// of each. Key tiles only (no hot sample: the logits kernel); a key's scale is read at
+// min(key, S - 1), its score never stored past S.
+template <int kHeads, class Epilogue>
+__device__ __forceinline__ void run_math_pairs(const CoreArgs& args, CoreStorage<kHeads>& s,
+                                               Epilogue& epilogue, int warp, int lane) {
+  using S = Shape<kHeads>;
+  const int blocks = query_block_count(args);
+  const int group = __shfl_sync(0xffffffffu, warp / 4, 0);  // warp-uniform, as above
+  const int pair = group / 2;
+  const int bank = group % 2;
+  const int row0 = (warp % 4) * 16 + lane / 4;
+  const int quad_lane = lane % 4;
+  const uint32_t kv_low0 = sm90::swizzled_descriptor_low(s.kv[0]);
+  const uint32_t q_low0 = sm90::swizzled_descriptor_low(s.q[0]) +
+                          static_cast<uint32_t>(bank) * (kBankColumns * kHeadDim / 16);
+  const int last_key = args.num_keys - 1;
+  uint32_t kv_base = 0;
+  int it = 0;
+  for (int i = blockIdx.x; i < blocks; i += gridDim.x, ++it) {
+    const int qb = query_block_at(args, i);
+    const int slot = it % kQStages;
+    sm90::mbarrier_wait(&s.q_full[slot], (it / kQStages) & 1);
+    const QueryBlockRanges<S::kQueries>& ranges = s.ranges[slot];
+    const int num_tiles = ranges.num_tiles;
+    BankWeights<kHeads> weights;
+    load_bank_weights<kHeads>(s.weights[slot], bank, quad_lane, weights);
+    const uint32_t q_low = q_low0 + static_cast<uint32_t>(slot) * (S::kQRows * kHeadDim / 16);
+    epilogue.begin_query_block(qb, ranges);
+    for (int tile = pair; tile < num_tiles; tile += 2) {
+      const uint32_t iter = kv_base + static_cast<uint32_t>(tile);
+      const uint32_t stage = iter % kKvStages;
+      const int tile_key =
+          ranges.first_key + tile_order::key_tile(ranges.order, tile) * kTileKeys;
+      const int key0 = tile_key + row0;
+      const float scale0 = __ldg(args.kv_scale + min(key0, last_key));
+      const float scale1 = __ldg(args.kv_scale + min(key0 + 8, last_key));
+      const bool inside_all =
+          tile_key >= ranges.inner_begin && tile_key + kTileKeys <= ranges.inner_end;
+      sm90::mbarrier_wait(&s.kv_full[stage], (iter / kKvStages) & 1);
+      float acc[64];
+      issue_bank(acc, kv_low0 + stage * (kTileKeys * kHeadDim / 16), q_low);
+      sm90::wgmma_wait<0>();
+      if (lane == 0) sm90::mbarrier_arrive(&s.kv_empty[stage]);
+      sm90::fence_accumulators(acc);
+      float scores0[S::kBankQueries];
+      float scores1[S::kBankQueries];
+      head_sums<kHeads>(acc, weights, scale0, scale1, scores0, scores1);
+      epilogue.consume_bank(iter, row0, bank * S::kBankQueries, scores0, scores1, key0, key0 + 8,
+                            quad_lane, inside_all);
+      epilogue.end_tile(iter);
+    }
+    kv_base += static_cast<uint32_t>(num_tiles);
+    if (lane == 0) sm90::mbarrier_arrive(&s.q_empty[slot]);
+  }
+}
+
 // The kernel body. Epilogue: constructed per thread from (epilogue args, its shared storage); its
 // hooks are called by the math threads (begin_query_block; consume_bank and end_tile with the
 // tile's iteration, counted over the block's query blocks) and by the side warps (side_work).
-template <int kHeads, class Epilogue>
+template <int kHeads, int kGroups, class Epilogue>
 __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtensorMap* kv_map,
                                          const CoreArgs& args, CoreStorage<kHeads>& s,
                                          Epilogue& epilogue) {
   using S = Shape<kHeads>;
+  using R = Roles<kGroups>;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int blocks = query_block_count(args);
   if (threadIdx.x == 0) {
     for (int i = 0; i < kQStages; ++i) {
       sm90::mbarrier_init(&s.q_full[i], 32);  // every producer lane publishes its stores
-      sm90::mbarrier_init(&s.q_empty[i], kMathThreads / 32);
+      sm90::mbarrier_init(&s.q_empty[i], R::kMathThreads / 32);
     }
     for (int i = 0; i < kKvStages; ++i) {
       sm90::mbarrier_init(&s.kv_full[i], 32);  // every producer lane (sample tiles are gathered)
-      sm90::mbarrier_init(&s.kv_empty[i], 4);
+      sm90::mbarrier_init(&s.kv_empty[i], R::kWarpsPerTile);
     }
     sm90::fence_barrier_init();
   }
   __syncthreads();
 
-  if (warp >= kMathThreads / 32) {
-    sm90::warpgroup_registers_decrease<kProducerRegisters>();
-    if (warp == kMathThreads / 32) {
+  if (warp >= R::kMathThreads / 32) {
+    sm90::warpgroup_registers_decrease<R::kProducerRegisters>();
+    if (warp == R::kMathThreads / 32) {
       // 1. The producer.
       if (lane == 0) {
         sm90::prefetch_tensor_map(q_map);
@@ -301,7 +542,7 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
       }
     } else {
       // 4. The side warps.
-      const int side_thread = static_cast<int>(threadIdx.x) - kMathThreads - 32;
+      const int side_thread = static_cast<int>(threadIdx.x) - R::kMathThreads - 32;
       for (int i = blockIdx.x; i < blocks; i += gridDim.x) {
         const int qb = query_block_at(args, i);
         QueryBlockRanges<S::kQueries> ranges;
@@ -313,140 +554,11 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
   }
 
   // 2. The math warpgroups.
-  sm90::warpgroup_registers_increase<kMathRegisters>();
-  // Broadcast from lane 0 so that the compiler knows it is warp-uniform: the tile walk and the
-  // wgmma descriptors then stay in uniform registers.
-  const int group = __shfl_sync(0xffffffffu, warp / 4, 0);
-  const int row0 = (warp % 4) * 16 + lane / 4;
-  const int quad_lane = lane % 4;
-  const uint32_t kv_low0 = sm90::swizzled_descriptor_low(s.kv[0]);
-  const uint32_t q_low0 = sm90::swizzled_descriptor_low(s.q[0]);
-  constexpr uint32_t kBankLow = kBankColumns * kHeadDim / 16;
-  uint32_t kv_base = 0;
-  int it = 0;
-  for (int i = blockIdx.x; i < blocks; i += gridDim.x, ++it) {
-    const int qb = query_block_at(args, i);
-    const int slot = it % kQStages;
-    sm90::mbarrier_wait(&s.q_full[slot], (it / kQStages) & 1);
-    const QueryBlockRanges<S::kQueries>& ranges = s.ranges[slot];
-    const int num_samples = ranges.num_sample_tiles;
-    const int num_tiles = num_samples + ranges.num_tiles;
-    float weights[S::kQueries][S::kWeightsPerQuery];
-#pragma unroll
-    for (int qi = 0; qi < S::kQueries; ++qi) {
-#pragma unroll
-      for (int j = 0; j < kHeads / 8; ++j) {
-        const float2 w = *reinterpret_cast<const float2*>(
-            &s.weights[slot][qi * kHeads + j * 8 + quad_lane * 2]);
-        weights[qi][2 * j] = w.x;
-        weights[qi][2 * j + 1] = w.y;
-      }
-    }
-    epilogue.begin_query_block(qb, ranges);
-    for (int tile = group; tile < num_tiles; tile += kMathGroups) {
-      const uint32_t iter = kv_base + static_cast<uint32_t>(tile);
-      const uint32_t stage = iter % kKvStages;
-      // A key tile's keys and scales are known before its data lands; a sample tile's after.
-      const bool sample = tile < num_samples;
-      int tile_key = 0;
-      int key0 = 0;
-      float scale0 = 0.0f;
-      float scale1 = 0.0f;
-      if (!sample) {
-        tile_key =
-            ranges.first_key + tile_order::key_tile(ranges.order, tile - num_samples) * kTileKeys;
-        key0 = tile_key + row0;
-        if (key0 < args.num_keys) scale0 = __ldg(args.kv_scale + key0);
-        if (key0 + 8 < args.num_keys) scale1 = __ldg(args.kv_scale + key0 + 8);
-      }
-      // Every key of the tile inside every query's range (then all of them are below S).
-      const bool inside_all = !sample && tile_key >= ranges.inner_begin &&
-                              tile_key + kTileKeys <= ranges.inner_end;
-      sm90::mbarrier_wait(&s.kv_full[stage], (iter / kKvStages) & 1);
-      int key1 = key0 + 8;
-      if (sample) {
-        key0 = s.sample_keys[stage][row0];
-        key1 = s.sample_keys[stage][row0 + 8];
-        if (key0 >= 0 && key0 < args.num_keys) scale0 = __ldg(args.kv_scale + key0);
-        if (key1 >= 0 && key1 < args.num_keys) scale1 = __ldg(args.kv_scale + key1);
-      }
-      // The operands' descriptors: low words from stage 0's, 16-byte units (kk * 32 bytes: + 2).
-      const uint32_t kv_low = kv_low0 + stage * (kTileKeys * kHeadDim / 16);
-      const uint32_t q_low = q_low0 + static_cast<uint32_t>(slot) * (S::kQRows * kHeadDim / 16);
-      float acc[2][64];
-#pragma unroll
-      for (int bank = 0; bank < 2; ++bank) {
-        sm90::fence_accumulators(acc[bank]);
-        sm90::wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < kHeadDim / 32; ++kk) {
-          sm90::wgmma_m64n128k32_e4m3(acc[bank], sm90::swizzled_descriptor(kv_low + kk * 2),
-                                      sm90::swizzled_descriptor(q_low + bank * kBankLow + kk * 2),
-                                      kk > 0);
-        }
-        sm90::wgmma_commit();
-      }
-#pragma unroll
-      for (int bank = 0; bank < 2; ++bank) {
-        if (bank == 0) {
-          sm90::wgmma_wait<1>();
-        } else {
-          sm90::wgmma_wait<0>();
-          if (lane == 0) sm90::mbarrier_arrive(&s.kv_empty[stage]);
-        }
-        sm90::fence_accumulators(acc[bank]);
-        // 3. Head sums of the bank's queries (all of them before the epilogue sees any, so that
-        // the shuffle latencies overlap). DeepGEMM's fp32 order, so that the logits are
-        // bit-identical to its fp8_mqa_logits: per key row, the even and the odd heads of the
-        // thread's columns in one chain each (column group 1's product, group 0's FMA onto it,
-        // then the FMAs of groups 2, 3, ... in order: what nvcc makes of a product followed by
-        // += products), their sum times kv_scale, then the sums of lanes 1 and 2 apart.
-        float scores0[S::kBankQueries];
-        float scores1[S::kBankQueries];
-#pragma unroll
-        for (int bq = 0; bq < S::kBankQueries; ++bq) {
-          const int qi = bank * S::kBankQueries + bq;
-          float sum0[2];
-          float sum1[2];
-#pragma unroll
-          for (int j = 1; j < kHeads / 8; ++j) {
-            const int c = (bq * kHeads / 8 + j) * 4;
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const float w = weights[qi][2 * j + h];
-              const float x0 = relu_keep_nan(acc[bank][c + h]);
-              const float x1 = relu_keep_nan(acc[bank][c + 2 + h]);
-              if (j == 1) {
-                const int c0 = bq * kHeads / 8 * 4;
-                const float w0 = weights[qi][h];
-                sum0[h] = fmaf(relu_keep_nan(acc[bank][c0 + h]), w0, x0 * w);
-                sum1[h] = fmaf(relu_keep_nan(acc[bank][c0 + 2 + h]), w0, x1 * w);
-              } else {
-                sum0[h] = fmaf(x0, w, sum0[h]);
-                sum1[h] = fmaf(x1, w, sum1[h]);
-              }
-            }
-          }
-          scores0[bq] = (sum0[0] + sum0[1]) * scale0;
-          scores1[bq] = (sum1[0] + sum1[1]) * scale1;
-        }
-#pragma unroll
-        for (int bq = 0; bq < S::kBankQueries; ++bq) {
-          scores0[bq] += __shfl_xor_sync(0xffffffffu, scores0[bq], 1);
-          scores1[bq] += __shfl_xor_sync(0xffffffffu, scores1[bq], 1);
-        }
-#pragma unroll
-        for (int bq = 0; bq < S::kBankQueries; ++bq) {
-          scores0[bq] += __shfl_xor_sync(0xffffffffu, scores0[bq], 2);
-          scores1[bq] += __shfl_xor_sync(0xffffffffu, scores1[bq], 2);
-        }
-        epilogue.consume_bank(iter, row0, bank * S::kBankQueries, scores0, scores1, key0, key1,
-                              quad_lane, inside_all);
-      }
-      epilogue.end_tile(iter);
-    }
-    kv_base += static_cast<uint32_t>(num_tiles);
-    if (lane == 0) sm90::mbarrier_arrive(&s.q_empty[slot]);
+  sm90::warpgroup_registers_increase<R::kMathRegisters>();
+  if constexpr (kGroups == 2) {
+    run_math_two_banks<kHeads>(args, s, epilogue, warp, lane);
+  } else {
+    run_math_pairs<kHeads>(args, s, epilogue, warp, lane);
   }
 }
 

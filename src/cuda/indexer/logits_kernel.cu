@@ -15,6 +15,7 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/indexer/indexer_kernels.h"
 #include "cuda/indexer/indexer_wgmma_sm90.cuh"
+#include "heuristics/indexer_heuristics.h"
 
 namespace litetopk::cuda_indexer {
 namespace {
@@ -84,26 +85,29 @@ struct LogitsEpilogue {
   }
 };
 
-template <int kHeads>
-__global__ void __launch_bounds__(sm90core::kThreads, 1)
+// kGroups math warpgroups (sm90core::Roles): 4 give twice the warps to hide the wgmma latency
+// (the side warps only write -inf, so the producer warpgroup can give up its registers), 2 keep
+// both banks of a tile in one warpgroup; heuristics::logits_math_groups picks.
+template <int kHeads, int kGroups>
+__global__ void __launch_bounds__(sm90core::Roles<kGroups>::kThreads, 1)
     logits_kernel(const __grid_constant__ CUtensorMap q_map,
                   const __grid_constant__ CUtensorMap kv_map, const CoreArgs args, float* logits,
                   int64_t stride) {
   extern __shared__ __align__(1024) unsigned char shared_raw[];
   auto& storage = *reinterpret_cast<sm90core::CoreStorage<kHeads>*>(shared_raw);
   LogitsEpilogue<sm90core::Shape<kHeads>::kQueries> epilogue{args, logits, stride};
-  sm90core::run_core<kHeads>(&q_map, &kv_map, args, storage, epilogue);
+  sm90core::run_core<kHeads, kGroups>(&q_map, &kv_map, args, storage, epilogue);
 }
 
-template <int kHeads>
+template <int kHeads, int kGroups>
 Status launch(const IndexerProblem& problem, float* logits, int64_t stride, cudaStream_t stream) {
   CoreLaunch core;
   if (Status s = prepare_core_launch(problem, &core); !s) return s;
-  auto kernel = logits_kernel<kHeads>;
+  auto kernel = logits_kernel<kHeads, kGroups>;
   const int smem = static_cast<int>(sizeof(sm90core::CoreStorage<kHeads>));
   LITETOPK_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  kernel<<<core.blocks, sm90core::kThreads, smem, stream>>>(core.q_map, core.kv_map, core.args,
-                                                            logits, stride);
+  kernel<<<core.blocks, sm90core::Roles<kGroups>::kThreads, smem, stream>>>(
+      core.q_map, core.kv_map, core.args, logits, stride);
   LITETOPK_CUDA_TRY(cudaPeekAtLastError());
   return Status::ok();
 }
@@ -113,8 +117,10 @@ Status launch(const IndexerProblem& problem, float* logits, int64_t stride, cuda
 Status launch_logits(const IndexerProblem& problem, float* logits, int64_t logits_stride,
                      cudaStream_t stream) {
   if (problem.num_queries == 0 || problem.num_keys == 0) return Status::ok();
-  return problem.num_heads == 64 ? launch<64>(problem, logits, logits_stride, stream)
-                                 : launch<32>(problem, logits, logits_stride, stream);
+  if (problem.num_heads == 32) return launch<32, 4>(problem, logits, logits_stride, stream);
+  return heuristics::logits_math_groups(problem) == 4
+             ? launch<64, 4>(problem, logits, logits_stride, stream)
+             : launch<64, 2>(problem, logits, logits_stride, stream);
 }
 
 }  // namespace litetopk::cuda_indexer

@@ -3,8 +3,11 @@
 Every op has a schema, a fake (meta) implementation for torch.compile and fake tensors, and one
 real implementation registered for CUDA and CPU: CUDA tensors run the GPU kernels on the current
 stream with a workspace taken from torch's caching allocator (nothing else is allocated, nothing
-synchronizes, so the ops can be captured in a CUDA graph); CPU tensors run the CPU backend (the
-references). The `_out` variants write into tensors the caller preallocated.
+synchronizes, so the ops can be captured in a CUDA graph; eager calls on the default stream keep
+one workspace of up to 16 MiB per device and thread instead of allocating one per call); CPU
+tensors run the CPU backend (the references). The `_out` variants write into tensors the caller
+preallocated. A CUDA call checks its arguments and sizes its workspace once per signature (shapes,
+strides, dtypes, devices, scalars); later calls of the signature only read addresses and launch.
 
   topk(scores, k, row_starts=None, row_ends=None, largest=True, sorted=False,
        deterministic=False) -> (indices [B, k] int32, values [B, k])
@@ -24,6 +27,7 @@ The module-level functions `fp8_mqa_logits(q, (kv, kv_scale), weights, ks, ke, .
 engine swaps one import (docs/integration.md).
 """
 import contextlib
+import threading
 
 import torch
 
@@ -31,8 +35,8 @@ from . import _problems as P
 from ._ext import ext
 
 __all__ = [
-    "topk", "topk_plan", "fp8_mqa_logits", "fp8_mqa_topk", "fp8_mqa_topk_plan", "IndexerState", "SparseKvCache",
-    "sparse_kv_append", "sparse_kv_from_dense", "sparse_decode", "dense_decode",
+    "topk", "topk_plan", "fp8_mqa_logits", "fp8_mqa_topk", "fp8_mqa_topk_plan", "IndexerState",
+    "SparseKvCache", "sparse_kv_append", "sparse_kv_from_dense", "sparse_decode", "dense_decode",
 ]
 
 _NAMES = {
@@ -51,7 +55,17 @@ def _opt(t):
     return None if t is None else _view(t)
 
 
+# ---------------------------------------------------------------- the eager CUDA path
+# Host time per call matters (the target is <= 5 us per op): a CUDA call validates its arguments
+# and sizes its workspace once per signature (every tensor's shape, strides, dtype and device, and
+# the scalar arguments: everything the checks and the size query read) and keeps the result as a
+# plan; later calls with the same signature only read the addresses and launch.
+
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+_current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+_capturing = (getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
+              or torch.cuda.is_current_stream_capturing)
+_thread = threading.get_ident
 
 
 def _stream(device):
@@ -64,20 +78,72 @@ def _stream(device):
 def _on(device):
     """The library launches on the current device: switch to the tensors' device (an index) when
     needed."""
-    if device == torch.cuda.current_device():
+    if device == _current_device():
         return contextlib.nullcontext()
     return torch.cuda.device(device)
 
 
-_workspace_sizes = {}
+def _meta(t):
+    """What the argument checks read of a tensor (None stays None)."""
+    return None if t is None else (t.shape, t.stride(), t.dtype, t.get_device())
 
 
-def _workspace(key, size_query, device):
-    """A uint8 workspace from torch's caching allocator; sizes are cached per problem shape."""
-    size = _workspace_sizes.get(key)
-    if size is None:
-        size = _workspace_sizes[key] = size_query()
-    return torch.empty(max(size, 1), dtype=torch.uint8, device=device), size
+def _ptr(t):
+    return 0 if t is None else t.data_ptr()
+
+
+_PLANS_MAX = 4096
+_plans = {}
+
+
+def _remember(key, plan):
+    if len(_plans) >= _PLANS_MAX:  # e.g. a new prefill chunk length per call: start over
+        _plans.clear()
+    _plans[key] = plan
+    return plan
+
+
+def _launch(device, launch, *args):
+    """launch(*args) with CUDA device `device` current (the library launches on the current
+    device)."""
+    if device == _current_device():
+        return launch(*args)
+    with torch.cuda.device(device):
+        return launch(*args)
+
+
+def _empty_workspace(nbytes, device):
+    return torch.empty(nbytes, dtype=torch.uint8, device=device)
+
+
+# Eager calls on the default stream reuse one workspace per (device, thread): calls on one stream
+# run in order, so a call's kernels start after the previous call's are done with it, and a thread
+# enqueues all of a call's launches before its next call starts. Other streams (where CUDA graphs
+# are captured, and where torch.compile's CUDA graph trees run with their private memory pool),
+# calls under capture, and workspaces over the cap take one of their own from torch's caching
+# allocator per call.
+_SCRATCH_MAX_BYTES = 16 << 20
+_SCRATCH_MIN_BYTES = 64 << 10
+_SCRATCH_ENTRIES = 16
+_scratch = {}
+
+
+def _workspace(nbytes, device, stream):
+    """(address, owner) of nbytes of workspace for a launch on `stream` of device `device` (the
+    current device); keep the owner alive until the launch is enqueued."""
+    if nbytes == 0:
+        return 0, None
+    if stream == 0 and nbytes <= _SCRATCH_MAX_BYTES and not _capturing():
+        key = (device, _thread())
+        entry = _scratch.get(key)
+        if entry is None or entry[1] < nbytes:
+            if entry is None and len(_scratch) >= _SCRATCH_ENTRIES:
+                del _scratch[next(iter(_scratch))]
+            owner = _empty_workspace(max(nbytes, _SCRATCH_MIN_BYTES), device)
+            entry = _scratch[key] = (owner.data_ptr(), owner.numel(), owner)
+        return entry[0], entry[2]
+    owner = _empty_workspace(nbytes, device)
+    return owner.data_ptr(), owner
 
 
 _lib = torch.library.Library("litetopk", "FRAGMENT")
@@ -93,29 +159,65 @@ def _register(schema, impl, fake):
 
 # ---------------------------------------------------------------- topk
 
-def _topk_out(scores, k, indices, values=None, row_starts=None, row_ends=None, largest=True,
-              sorted=False, deterministic=False, algo="auto"):
-    args = P.select_args(_view(scores), k, _opt(row_starts), _opt(row_ends), _view(indices),
-                         _opt(values), largest, sorted, deterministic)
+def _select_args(scores, k, indices, values, row_starts, row_ends, largest, sorted_,
+                 deterministic):
+    return P.select_args(_view(scores), k, _opt(row_starts), _opt(row_ends), _view(indices),
+                         _opt(values), largest, sorted_, deterministic)
+
+
+def _select_plan(args, algo):
+    """(select_topk, the problem's sizes and flags, the algorithm, workspace bytes) of one CUDA
+    signature; the size query validates the problem. "auto" is resolved here, so the call runs
+    the algorithm its workspace was sized for."""
     code = P.algo_code(P.SELECT_ALGOS, algo, "algo")
     lib = ext()
+    size = lib.select_topk_workspace_size(*args, code)
+    if code == P.SELECT_ALGOS["auto"]:
+        code = P.SELECT_ALGOS[lib.select_topk_dispatch(*args)]
+    return lib.select_topk, args[1:5], args[8], code, size
+
+
+def _select_launch(plan, device, scores, k, indices, values, row_starts, row_ends):
+    select, (dtype, batch, n, row_stride), flags, code, size = plan
+    stream = _stream(device)
+    workspace, owner = _workspace(size, device, stream)
+    select(scores.data_ptr(), dtype, batch, n, row_stride, _ptr(row_starts), _ptr(row_ends), k,
+           flags, indices.data_ptr(), _ptr(values), code, workspace, size, stream)
+
+
+def _select(scores, k, indices, values, row_starts, row_ends, largest, sorted_, deterministic,
+            algo, outputs):
+    """select_topk into indices/values; `outputs` is their part of the signature ("new" for
+    outputs _topk_fake made)."""
     device = scores.get_device()
     if device < 0:
-        lib.select_topk_cpu(*args, 1, 0)  # the CPU backend's fast path whatever algo says
+        args = _select_args(scores, k, indices, values, row_starts, row_ends, largest, sorted_,
+                            deterministic)
+        P.algo_code(P.SELECT_ALGOS, algo, "algo")
+        ext().select_topk_cpu(*args, 1, 0)  # the CPU backend's fast path whatever algo says
         return
-    key = ("select", device, args[1:5], bool(args[5]), bool(args[6]), k, args[8],
-           bool(args[10]), code)
-    with _on(device):
-        workspace, size = _workspace(key, lambda: lib.select_topk_workspace_size(*args, code),
-                                     device)
-        lib.select_topk(*args, code, workspace.data_ptr(), size, _stream(device))
+    key = ("select", _meta(scores), _meta(row_starts), _meta(row_ends), outputs, k, largest,
+           sorted_, deterministic, algo)
+    plan = _plans.get(key)
+    if plan is None:
+        args = _select_args(scores, k, indices, values, row_starts, row_ends, largest, sorted_,
+                            deterministic)
+        plan = _remember(key, _launch(device, _select_plan, args, algo))
+    _launch(device, _select_launch, plan, device, scores, k, indices, values, row_starts,
+            row_ends)
+
+
+def _topk_out(scores, k, indices, values=None, row_starts=None, row_ends=None, largest=True,
+              sorted=False, deterministic=False, algo="auto"):
+    _select(scores, k, indices, values, row_starts, row_ends, largest, sorted, deterministic, algo,
+            (_meta(indices), _meta(values)))
 
 
 def _topk(scores, k, row_starts=None, row_ends=None, largest=True, sorted=False,
           deterministic=False, algo="auto"):
     indices, values = _topk_fake(scores, k)
-    _topk_out(scores, k, indices, values, row_starts, row_ends, largest, sorted, deterministic,
-              algo)
+    _select(scores, k, indices, values, row_starts, row_ends, largest, sorted, deterministic, algo,
+            "new")
     return indices, values
 
 
@@ -140,17 +242,32 @@ def _indexer_problem(q, kv, kv_scale, weights, ks, ke, k, indices=None, values=N
                           _view(ke), k, _opt(indices), _opt(values))
 
 
+def _indexer_inputs(q, kv, kv_scale, weights, ks, ke):
+    return (q.data_ptr(), kv.data_ptr(), kv_scale.data_ptr(), weights.data_ptr(), ks.data_ptr(),
+            ke.data_ptr())
+
+
+def _logits_launch(plan, device, q, kv, kv_scale, weights, ks, ke, logits):
+    launch, sizes, stride = plan
+    launch(_indexer_inputs(q, kv, kv_scale, weights, ks, ke) + sizes + (0, 0), logits.data_ptr(),
+           stride, _stream(device))
+
+
 def _logits_out(q, kv, kv_scale, weights, cu_seqlen_ks, cu_seqlen_ke, logits):
-    problem = _indexer_problem(q, kv, kv_scale, weights, cu_seqlen_ks, cu_seqlen_ke, 1)
-    T, S = problem[6], problem[9]
     device = q.get_device()
-    stride = P.logits_stride(_view(logits), T, S, device)
-    lib = ext()
-    if device < 0:
-        lib.indexer_logits_cpu(problem, logits.data_ptr(), stride)
-        return
-    with _on(device):
-        lib.indexer_logits(problem, logits.data_ptr(), stride, _stream(device))
+    key = ("logits", _meta(q), _meta(kv), _meta(kv_scale), _meta(weights), _meta(cu_seqlen_ks),
+           _meta(cu_seqlen_ke), _meta(logits))
+    plan = None if device < 0 else _plans.get(key)
+    if plan is None:
+        problem = _indexer_problem(q, kv, kv_scale, weights, cu_seqlen_ks, cu_seqlen_ke, 1)
+        T, S = problem[6], problem[9]
+        stride = P.logits_stride(_view(logits), T, S, device)
+        if device < 0:
+            ext().indexer_logits_cpu(problem, logits.data_ptr(), stride)
+            return
+        plan = _remember(key, (ext().indexer_logits, problem[6:11], stride))
+    _launch(device, _logits_launch, plan, device, q, kv, kv_scale, weights, cu_seqlen_ks,
+            cu_seqlen_ke, logits)
 
 
 def _logits_fake(q, kv, *args):
@@ -170,25 +287,57 @@ _register("fp8_mqa_logits_out(Tensor q, Tensor kv, Tensor kv_scale, Tensor weigh
           _logits_out, lambda *args, **kwargs: None)
 
 
+def _state_args(state):
+    return (0, 0) if state is None else (state.data_ptr(), state.numel())
+
+
+def _indexer_plan(problem, code, state):
+    """(indexer_topk, the problem's sizes, the algorithm, the state's bytes, workspace bytes) of
+    one CUDA signature. The size query sees what the call will: the same problem and options,
+    the state included (with one, the call also writes its hot sample, from more workspace), and
+    "auto" resolved here, so the call runs the algorithm its workspace was sized for."""
+    lib = ext()
+    state_bytes = _state_args(state)[1]
+    size = lib.indexer_topk_workspace_size(problem, code, 0, True, *_state_args(state))
+    if code == P.INDEXER_ALGOS["auto"]:
+        code = P.INDEXER_ALGOS[lib.indexer_topk_dispatch(problem)]
+    return lib.indexer_topk, problem[6:11], code, state_bytes, size
+
+
+def _indexer_launch(plan, device, q, kv, kv_scale, weights, ks, ke, indices, values, state):
+    launch, sizes, code, state_bytes, size = plan
+    stream = _stream(device)
+    workspace, owner = _workspace(size, device, stream)
+    launch(_indexer_inputs(q, kv, kv_scale, weights, ks, ke) + sizes
+           + (indices.data_ptr(), _ptr(values)),
+           code, 0, True, _ptr(state), state_bytes, workspace, size, stream)
+
+
+def _indexer_select(q, kv, kv_scale, weights, ks, ke, k, indices, values, state, algo, outputs):
+    """indexer_topk into indices/values; `outputs` is their part of the signature ("new" for
+    outputs _mqa_topk_fake made)."""
+    device = q.get_device()
+    key = ("indexer", _meta(q), _meta(kv), _meta(kv_scale), _meta(weights), _meta(ks), _meta(ke),
+           k, outputs, _meta(state), algo)
+    plan = None if device < 0 else _plans.get(key)
+    if plan is None:
+        problem = _indexer_problem(q, kv, kv_scale, weights, ks, ke, k, indices, values)
+        code = P.algo_code(P.INDEXER_ALGOS, algo, "algo")
+        if state is not None:
+            P.check("state", _view(state), (None,), ("uint8",), device=device)
+        if device < 0:
+            # The reference needs no state (its result is the same).
+            ext().indexer_topk_cpu(problem)
+            return
+        plan = _remember(key, _launch(device, _indexer_plan, problem, code, state))
+    _launch(device, _indexer_launch, plan, device, q, kv, kv_scale, weights, ks, ke, indices,
+            values, state)
+
+
 def _mqa_topk_out(q, kv, kv_scale, weights, cu_seqlen_ks, cu_seqlen_ke, k, indices,
                   values=None, state=None, algo="auto"):
-    problem = _indexer_problem(q, kv, kv_scale, weights, cu_seqlen_ks, cu_seqlen_ke, k, indices,
-                               values)
-    code = P.algo_code(P.INDEXER_ALGOS, algo, "algo")
-    lib = ext()
-    device = q.get_device()
-    if state is not None:
-        P.check("state", _view(state), (None,), ("uint8",), device=device)
-    if device < 0:
-        lib.indexer_topk_cpu(problem)  # the reference needs no state (its result is the same)
-        return
-    key = ("indexer", device, problem[6:11], bool(problem[12]), code)
-    with _on(device):
-        workspace, size = _workspace(
-            key, lambda: lib.indexer_topk_workspace_size(problem, code, 0, True), device)
-        state_ptr, state_bytes = (0, 0) if state is None else (state.data_ptr(), state.numel())
-        lib.indexer_topk(problem, code, 0, True, state_ptr, state_bytes, workspace.data_ptr(),
-                         size, _stream(device))
+    _indexer_select(q, kv, kv_scale, weights, cu_seqlen_ks, cu_seqlen_ke, k, indices, values,
+                    state, algo, (_meta(indices), _meta(values)))
 
 
 def _mqa_topk_fake(q, kv, kv_scale, weights, ks, ke, k, *args, **kwargs):
@@ -198,8 +347,8 @@ def _mqa_topk_fake(q, kv, kv_scale, weights, ks, ke, k, *args, **kwargs):
 
 def _mqa_topk(q, kv, kv_scale, weights, cu_seqlen_ks, cu_seqlen_ke, k, state=None, algo="auto"):
     indices, values = _mqa_topk_fake(q, kv, kv_scale, weights, cu_seqlen_ks, cu_seqlen_ke, k)
-    _mqa_topk_out(q, kv, kv_scale, weights, cu_seqlen_ks, cu_seqlen_ke, k, indices, values,
-                  state, algo)
+    _indexer_select(q, kv, kv_scale, weights, cu_seqlen_ks, cu_seqlen_ke, k, indices, values,
+                    state, algo, "new")
     return indices, values
 
 
@@ -225,18 +374,37 @@ def _cache(key_codes, key_scales, key_residuals, values, tail_keys, lengths, blo
                                _view(values), _view(tail_keys), _view(lengths), _opt(block_table))
 
 
+def _cache_addresses(sizes, num_pages, key_codes, key_scales, key_residuals, values, tail_keys,
+                     lengths, block_table):
+    """The extension's sparse cache tuple from a plan's sizes and the tensors' addresses."""
+    return sizes + (_ptr(block_table), num_pages, lengths.data_ptr(), key_codes.data_ptr(),
+                    key_scales.data_ptr(), key_residuals.data_ptr(), values.data_ptr(),
+                    tail_keys.data_ptr())
+
+
+def _append_launch(plan, device, cache_tensors, new_keys, new_values):
+    launch, sizes, num_pages = plan
+    launch(_cache_addresses(sizes, num_pages, *cache_tensors), new_keys.data_ptr(),
+           new_values.data_ptr(), _stream(device))
+
+
 def _append(key_codes, key_scales, key_residuals, values, tail_keys, lengths, block_table,
             new_keys, new_values):
-    cache = _cache(key_codes, key_scales, key_residuals, values, tail_keys, lengths, block_table)
-    shape, dtype, device = cache[1:4], tail_keys.dtype, tail_keys.get_device()
-    for name, t in (("new_keys", new_keys), ("new_values", new_values)):
-        P.check(name, _view(t), shape, (_NAMES.get(dtype),), device=device)
-    lib = ext()
-    if device < 0:
-        lib.sparse_kv_append_cpu(cache, new_keys.data_ptr(), new_values.data_ptr())
-        return
-    with _on(device):
-        lib.sparse_kv_append(cache, new_keys.data_ptr(), new_values.data_ptr(), _stream(device))
+    tensors = (key_codes, key_scales, key_residuals, values, tail_keys, lengths, block_table)
+    device = tail_keys.get_device()
+    key = ("sparse_kv_append",) + tuple(_meta(t) for t in tensors) + (_meta(new_keys),
+                                                                       _meta(new_values))
+    plan = None if device < 0 else _plans.get(key)
+    if plan is None:
+        cache = _cache(*tensors)
+        shape, dtype = cache[1:4], tail_keys.dtype
+        for name, t in (("new_keys", new_keys), ("new_values", new_values)):
+            P.check(name, _view(t), shape, (_NAMES.get(dtype),), device=device)
+        if device < 0:
+            ext().sparse_kv_append_cpu(cache, new_keys.data_ptr(), new_values.data_ptr())
+            return
+        plan = _remember(key, (ext().sparse_kv_append, cache[:6], cache[7]))
+    _launch(device, _append_launch, plan, device, tensors, new_keys, new_values)
 
 
 def _from_dense(keys, values, dense_lengths, key_codes, key_scales, key_residuals, cache_values,
@@ -261,26 +429,53 @@ _register("sparse_kv_from_dense(Tensor keys, Tensor values, Tensor dense_lengths
           _from_dense, lambda *args, **kwargs: None)
 
 
+def _attention_addresses(sizes, q, out, lse):
+    """The extension's attention tuple from a plan's (Hq, softmax_scale, out dtype) and the
+    tensors' addresses."""
+    return (q.data_ptr(), sizes[0], sizes[1], out.data_ptr(), sizes[2], _ptr(lse))
+
+
+def _sparse_decode_launch(plan, device, q, cache_tensors, out, lse, kept_mask, delta,
+                          blocks_per_split):
+    launch, sizes, num_pages, attention, size = plan
+    stream = _stream(device)
+    workspace, owner = _workspace(size, device, stream)
+    launch(_cache_addresses(sizes, num_pages, *cache_tensors),
+           _attention_addresses(attention, q, out, lse), delta, _ptr(kept_mask),
+           blocks_per_split, workspace, size, stream)
+
+
+def _sparse_decode_select(q, tensors, out, lse, kept_mask, delta, softmax_scale,
+                          blocks_per_split, outputs):
+    """sparse_decode into out/lse (kept_mask); `outputs` is their part of the signature ("new"
+    and the dtype for outputs _decode_fake made)."""
+    device = q.get_device()
+    key = (("sparse_decode", _meta(q)) + tuple(_meta(t) for t in tensors)
+           + (outputs, _meta(kept_mask), delta, softmax_scale, blocks_per_split))
+    plan = None if device < 0 else _plans.get(key)
+    if plan is None:
+        cache = _cache(*tensors)
+        attention = P.attention_args(_view(q), _NAMES.get(tensors[4].dtype), device, _view(out),
+                                     _opt(lse), softmax_scale)
+        mask = P.kept_mask_address(_opt(kept_mask), cache, device)
+        lib = ext()
+        if device < 0:
+            lib.sparse_decode_cpu(cache, attention, float(delta), mask)
+            return
+        size = _launch(device, lib.sparse_decode_workspace_size, cache, attention, float(delta),
+                       mask, blocks_per_split)
+        plan = _remember(key, (lib.sparse_decode, cache[:6], cache[7],
+                               (attention[1], attention[2], attention[4]), size))
+    _launch(device, _sparse_decode_launch, plan, device, q, tensors, out, lse, kept_mask,
+            float(delta), blocks_per_split)
+
+
 def _sparse_decode_out(q, key_codes, key_scales, key_residuals, values, tail_keys, lengths,
                        block_table, out, lse=None, kept_mask=None, delta=5.0, softmax_scale=0.0,
                        blocks_per_split=0):
-    cache = _cache(key_codes, key_scales, key_residuals, values, tail_keys, lengths, block_table)
-    device = q.get_device()
-    attention = P.attention_args(_view(q), _NAMES.get(tail_keys.dtype), device, _view(out),
-                                 _opt(lse), softmax_scale)
-    mask = P.kept_mask_address(_opt(kept_mask), cache, device)
-    lib = ext()
-    if device < 0:
-        lib.sparse_decode_cpu(cache, attention, float(delta), mask)
-        return
-    key = ("sparse_decode", device, cache[:8], attention[1], attention[4], bool(mask),
-           blocks_per_split)
-    with _on(device):
-        workspace, size = _workspace(
-            key, lambda: lib.sparse_decode_workspace_size(cache, attention, float(delta), mask,
-                                                          blocks_per_split), device)
-        lib.sparse_decode(cache, attention, float(delta), mask, blocks_per_split,
-                          workspace.data_ptr(), size, _stream(device))
+    _sparse_decode_select(
+        q, (key_codes, key_scales, key_residuals, values, tail_keys, lengths, block_table), out,
+        lse, kept_mask, delta, softmax_scale, blocks_per_split, (_meta(out), _meta(lse)))
 
 
 def _decode_fake(q, *args, out_dtype=None, **kwargs):
@@ -292,8 +487,9 @@ def _sparse_decode(q, key_codes, key_scales, key_residuals, values, tail_keys, l
                    block_table=None, delta=5.0, softmax_scale=0.0, out_dtype=None,
                    blocks_per_split=0):
     out, lse = _decode_fake(q, out_dtype=out_dtype)
-    _sparse_decode_out(q, key_codes, key_scales, key_residuals, values, tail_keys, lengths,
-                       block_table, out, lse, None, delta, softmax_scale, blocks_per_split)
+    _sparse_decode_select(
+        q, (key_codes, key_scales, key_residuals, values, tail_keys, lengths, block_table), out,
+        lse, None, delta, softmax_scale, blocks_per_split, ("new", out_dtype))
     return out, lse
 
 
@@ -312,30 +508,50 @@ _register(f"sparse_decode_out(Tensor q, {_CACHE_ARGS}, Tensor(a!) out, Tensor(b!
           _sparse_decode_out, lambda *args, **kwargs: None)
 
 
+def _dense_decode_launch(plan, device, q, keys, values, lengths, out, lse, blocks_per_split):
+    launch, sizes, strides, attention, size = plan
+    stream = _stream(device)
+    workspace, owner = _workspace(size, device, stream)
+    dense = sizes + (keys.data_ptr(), values.data_ptr()) + strides + (lengths.data_ptr(),)
+    launch(dense, _attention_addresses(attention, q, out, lse), blocks_per_split, workspace,
+           size, stream)
+
+
+def _dense_decode_select(q, keys, values, lengths, out, lse, softmax_scale, blocks_per_split,
+                         outputs):
+    """dense_decode into out/lse; `outputs` is their part of the signature ("new" and the dtype
+    for outputs _decode_fake made)."""
+    device = q.get_device()
+    key = ("dense_decode", _meta(q), _meta(keys), _meta(values), _meta(lengths), outputs,
+           softmax_scale, blocks_per_split)
+    plan = None if device < 0 else _plans.get(key)
+    if plan is None:
+        dense = P.dense_cache_args(_view(keys), _view(values), _view(lengths), P.SCORE_DTYPES)
+        attention = P.attention_args(_view(q), _NAMES.get(keys.dtype), device, _view(out),
+                                     _opt(lse), softmax_scale)
+        lib = ext()
+        if device < 0:
+            lib.dense_decode_cpu(dense, attention)
+            return
+        size = _launch(device, lib.dense_decode_workspace_size, dense, attention,
+                       blocks_per_split)
+        plan = _remember(key, (lib.dense_decode, dense[:5], dense[7:10],
+                               (attention[1], attention[2], attention[4]), size))
+    _launch(device, _dense_decode_launch, plan, device, q, keys, values, lengths, out, lse,
+            blocks_per_split)
+
+
 def _dense_decode_out(q, keys, values, lengths, out, lse=None, softmax_scale=0.0,
                       blocks_per_split=0):
-    dense = P.dense_cache_args(_view(keys), _view(values), _view(lengths), P.SCORE_DTYPES)
-    device = q.get_device()
-    attention = P.attention_args(_view(q), _NAMES.get(keys.dtype), device, _view(out),
-                                 _opt(lse), softmax_scale)
-    lib = ext()
-    if device < 0:
-        lib.dense_decode_cpu(dense, attention)
-        return
-    key = ("dense_decode", device, dense[:5], dense[7:10], attention[1], attention[4],
-           blocks_per_split)
-    with _on(device):
-        workspace, size = _workspace(
-            key, lambda: lib.dense_decode_workspace_size(dense, attention, blocks_per_split),
-            device)
-        lib.dense_decode(dense, attention, blocks_per_split, workspace.data_ptr(), size,
-                         _stream(device))
+    _dense_decode_select(q, keys, values, lengths, out, lse, softmax_scale, blocks_per_split,
+                         (_meta(out), _meta(lse)))
 
 
 def _dense_decode(q, keys, values, lengths, softmax_scale=0.0, out_dtype=None,
                   blocks_per_split=0):
     out, lse = _decode_fake(q, out_dtype=out_dtype)
-    _dense_decode_out(q, keys, values, lengths, out, lse, softmax_scale, blocks_per_split)
+    _dense_decode_select(q, keys, values, lengths, out, lse, softmax_scale, blocks_per_split,
+                         ("new", out_dtype))
     return out, lse
 
 
@@ -436,18 +652,23 @@ def fp8_mqa_topk(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, k, state=None, algo
     return out
 
 
-def fp8_mqa_topk_plan(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, k, algo="auto"):
+def fp8_mqa_topk_plan(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, k, algo="auto", state=None):
     """What fp8_mqa_topk does on these CUDA inputs: {"algo": the path auto picks,
-    "workspace_bytes": the workspace of `algo`}."""
+    "workspace_bytes": the workspace of `algo` (with `state`, an IndexerState or its buffer, it
+    includes the hot-sample writer's)}."""
     kv_fp8, kv_scale = _split_kv(kv)
+    buffer = state.buffer if isinstance(state, IndexerState) else state
     indices = torch.empty((q.shape[0], max(k, 0)), dtype=torch.int32, device=q.device)
     problem = _indexer_problem(q, kv_fp8, kv_scale, weights, cu_seqlen_ks, cu_seqlen_ke, k,
                                indices)
+    if buffer is not None:
+        P.check("state", _view(buffer), (None,), ("uint8",), device=q.get_device())
     lib = ext()
     with _on(q.get_device()):
         return {"algo": lib.indexer_topk_dispatch(problem),
                 "workspace_bytes": lib.indexer_topk_workspace_size(
-                    problem, P.algo_code(P.INDEXER_ALGOS, algo, "algo"), 0, True)}
+                    problem, P.algo_code(P.INDEXER_ALGOS, algo, "algo"), 0, True,
+                    *_state_args(buffer))}
 
 
 class IndexerState:

@@ -112,11 +112,23 @@ litetopk::IndexerProblem indexer_problem(const IndexerArgs& a) {
   return p;
 }
 
-litetopk::IndexerOptions indexer_options(int algo, int64_t candidate_capacity, bool cold_sample) {
+litetopk::IndexerState indexer_state(Address data, std::size_t bytes) {
+  litetopk::IndexerState state;
+  state.data = as<void>(data);
+  state.bytes = bytes;
+  return state;
+}
+
+// The options of a call and of its workspace size query, built by the same code: the size
+// depends on them (the algorithm, and the state: the hot-sample writer's workspace). `state` is
+// used when its data is not null, and must outlive the options.
+litetopk::IndexerOptions indexer_options(int algo, int64_t candidate_capacity, bool cold_sample,
+                                         const litetopk::IndexerState& state) {
   litetopk::IndexerOptions options;
   options.algo = static_cast<litetopk::IndexerAlgo>(algo);
   options.candidate_capacity = candidate_capacity;
   options.cold_sample = cold_sample;
+  if (state.data != nullptr) options.state = &state;
   return options;
 }
 
@@ -293,25 +305,28 @@ NB_MODULE(_C, m) {
         check(litetopk::indexer_state_reset(state, as_stream(stream)));
       },
       "data"_a, "bytes"_a, "stream"_a, ReleaseGil());
+  // The size query takes the state the call will get: with one, the call also writes the hot
+  // sample, and its workspace holds the writer's part too.
   m.def(
       "indexer_topk_workspace_size",
-      [](const IndexerArgs& args, int algo, int64_t candidate_capacity, bool cold_sample) {
+      [](const IndexerArgs& args, int algo, int64_t candidate_capacity, bool cold_sample,
+         Address state_data, std::size_t state_bytes) {
+        const litetopk::IndexerState state = indexer_state(state_data, state_bytes);
         std::size_t bytes = 0;
         check(litetopk::indexer_topk_workspace_size(
-            indexer_problem(args), &bytes, indexer_options(algo, candidate_capacity, cold_sample)));
+            indexer_problem(args), &bytes,
+            indexer_options(algo, candidate_capacity, cold_sample, state)));
         return bytes;
       },
-      "problem"_a, "algo"_a, "candidate_capacity"_a, "cold_sample"_a, ReleaseGil());
+      "problem"_a, "algo"_a, "candidate_capacity"_a, "cold_sample"_a, "state"_a = Address{0},
+      "state_bytes"_a = std::size_t{0}, ReleaseGil());
   m.def(
       "indexer_topk",
       [](const IndexerArgs& args, int algo, int64_t candidate_capacity, bool cold_sample,
          Address state_data, std::size_t state_bytes, Address workspace,
          std::size_t workspace_bytes, Address stream) {
-        auto options = indexer_options(algo, candidate_capacity, cold_sample);
-        litetopk::IndexerState state;
-        state.data = as<void>(state_data);
-        state.bytes = state_bytes;
-        if (state_data != 0) options.state = &state;
+        const litetopk::IndexerState state = indexer_state(state_data, state_bytes);
+        const auto options = indexer_options(algo, candidate_capacity, cold_sample, state);
         check(litetopk::indexer_topk(indexer_problem(args), as<void>(workspace), workspace_bytes,
                                      as_stream(stream), options));
       },

@@ -1,0 +1,202 @@
+"""The eager CUDA path of litetopk.ops without a GPU: CPU tensors stand in for device 0's and a
+stand-in extension for the library's GPU calls, so that what the ops pass to the size queries and
+to the calls can be checked on any machine. The stand-in checks the workspace as the library does:
+the call's options (the algorithm as resolved, the state) decide the size it needs. Skipped
+without torch."""
+import pytest
+
+from conftest import needs_torch, torch
+
+pytestmark = needs_torch
+
+if torch is not None:
+    from litetopk import _problems as P
+    from litetopk import ops
+    from litetopk._ext import ext as real_ext
+    from test_torch import indexer_inputs
+
+STREAM = 0  # the default stream
+
+
+class StandIn:
+    """The GPU calls of litetopk._C that the eager ops make, with the library's rules: auto
+    resolves per problem, the workspace depends on the resolved algorithm and on the state, and a
+    call with less workspace than it needs raises ValueError."""
+
+    def __init__(self):
+        self.size_queries = []
+        self.calls = []
+
+    def __getattr__(self, name):  # indexer_state_bytes and the like
+        return getattr(real_ext(), name)
+
+    # ---- select_topk(scores, dtype, batch, n, row_stride, starts, ends, k, flags, indices,
+    # values, algo, workspace, workspace_bytes, stream)
+    @staticmethod
+    def _select_algo(args, code):
+        if code != P.SELECT_ALGOS["auto"]:
+            return code
+        return P.SELECT_ALGOS["sample-filter" if args[7] <= 64 else "radix"]
+
+    def _select_bytes(self, args, code):
+        batch, n, k = args[2], args[3], args[7]
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        algo = self._select_algo(args, code)
+        return batch * (16 if algo == P.SELECT_ALGOS["sample-filter"] else n) * 4
+
+    def select_topk_workspace_size(self, *args):
+        self.size_queries.append(("select", args))
+        return self._select_bytes(args[:11], args[11])
+
+    def select_topk_dispatch(self, *args):
+        return {v: name for name, v in P.SELECT_ALGOS.items()}[self._select_algo(args, 0)]
+
+    def select_topk(self, *args):
+        needed = self._select_bytes(args[:11], args[11])
+        if args[13] < needed:
+            raise ValueError(f"workspace_bytes must be >= {needed} for this problem, got "
+                             f"{args[13]}")
+        assert args[12] != 0 or needed == 0
+        self.calls.append(("select", args))
+
+    # ---- indexer_topk(problem, algo, candidate_capacity, cold_sample, state, state_bytes, ...)
+    @staticmethod
+    def _indexer_algo(problem, code):
+        if code != P.INDEXER_ALGOS["auto"]:
+            return code
+        S, k = problem[9], problem[10]
+        return P.INDEXER_ALGOS["fused" if S >= 8 * k else "unfused"]
+
+    def _indexer_bytes(self, problem, code, state, state_bytes):
+        T, S, k = problem[6], problem[9], problem[10]
+        if state and state_bytes < real_ext().indexer_state_bytes(k):
+            raise ValueError("options.state->bytes must be >= indexer_state_bytes(k)")
+        fused = self._indexer_algo(problem, code) == P.INDEXER_ALGOS["fused"]
+        lists_or_logits = T * 4 * k * 8 if fused else T * S * 4 + 4096
+        writer = S * 4 + 1024 if state else 0  # the hot-sample writer's part
+        return lists_or_logits + writer
+
+    def indexer_topk_workspace_size(self, problem, algo, candidate_capacity, cold_sample,
+                                    state=0, state_bytes=0):
+        self.size_queries.append(("indexer", problem, algo, state, state_bytes))
+        return self._indexer_bytes(problem, algo, state, state_bytes)
+
+    def indexer_topk_dispatch(self, problem):
+        return {v: name for name, v in P.INDEXER_ALGOS.items()}[self._indexer_algo(problem, 0)]
+
+    def indexer_topk(self, problem, algo, candidate_capacity, cold_sample, state, state_bytes,
+                     workspace, workspace_bytes, stream):
+        needed = self._indexer_bytes(problem, algo, state, state_bytes)
+        if workspace_bytes < needed:
+            raise ValueError(f"workspace_bytes must be >= {needed} for this problem, got "
+                             f"{workspace_bytes}")
+        assert workspace != 0 and stream == STREAM
+        self.calls.append(("indexer", problem, algo, state, state_bytes, workspace))
+
+    def indexer_logits(self, problem, logits, logits_stride, stream):
+        self.calls.append(("logits", problem, logits, logits_stride))
+
+
+@pytest.fixture
+def lib(monkeypatch):
+    """CPU tensors as device 0's, the stand-in as the extension; returns the stand-in."""
+    stand_in = StandIn()
+    monkeypatch.setattr(torch.Tensor, "get_device", lambda self: 0)
+    monkeypatch.setattr(ops, "ext", lambda: stand_in)
+    monkeypatch.setattr(ops, "_current_device", lambda: 0)
+    monkeypatch.setattr(ops, "_raw_stream", lambda device: STREAM)
+    monkeypatch.setattr(ops, "_capturing", lambda: False)
+    monkeypatch.setattr(ops, "_empty_workspace",
+                        lambda nbytes, device: torch.empty(nbytes, dtype=torch.uint8))
+    monkeypatch.setattr(ops, "_plans", {})
+    monkeypatch.setattr(ops, "_scratch", {})
+    return stand_in
+
+
+@pytest.mark.parametrize("algo", ["auto", "unfused", "fused"])
+def test_indexer_workspace_covers_the_state(lib, algo):
+    """A call with a state needs the hot-sample writer's workspace as well: the size query gets
+    the state (the H200's first run failed here with the stateless size)."""
+    q, kv, kv_scale, weights, ks, ke = indexer_inputs("cpu", T=16, S=256)
+    state = ops.IndexerState(32)
+    for with_state in (False, True, False, True):
+        ops.fp8_mqa_topk(q, (kv, kv_scale), weights, ks, ke, 32, algo=algo,
+                         state=state if with_state else None)
+        assert (lib.calls[-1][3] != 0) == with_state
+    assert len(lib.calls) == 4
+    assert len(lib.size_queries) == 2  # one per signature: with and without the state
+    assert [query[3] != 0 for query in lib.size_queries] == [False, True]
+    # The call runs the algorithm its workspace was sized for: auto resolved once, up front.
+    assert {call[2] for call in lib.calls} == {P.INDEXER_ALGOS["unfused" if algo == "unfused"
+                                                              else "fused"]}
+
+
+def test_indexer_out_and_plan_with_state(lib):
+    q, kv, kv_scale, weights, ks, ke = indexer_inputs("cpu", T=16, S=256)
+    state = ops.IndexerState(32)
+    indices = torch.empty(16, 32, dtype=torch.int32)
+    ops.fp8_mqa_topk(q, (kv, kv_scale), weights, ks, ke, 32, state=state, out=(indices, None))
+    assert lib.calls[-1][1][11] == indices.data_ptr() and lib.calls[-1][1][12] == 0
+    plan = ops.fp8_mqa_topk_plan(q, (kv, kv_scale), weights, ks, ke, 32, state=state)
+    stateless = ops.fp8_mqa_topk_plan(q, (kv, kv_scale), weights, ks, ke, 32)
+    assert plan["workspace_bytes"] == stateless["workspace_bytes"] + 256 * 4 + 1024
+    with pytest.raises(ValueError, match="state must be of dtype uint8"):
+        ops.fp8_mqa_topk(q, (kv, kv_scale), weights, ks, ke, 32, state=state.buffer.int())
+
+
+def test_select_plans_per_signature(lib):
+    scores = torch.randn(4, 300)
+    first = ops.topk(scores, 16)
+    second = ops.topk(scores + 1, 16)
+    assert first[0].shape == (4, 16) and second[1].dtype == torch.float32
+    assert len(lib.size_queries) == 1 and len(lib.calls) == 2
+    # The call gets the algorithm auto resolved to, and the new tensors' addresses.
+    assert lib.calls[1][1][11] == P.SELECT_ALGOS["sample-filter"]
+    assert lib.calls[1][1][9] == second[0].data_ptr()
+    ops.topk(scores, 100)  # another k: another plan, another algorithm
+    assert len(lib.size_queries) == 2 and lib.calls[-1][1][11] == P.SELECT_ALGOS["radix"]
+    ops.topk(scores[:, :200], 16)  # another shape and row stride
+    assert len(lib.size_queries) == 3 and lib.calls[-1][1][3:5] == (200, 300)
+    indices = torch.empty(4, 16, dtype=torch.int32)
+    ops.topk(scores, 16, out=(indices, None))
+    assert len(lib.size_queries) == 4 and lib.calls[-1][1][10] == 0
+
+
+def test_bad_input_raises_every_time(lib):
+    """A signature whose checks fail keeps no plan: the same bad call raises again."""
+    scores = torch.randn(4, 300)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="indices must be of dtype int32"):
+            ops.topk(scores, 16, out=(torch.empty(4, 16), None))
+        with pytest.raises(ValueError, match="k must be >= 1, got 0"):
+            ops.topk(scores, 0)
+    assert not lib.calls and not ops._plans
+
+
+def test_workspace_reuse_and_capture(lib, monkeypatch):
+    scores = torch.randn(4, 300)
+    ops.topk(scores, 100)
+    ops.topk(scores, 100)
+    assert lib.calls[0][1][12] == lib.calls[1][1][12]  # one workspace per stream and thread
+    assert len(ops._scratch) == 1
+    monkeypatch.setattr(ops, "_capturing", lambda: True)
+    owners = []
+    monkeypatch.setattr(ops, "_empty_workspace",
+                        lambda nbytes, device: owners.append(torch.empty(nbytes, dtype=torch.uint8))
+                        or owners[-1])
+    ops.topk(scores, 100)
+    ops.topk(scores, 100)
+    # Under graph capture every call takes a workspace of its own, of exactly its size.
+    assert [o.numel() for o in owners] == [4 * 300 * 4] * 2
+    assert lib.calls[2][1][12] == owners[0].data_ptr() != lib.calls[3][1][12]
+
+
+def test_workspace_is_kept_on_the_default_stream_only(lib, monkeypatch):
+    monkeypatch.setattr(ops, "_SCRATCH_MAX_BYTES", 1000)
+    ops.topk(torch.randn(4, 300), 100)  # 4800 bytes: over the cap
+    assert not ops._scratch
+    monkeypatch.setattr(ops, "_SCRATCH_MAX_BYTES", 1 << 20)
+    monkeypatch.setattr(ops, "_raw_stream", lambda device: 0x5EED)
+    ops.topk(torch.randn(4, 300), 100)  # a side stream
+    assert not ops._scratch and lib.calls[-1][1][14] == 0x5EED

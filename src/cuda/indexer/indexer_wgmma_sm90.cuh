@@ -225,7 +225,7 @@ __device__ __forceinline__ float relu_keep_nan(float x) {
 }
 
 // 2. Math with 2 warpgroups: alternate tiles, both banks of each (the epilogue of bank 0 runs
-// while bank 1 is still in the tensor cores).
+// while bank 1 is still in the tensor cores). It never reports a tile as inside every range.
 template <int kHeads>
 using BankWeights = float[Shape<kHeads>::kBankQueries][Shape<kHeads>::kWeightsPerQuery];
 
@@ -312,7 +312,7 @@ __device__ __forceinline__ void head_sums(const float (&acc)[64],
 }
 
 // 2. Math with 2 warpgroups: alternate tiles, both banks of each (the epilogue of bank 0 runs
-// while bank 1 is still in the tensor cores).
+// while bank 1 is still in the tensor cores). It never reports a tile as inside every range.
 template <int kHeads, class Epilogue>
 __device__ __forceinline__ void run_math_two_banks(const CoreArgs& args, CoreStorage<kHeads>& s,
                                                    Epilogue& epilogue, int warp, int lane) {
@@ -344,20 +344,15 @@ __device__ __forceinline__ void run_math_two_banks(const CoreArgs& args, CoreSto
       const uint32_t stage = iter % kKvStages;
       // A key tile's keys and scales are known before its data lands; a sample tile's after.
       const bool sample = tile < num_samples;
-      int tile_key = 0;
       int key0 = 0;
       float scale0 = 0.0f;
       float scale1 = 0.0f;
       if (!sample) {
-        tile_key =
-            ranges.first_key + tile_order::key_tile(ranges.order, tile - num_samples) * kTileKeys;
-        key0 = tile_key + row0;
+        key0 = ranges.first_key +
+               tile_order::key_tile(ranges.order, tile - num_samples) * kTileKeys + row0;
         if (key0 < args.num_keys) scale0 = __ldg(args.kv_scale + key0);
         if (key0 + 8 < args.num_keys) scale1 = __ldg(args.kv_scale + key0 + 8);
       }
-      // Every key of the tile inside every query's range (then all of them are below S).
-      const bool inside_all = !sample && tile_key >= ranges.inner_begin &&
-                              tile_key + kTileKeys <= ranges.inner_end;
       sm90::mbarrier_wait(&s.kv_full[stage], (iter / kKvStages) & 1);
       int key1 = key0 + 8;
       if (sample) {
@@ -385,7 +380,7 @@ __device__ __forceinline__ void run_math_two_banks(const CoreArgs& args, CoreSto
         float scores1[S::kBankQueries];
         head_sums<kHeads>(acc[bank], weights[bank], scale0, scale1, scores0, scores1);
         epilogue.consume_bank(iter, row0, bank * S::kBankQueries, scores0, scores1, key0, key1,
-                              quad_lane, inside_all);
+                              quad_lane, /*inside_all=*/false);
       }
       epilogue.end_tile(iter);
     }

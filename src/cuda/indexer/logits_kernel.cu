@@ -5,8 +5,8 @@
 // Pipeline of logits_kernel (the scoring core of indexer_wgmma_sm90.cuh, one block per SM):
 // 1.-3. The core scores every key tile that meets some query of the block's ranges.
 // 4. Epilogue: quad lane 0 writes key0 and quad lane 1 writes key1 of each query row (a warp's
-//    eight rows make 32-byte segments), -inf outside the query's own range (with H = 32, a tile
-//    inside every query's range is stored without comparisons).
+//    eight rows make 32-byte segments), -inf outside the query's own range (with four math
+//    warpgroups, a tile inside every query's range is stored without comparisons).
 // 5. The side warps write -inf over the keys the tiles do not cover, for every row of the block.
 #include <cuda_runtime_api.h>
 
@@ -24,19 +24,34 @@ using sm90core::CoreArgs;
 using sm90core::kTileKeys;
 using sm90core::QueryBlockRanges;
 
-template <int kQueries>
+// kGroups 2 (216 registers a math thread) keeps each row's pointer and range in registers; 4
+// (112) keeps one base pointer and reads the ranges from shared memory, and stores a tile that
+// lies inside every range without comparisons.
+template <int kQueries, int kGroups>
 struct LogitsEpilogue {
+  static constexpr bool kRowsInRegisters = kGroups == 2;
   const CoreArgs& args;
   float* logits;
   int64_t stride;
   const QueryBlockRanges<kQueries>* ranges = nullptr;
   int t0 = 0;
   float* block_rows = nullptr;  // row t0
+  float* rows[kRowsInRegisters ? kQueries : 1] = {};  // null past the last query
+  int32_t begin[kRowsInRegisters ? kQueries : 1] = {};
+  int32_t end[kRowsInRegisters ? kQueries : 1] = {};
 
   __device__ void begin_query_block(int query_block, const QueryBlockRanges<kQueries>& r) {
     ranges = &r;
     t0 = query_block * kQueries;
     block_rows = logits + int64_t{t0} * stride;
+    if constexpr (kRowsInRegisters) {
+#pragma unroll
+      for (int qi = 0; qi < kQueries; ++qi) {
+        rows[qi] = t0 + qi < args.num_queries ? block_rows + qi * stride : nullptr;
+        begin[qi] = r.begin[qi];
+        end[qi] = r.end[qi];
+      }
+    }
   }
 
   template <int kBankQueries>
@@ -46,23 +61,32 @@ struct LogitsEpilogue {
                                                int key1, int quad_lane, bool inside_all) {
     const int key = quad_lane == 0 ? key0 : key1;
     if (quad_lane > 1) return;
-    float* column = block_rows + key;
-    // Unchecked stores for the tiles inside every range, with 4 queries a bank (H = 32) only: with
-    // 2 (H = 64) they made the kernel slower (docs/BENCHMARKS.md).
-    if (kBankQueries > 2 && inside_all) {
+    if constexpr (kRowsInRegisters) {
+      if (key >= args.num_keys) return;
 #pragma unroll
       for (int bq = 0; bq < kBankQueries; ++bq) {
-        column[(first_query + bq) * stride] = quad_lane == 0 ? scores0[bq] : scores1[bq];
+        const int qi = first_query + bq;
+        if (rows[qi] == nullptr) return;
+        const bool inside = key >= begin[qi] && key < end[qi];
+        rows[qi][key] = inside ? (quad_lane == 0 ? scores0[bq] : scores1[bq]) : -INFINITY;
       }
-      return;
-    }
-    if (key >= args.num_keys) return;
+    } else {
+      float* column = block_rows + key;
+      if (inside_all) {
 #pragma unroll
-    for (int bq = 0; bq < kBankQueries; ++bq) {
-      const int qi = first_query + bq;
-      if (t0 + qi >= args.num_queries) return;
-      const bool inside = key >= ranges->begin[qi] && key < ranges->end[qi];
-      column[qi * stride] = inside ? (quad_lane == 0 ? scores0[bq] : scores1[bq]) : -INFINITY;
+        for (int bq = 0; bq < kBankQueries; ++bq) {
+          column[(first_query + bq) * stride] = quad_lane == 0 ? scores0[bq] : scores1[bq];
+        }
+        return;
+      }
+      if (key >= args.num_keys) return;
+#pragma unroll
+      for (int bq = 0; bq < kBankQueries; ++bq) {
+        const int qi = first_query + bq;
+        if (t0 + qi >= args.num_queries) return;
+        const bool inside = key >= ranges->begin[qi] && key < ranges->end[qi];
+        column[qi * stride] = inside ? (quad_lane == 0 ? scores0[bq] : scores1[bq]) : -INFINITY;
+      }
     }
   }
 
@@ -95,7 +119,7 @@ __global__ void __launch_bounds__(sm90core::Roles<kGroups>::kThreads, 1)
                   int64_t stride) {
   extern __shared__ __align__(1024) unsigned char shared_raw[];
   auto& storage = *reinterpret_cast<sm90core::CoreStorage<kHeads>*>(shared_raw);
-  LogitsEpilogue<sm90core::Shape<kHeads>::kQueries> epilogue{args, logits, stride};
+  LogitsEpilogue<sm90core::Shape<kHeads>::kQueries, kGroups> epilogue{args, logits, stride};
   sm90core::run_core<kHeads, kGroups>(&q_map, &kv_map, args, storage, epilogue);
 }
 

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/kernel_attributes.h"
 #include "cuda/decode/decode_kernels.h"
 
 namespace litetopk::decode {
@@ -18,8 +19,11 @@ template <typename Params>
 Status launch_kernel(void (*kernel)(Params), dim3 grid, dim3 block, std::size_t smem_bytes,
                      bool dependent, cudaStream_t stream, const Params& params) {
   if (smem_bytes > 48 * 1024) {
-    LITETOPK_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem_bytes)));
+    if (Status s = cuda_common::allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel),
+                                                            static_cast<int>(smem_bytes));
+        !s) {
+      return s;
+    }
   }
   cudaLaunchConfig_t config{};
   config.gridDim = grid;

@@ -47,6 +47,7 @@
 #include "formats/hot_sample_layout.h"
 #include "formats/score_keys.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/kernel_attributes.h"
 #include "cuda/indexer/candidate_list.cuh"
 #include "cuda/indexer/indexer_kernels.h"
 #include "cuda/indexer/indexer_wgmma_sm90.cuh"
@@ -493,7 +494,10 @@ Status launch(const IndexerProblem& problem, const FusedPlan& plan, uint64_t* li
   auto kernel = fused_indexer_kernel<kHeads>;
   const int smem = static_cast<int>(sizeof(sm90core::CoreStorage<kHeads>) +
                                     sizeof(FusedShared<sm90core::Shape<kHeads>::kQueries>));
-  LITETOPK_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  if (Status s = cuda_common::allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), smem);
+      !s) {
+    return s;
+  }
   FusedArgs fused{lists,
                   static_cast<int32_t>(plan.capacity + kListSlack),
                   static_cast<int32_t>(plan.capacity),

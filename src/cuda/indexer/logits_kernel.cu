@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/kernel_attributes.h"
 #include "cuda/indexer/indexer_kernels.h"
 #include "cuda/indexer/indexer_wgmma_sm90.cuh"
 #include "heuristics/indexer_heuristics.h"
@@ -129,7 +130,10 @@ Status launch(const IndexerProblem& problem, float* logits, int64_t stride, cuda
   if (Status s = prepare_core_launch(problem, &core); !s) return s;
   auto kernel = logits_kernel<kHeads, kGroups>;
   const int smem = static_cast<int>(sizeof(sm90core::CoreStorage<kHeads>));
-  LITETOPK_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  if (Status s = cuda_common::allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), smem);
+      !s) {
+    return s;
+  }
   kernel<<<core.blocks, sm90core::Roles<kGroups>::kThreads, smem, stream>>>(
       core.q_map, core.kv_map, core.args, logits, stride);
   LITETOPK_CUDA_TRY(cudaPeekAtLastError());

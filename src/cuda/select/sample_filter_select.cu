@@ -19,6 +19,7 @@
 
 #include "cuda/common/async_copy_sm90.cuh"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/kernel_attributes.h"
 #include "cuda/select/candidate_buffer.cuh"
 #include "cuda/select/select_kernels.h"
 
@@ -269,8 +270,11 @@ Status launch_config(const SelectProblem& problem, const SampleFilterPlan& plan,
     using Traits = decltype(traits);
     auto kernel = sample_filter_kernel<Traits, Buffer>;
     const int smem = static_cast<int>(sizeof(KernelStorage<Buffer>));
-    LITETOPK_CUDA_TRY(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    if (Status s =
+            cuda_common::allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), smem);
+        !s) {
+      return s;
+    }
     const int64_t blocks = problem.batch * plan.segments;
     kernel<<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(args, shared);
     LITETOPK_CUDA_TRY(cudaPeekAtLastError());
@@ -296,6 +300,7 @@ SampleFilterPlan plan_sample_filter(const SelectProblem& problem, const cuda_com
 SampleFilterWorkspace carve_sample_filter(cuda_common::WorkspaceCarver& carver, const SelectProblem& problem,
                                           const SampleFilterPlan& plan) {
   SampleFilterWorkspace ws{};
+  // The counters right after the bounds: launch_sample_filter clears both with one memset.
   ws.row_bounds = carver.take<uint64_t>(problem.batch);
   ws.row_counters = carver.take<uint32_t>(2 * problem.batch);
   if (plan.segments > 1) {
@@ -309,10 +314,12 @@ SampleFilterWorkspace carve_sample_filter(cuda_common::WorkspaceCarver& carver, 
 Status launch_sample_filter(const SelectProblem& problem, const SampleFilterPlan& plan,
                             const SelectArgs& args, const SampleFilterWorkspace& ws,
                             cudaStream_t stream) {
-  // The row state must start from zero on every call (bounds 0 = none yet).
-  LITETOPK_CUDA_TRY(cudaMemsetAsync(ws.row_bounds, 0, sizeof(uint64_t) * problem.batch, stream));
+  // The row state must start from zero on every call (bounds 0 = none yet): one memset from the
+  // bounds to the end of the counters, carved right after them.
+  const auto* first = reinterpret_cast<const char*>(ws.row_bounds);
+  const auto* last = reinterpret_cast<const char*>(ws.row_counters + 2 * problem.batch);
   LITETOPK_CUDA_TRY(
-      cudaMemsetAsync(ws.row_counters, 0, sizeof(uint32_t) * 2 * problem.batch, stream));
+      cudaMemsetAsync(ws.row_bounds, 0, static_cast<std::size_t>(last - first), stream));
   const RowShared shared{ws.row_bounds, ws.row_counters, ws.candidate_lists, ws.list_capacity,
                          plan.segments, problem.batch};
   if (plan.large_k) return launch_config<LargeBuffer>(problem, plan, args, shared, stream);

@@ -97,12 +97,16 @@ def test_every_op_in_a_cuda_graph():
     scores.copy_(torch.randn_like(scores))  # replay must see the new input
     graph.replay()
     torch.cuda.synchronize()
-    (indices, values), logits, (fused, _), (dense, _) = outputs
-    assert not torch.equal(indices.sort(1).values, eager[0].sort(1).values)
-    assert torch.equal(values.sort(1).values, torch.topk(scores, 512).values.sort(1).values)
-    assert same_selection(fused.cpu(), topk(logits, 256, ks, ke)[0].cpu(), logits.cpu(), ks.cpu())
+    # Distinct names: values is the decode cache's values, checked below.
+    (top_indices, top_values), logits, (fused_indices, _), (dense, _) = outputs
+    assert not torch.equal(top_indices.sort(1).values, eager[0].sort(1).values)
+    assert torch.equal(top_values.sort(1).values, torch.topk(scores, 512).values.sort(1).values)
+    assert same_selection(fused_indices.cpu(), topk(logits, 256, ks, ke)[0].cpu(), logits.cpu(),
+                          ks.cpu())
     want, _ = dense_decode(dq, keys, values, lengths)
     torch.testing.assert_close(dense, want, rtol=1e-3, atol=1e-4)
+    want, _ = cache.decode(dq, out_dtype=torch.float32)
+    torch.testing.assert_close(sparse_out, want, rtol=1e-3, atol=1e-4)
 
 
 def test_real_shape_chunk_fused_vs_unfused():

@@ -4,23 +4,23 @@
 //
 // One persistent block per SM walks query blocks of kQueries queries (blockIdx.x, + gridDim.x, ...)
 // and, for each, the 64-key tiles covering the union of their ranges:
-// 1. Producer warp (warpgroup 2): per query block, stage the ranges and head weights, TMA the
-//    queries' q [kQueries * H, 128] into a double-buffered slot, then fill a kKvStages-deep ring of
-//    64-key tiles, each slot guarded by a full/empty mbarrier pair: first the hot sample's tiles
-//    when there is one (rows gathered by cp.async into the swizzled layout, with their key
-//    indices), then the key tiles by TMA, in formats/tile_order.h's order: with a cold sample,
-//    evenly strided tiles of the range first.
-// 2. Math warpgroups 0 and 1 take alternate tiles (ping-pong: one runs wgmma while the other runs
-//    its epilogue). Keys sit on the M side (64 per tile), query-heads on N: two banks of 128
-//    columns, each 4 wgmma m64n128k32 steps over the head dimension. The epilogue of bank 0 runs
-//    while bank 1 is still in the tensor cores.
-// 3. Epilogue per bank: relu (keeping NaN), head weights, the head sum (in-thread, then two quad
-//    shuffles), times kv_scale; then Epilogue::consume_bank with the bank's queries' scores of
-//    the tile's rows row0 and row0 + 8 (keys key0 and key1; whether the tile lies inside every
-//    query's range), and Epilogue::end_tile per tile.
-// 4. The other three warps of warpgroup 2 run Epilogue::side_work for each query block (the logits
-//    kernel fills the keys outside the tiles with -inf there; the fused kernel filters the scores
-//    and selects).
+// 1. Producer warp (warp 0 of the warpgroup after the math ones): per query block, stage the
+//    ranges and head weights, TMA the queries' q [kQueries * H, 128] into a double-buffered slot,
+//    then fill a kKvStages-deep ring of 64-key tiles, each slot guarded by a full/empty mbarrier
+//    pair: first the hot sample's tiles when there is one (rows gathered by cp.async into the
+//    swizzled layout, with their key indices), then the key tiles by TMA, in formats/tile_order.h's
+//    order: with a cold sample, evenly strided tiles of the range first.
+// 2. The math warpgroups (Roles): keys on the M side (64 per tile), query-heads on N in two banks
+//    of 128 columns, each 4 wgmma m64n128k32 steps over the head dimension. Two warpgroups take
+//    alternate tiles, each both banks (the epilogue of bank 0 runs while bank 1 is still in the
+//    tensor cores); or four in two pairs take alternate tiles, a bank per warpgroup.
+// 3. Epilogue per bank: relu (keeping NaN), head weights, the head sum (in-thread, times kv_scale,
+//    then two quad shuffles; DeepGEMM's fp32 order); then Epilogue::consume_bank with the bank's
+//    queries' scores of the tile's rows row0 and row0 + 8 (keys key0 and key1; whether the tile
+//    lies inside every query's range), and Epilogue::end_tile per tile.
+// 4. The other three warps of the producer warpgroup run Epilogue::side_work for each query block
+//    (the logits kernel fills the keys outside the tiles with -inf there; the fused kernel filters
+//    the scores and selects).
 // The query blocks are all of them in order, or those of a block list (a re-run of some).
 #pragma once
 

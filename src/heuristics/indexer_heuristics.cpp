@@ -14,13 +14,6 @@ IndexerAlgo choose_indexer_algo(const IndexerProblem& problem) {
                                                            : IndexerAlgo::kUnfused;
 }
 
-int logits_math_groups(const IndexerProblem& problem) {
-  constexpr int64_t kFourGroupsUpToPairs = int64_t{1} << 29;
-  return problem.num_heads == 32 || problem.num_queries * problem.num_keys <= kFourGroupsUpToPairs
-             ? 4
-             : 2;
-}
-
 int32_t cold_sample_tiles(const IndexerProblem& problem, int tile_keys) {
   if (const char* env = std::getenv("LITETOPK_COLD_SAMPLE_TILES"); env != nullptr) {
     char* end = nullptr;

@@ -11,10 +11,6 @@ namespace litetopk::heuristics {
 // The algorithm kAuto runs: fused from S >= 256 k keys, unfused below.
 IndexerAlgo choose_indexer_algo(const IndexerProblem& problem);
 
-// Math warpgroups of the logits kernel: 4 (twice the warps to hide the wgmma latency, a bank
-// each) or 2 (both banks of a tile each). 4 for H = 32, and for H = 64 when T * S <= 2^29.
-int logits_math_groups(const IndexerProblem& problem);
-
 // The fused kernel's cold sample: key tiles of `tile_keys` keys per query block. The
 // LITETOPK_COLD_SAMPLE_TILES environment variable (a count of tiles, 0 = none) overrides the
 // model, a tuning knob for benchmarks; other values are ignored.

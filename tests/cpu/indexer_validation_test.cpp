@@ -9,7 +9,6 @@
 #include <type_traits>
 
 #include "api/indexer_validation.h"
-#include "heuristics/indexer_heuristics.h"
 #include "litetopk/indexer.h"
 
 namespace litetopk {
@@ -328,28 +327,6 @@ TEST(IndexerDispatch, FusedOnlyForLongContexts) {
   p.num_keys = 262144;
   p.k = 8192;
   EXPECT_EQ(indexer_topk_dispatch(p), IndexerAlgo::kUnfused);
-}
-
-// The logits kernel's math warpgroups (heuristics::logits_math_groups): four for H = 32 and for
-// H = 64 up to T * S = 2^29 pairs, two above (docs/BENCHMARKS.md: 8192 x 64K, 2048 and 1024 x 256K
-// faster with four; 8192 x 256K and 1M faster with two).
-TEST(IndexerDispatch, LogitsMathGroups) {
-  IndexerProblem p;
-  p.num_heads = 64;
-  p.head_dim = 128;
-  p.k = 2048;
-  const auto groups = [&](int64_t queries, int64_t keys) {
-    p.num_queries = queries;
-    p.num_keys = keys;
-    return heuristics::logits_math_groups(p);
-  };
-  EXPECT_EQ(groups(8192, 65536), 4);
-  EXPECT_EQ(groups(2048, 262144), 4);
-  EXPECT_EQ(groups(1024, 262144), 4);
-  EXPECT_EQ(groups(8192, 131072), 2);
-  EXPECT_EQ(groups(8192, 1048576), 2);
-  p.num_heads = 32;
-  EXPECT_EQ(groups(8192, 1048576), 4);
 }
 
 }  // namespace

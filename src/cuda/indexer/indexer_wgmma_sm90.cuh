@@ -390,8 +390,8 @@ __device__ __forceinline__ void run_math_two_banks(const CoreArgs& args, CoreSto
 }
 
 // 2. Math with 4 warpgroups in two pairs: pair p takes tiles p, p + 2, ...; its warpgroup b bank b
-// of each. Key tiles only (no hot sample: the logits kernel); a key's scale is read at
-// min(key, S - 1), its score never stored past S.
+// of each. Key tiles in key order only (no hot or cold sample: the logits kernel); a key's scale
+// is read at min(key, S - 1), its score never stored past S.
 template <int kHeads, class Epilogue>
 __device__ __forceinline__ void run_math_pairs(const CoreArgs& args, CoreStorage<kHeads>& s,
                                                Epilogue& epilogue, int warp, int lane) {
@@ -421,8 +421,7 @@ __device__ __forceinline__ void run_math_pairs(const CoreArgs& args, CoreStorage
     for (int tile = pair; tile < num_tiles; tile += 2) {
       const uint32_t iter = kv_base + static_cast<uint32_t>(tile);
       const uint32_t stage = iter % kKvStages;
-      const int tile_key =
-          ranges.first_key + tile_order::key_tile(ranges.order, tile) * kTileKeys;
+      const int tile_key = ranges.first_key + tile * kTileKeys;
       const int key0 = tile_key + row0;
       const float scale0 = __ldg(args.kv_scale + min(key0, last_key));
       const float scale1 = __ldg(args.kv_scale + min(key0 + 8, last_key));

@@ -2,11 +2,12 @@
 //   logits[t, s] = kv_scale[s] * sum_h weights[t, h] * relu(dot(q[t, h], kv[s]))  in [ks, ke)
 // and -inf elsewhere. The unfused baseline: this kernel, then select_topk over the rows.
 //
-// Pipeline of logits_kernel (the scoring core of indexer_wgmma_sm90.cuh, one block per SM):
+// Pipeline of logits_kernel (the scoring core of indexer_wgmma_sm90.cuh with four math warpgroups,
+// one block per SM):
 // 1.-3. The core scores every key tile that meets some query of the block's ranges.
 // 4. Epilogue: quad lane 0 writes key0 and quad lane 1 writes key1 of each query row (a warp's
-//    eight rows make 32-byte segments), -inf outside the query's own range (with four math
-//    warpgroups, a tile inside every query's range is stored without comparisons).
+//    eight rows make 32-byte segments), -inf outside the query's own range; a tile inside every
+//    query's range is stored without comparisons.
 // 5. The side warps write -inf over the keys the tiles do not cover, for every row of the block.
 #include <cuda_runtime_api.h>
 
@@ -16,7 +17,6 @@
 #include "cuda/common/kernel_attributes.h"
 #include "cuda/indexer/indexer_kernels.h"
 #include "cuda/indexer/indexer_wgmma_sm90.cuh"
-#include "heuristics/indexer_heuristics.h"
 
 namespace litetopk::cuda_indexer {
 namespace {
@@ -25,34 +25,19 @@ using sm90core::CoreArgs;
 using sm90core::kTileKeys;
 using sm90core::QueryBlockRanges;
 
-// kGroups 2 (216 registers a math thread) keeps each row's pointer and range in registers; 4
-// (112) keeps one base pointer and reads the ranges from shared memory, and stores a tile that
-// lies inside every range without comparisons.
-template <int kQueries, int kGroups>
+template <int kQueries>
 struct LogitsEpilogue {
-  static constexpr bool kRowsInRegisters = kGroups == 2;
   const CoreArgs& args;
   float* logits;
   int64_t stride;
   const QueryBlockRanges<kQueries>* ranges = nullptr;
   int t0 = 0;
   float* block_rows = nullptr;  // row t0
-  float* rows[kRowsInRegisters ? kQueries : 1] = {};  // null past the last query
-  int32_t begin[kRowsInRegisters ? kQueries : 1] = {};
-  int32_t end[kRowsInRegisters ? kQueries : 1] = {};
 
   __device__ void begin_query_block(int query_block, const QueryBlockRanges<kQueries>& r) {
     ranges = &r;
     t0 = query_block * kQueries;
     block_rows = logits + int64_t{t0} * stride;
-    if constexpr (kRowsInRegisters) {
-#pragma unroll
-      for (int qi = 0; qi < kQueries; ++qi) {
-        rows[qi] = t0 + qi < args.num_queries ? block_rows + qi * stride : nullptr;
-        begin[qi] = r.begin[qi];
-        end[qi] = r.end[qi];
-      }
-    }
   }
 
   template <int kBankQueries>
@@ -62,32 +47,21 @@ struct LogitsEpilogue {
                                                int key1, int quad_lane, bool inside_all) {
     const int key = quad_lane == 0 ? key0 : key1;
     if (quad_lane > 1) return;
-    if constexpr (kRowsInRegisters) {
-      if (key >= args.num_keys) return;
+    float* column = block_rows + key;
+    if (inside_all) {
 #pragma unroll
       for (int bq = 0; bq < kBankQueries; ++bq) {
-        const int qi = first_query + bq;
-        if (rows[qi] == nullptr) return;
-        const bool inside = key >= begin[qi] && key < end[qi];
-        rows[qi][key] = inside ? (quad_lane == 0 ? scores0[bq] : scores1[bq]) : -INFINITY;
+        column[(first_query + bq) * stride] = quad_lane == 0 ? scores0[bq] : scores1[bq];
       }
-    } else {
-      float* column = block_rows + key;
-      if (inside_all) {
+      return;
+    }
+    if (key >= args.num_keys) return;
 #pragma unroll
-        for (int bq = 0; bq < kBankQueries; ++bq) {
-          column[(first_query + bq) * stride] = quad_lane == 0 ? scores0[bq] : scores1[bq];
-        }
-        return;
-      }
-      if (key >= args.num_keys) return;
-#pragma unroll
-      for (int bq = 0; bq < kBankQueries; ++bq) {
-        const int qi = first_query + bq;
-        if (t0 + qi >= args.num_queries) return;
-        const bool inside = key >= ranges->begin[qi] && key < ranges->end[qi];
-        column[qi * stride] = inside ? (quad_lane == 0 ? scores0[bq] : scores1[bq]) : -INFINITY;
-      }
+    for (int bq = 0; bq < kBankQueries; ++bq) {
+      const int qi = first_query + bq;
+      if (t0 + qi >= args.num_queries) return;
+      const bool inside = key >= ranges->begin[qi] && key < ranges->end[qi];
+      column[qi * stride] = inside ? (quad_lane == 0 ? scores0[bq] : scores1[bq]) : -INFINITY;
     }
   }
 
@@ -110,32 +84,33 @@ struct LogitsEpilogue {
   }
 };
 
-// kGroups math warpgroups (sm90core::Roles): 4 give twice the warps to hide the wgmma latency
-// (the side warps only write -inf, so the producer warpgroup can give up its registers), 2 keep
-// both banks of a tile in one warpgroup; heuristics::logits_math_groups picks.
-template <int kHeads, int kGroups>
-__global__ void __launch_bounds__(sm90core::Roles<kGroups>::kThreads, 1)
+// Four math warpgroups (sm90core::Roles<4>): twice the warps of the fused kernel's two to hide the
+// wgmma latency; the side warps only write -inf, so the producer warpgroup gives up its registers.
+using LogitsRoles = sm90core::Roles<4>;
+
+template <int kHeads>
+__global__ void __launch_bounds__(LogitsRoles::kThreads, 1)
     logits_kernel(const __grid_constant__ CUtensorMap q_map,
                   const __grid_constant__ CUtensorMap kv_map, const CoreArgs args, float* logits,
                   int64_t stride) {
   extern __shared__ __align__(1024) unsigned char shared_raw[];
   auto& storage = *reinterpret_cast<sm90core::CoreStorage<kHeads>*>(shared_raw);
-  LogitsEpilogue<sm90core::Shape<kHeads>::kQueries, kGroups> epilogue{args, logits, stride};
-  sm90core::run_core<kHeads, kGroups>(&q_map, &kv_map, args, storage, epilogue);
+  LogitsEpilogue<sm90core::Shape<kHeads>::kQueries> epilogue{args, logits, stride};
+  sm90core::run_core<kHeads, LogitsRoles::kMathGroups>(&q_map, &kv_map, args, storage, epilogue);
 }
 
-template <int kHeads, int kGroups>
+template <int kHeads>
 Status launch(const IndexerProblem& problem, float* logits, int64_t stride, cudaStream_t stream) {
   CoreLaunch core;
   if (Status s = prepare_core_launch(problem, &core); !s) return s;
-  auto kernel = logits_kernel<kHeads, kGroups>;
+  auto kernel = logits_kernel<kHeads>;
   const int smem = static_cast<int>(sizeof(sm90core::CoreStorage<kHeads>));
   if (Status s = cuda_common::allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), smem);
       !s) {
     return s;
   }
-  kernel<<<core.blocks, sm90core::Roles<kGroups>::kThreads, smem, stream>>>(
-      core.q_map, core.kv_map, core.args, logits, stride);
+  kernel<<<core.blocks, LogitsRoles::kThreads, smem, stream>>>(core.q_map, core.kv_map, core.args,
+                                                            logits, stride);
   LITETOPK_CUDA_TRY(cudaPeekAtLastError());
   return Status::ok();
 }
@@ -145,10 +120,8 @@ Status launch(const IndexerProblem& problem, float* logits, int64_t stride, cuda
 Status launch_logits(const IndexerProblem& problem, float* logits, int64_t logits_stride,
                      cudaStream_t stream) {
   if (problem.num_queries == 0 || problem.num_keys == 0) return Status::ok();
-  if (problem.num_heads == 32) return launch<32, 4>(problem, logits, logits_stride, stream);
-  return heuristics::logits_math_groups(problem) == 4
-             ? launch<64, 4>(problem, logits, logits_stride, stream)
-             : launch<64, 2>(problem, logits, logits_stride, stream);
+  return problem.num_heads == 64 ? launch<64>(problem, logits, logits_stride, stream)
+                                 : launch<32>(problem, logits, logits_stride, stream);
 }
 
 }  // namespace litetopk::cuda_indexer

@@ -1,11 +1,10 @@
 #include "testkit/indexer_workload.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 
-#include "formats/fp8_e4m3.h"
 #include "testkit/counter_random.h"
+#include "testkit/indexer_generators.h"
 
 namespace litetopk::testkit {
 
@@ -13,21 +12,6 @@ namespace {
 
 // Independent streams of one seed, one per array.
 enum Stream : uint64_t { kQ = 1, kKv, kKvScale, kWeights, kRanges };
-
-uint64_t stream_base(uint64_t seed, Stream stream) {
-  return hash64(seed * 0x100000001b3ull + stream);
-}
-
-void fill_fp8_normal(std::vector<uint8_t>* out, int64_t count, uint64_t base) {
-  out->resize(static_cast<std::size_t>(count));
-  uint8_t* data = out->data();
-  parallel_fill(count, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const double x = standard_normal(hash64(base + static_cast<uint64_t>(i)));
-      data[i] = fp8::float_to_e4m3(static_cast<float>(x));
-    }
-  });
-}
 
 }  // namespace
 
@@ -104,19 +88,9 @@ IndexerWorkload make_indexer_workload(const IndexerSpec& spec) {
   w.kv_scale.resize(static_cast<std::size_t>(S));
   const uint64_t scale_base = stream_base(spec.seed, kKvScale);
   parallel_fill(S, [&](int64_t begin, int64_t end) {
-    for (int64_t s = begin; s < end; ++s) {
-      const uint64_t h = hash64(scale_base + static_cast<uint64_t>(s));
-      w.kv_scale[s] = static_cast<float>(0.5 + uniform01(static_cast<uint32_t>(h)));
-    }
+    for (int64_t s = begin; s < end; ++s) w.kv_scale[s] = kv_scale_at(scale_base, s);
   });
-
-  w.weights.resize(static_cast<std::size_t>(T * H));
-  const uint64_t weight_base = stream_base(spec.seed, kWeights);
-  const double weight_scale = 1.0 / std::sqrt(static_cast<double>(H));
-  for (int64_t i = 0; i < T * H; ++i) {
-    w.weights[i] = static_cast<float>(
-        standard_normal(hash64(weight_base + static_cast<uint64_t>(i))) * weight_scale);
-  }
+  fill_weights(&w.weights, T, H, stream_base(spec.seed, kWeights));
 
   w.ks.resize(static_cast<std::size_t>(T));
   w.ke.resize(static_cast<std::size_t>(T));

@@ -1,30 +1,26 @@
 // Argument checks for indexer_topk and indexer_logits: every failure names the argument, what was
 // expected and what was given.
 #include <cstdint>
-#include <limits>
 
+#include "api/argument_checks.h"
 #include "api/format.h"
 #include "api/indexer_validation.h"
 #include "litetopk/indexer.h"
 
 namespace litetopk {
 
+using detail::address;
 using detail::invalid_argument;
+using detail::kMaxInt32;
+using detail::kMaxInt64;
+using detail::misaligned;
 
 namespace {
 
-constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
-constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
 constexpr int64_t kMaxK = 8192;
 constexpr int64_t kHeadDim = 128;
 // q and kv are read by TMA: the global address must be 16-byte aligned.
 constexpr std::uintptr_t kTmaAlignment = 16;
-
-bool misaligned(const void* pointer, std::uintptr_t alignment) {
-  return reinterpret_cast<std::uintptr_t>(pointer) % alignment != 0;
-}
-
-std::uintptr_t address(const void* pointer) { return reinterpret_cast<std::uintptr_t>(pointer); }
 
 }  // namespace
 

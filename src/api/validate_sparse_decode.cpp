@@ -3,29 +3,26 @@
 // arrays handed to validate_sparse_kv_lengths / validate_dense_kv_lengths.
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <string>
 
+#include "api/argument_checks.h"
 #include "api/format.h"
 #include "api/sparse_decode_validation.h"
 #include "litetopk/sparse_decode.h"
 
 namespace litetopk {
 
+using detail::address;
 using detail::invalid_argument;
+using detail::kMaxInt32;
+using detail::kMaxInt64;
+using detail::misaligned;
+using detail::product_fits;
 
 namespace {
 
-constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
-constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
 // Bulk arrays are read with 16-byte vector loads / TMA on the GPU.
 constexpr std::uintptr_t kVectorAlignment = 16;
-
-bool misaligned(const void* pointer, std::uintptr_t alignment) {
-  return reinterpret_cast<std::uintptr_t>(pointer) % alignment != 0;
-}
-
-std::uintptr_t address(const void* pointer) { return reinterpret_cast<std::uintptr_t>(pointer); }
 
 bool is_half_dtype(DType dtype) { return dtype == DType::kFloat16 || dtype == DType::kBFloat16; }
 
@@ -38,13 +35,6 @@ std::string owner(const char* prefix) {
   std::string name(prefix);
   if (!name.empty() && name.back() == '.') name.pop_back();
   return name;
-}
-
-// a * b * c fits in int64 (all >= 0).
-bool product_fits(int64_t a, int64_t b, int64_t c = 1) {
-  if (a == 0 || b == 0 || c == 0) return true;
-  if (a > kMaxInt64 / b) return false;
-  return a * b <= kMaxInt64 / c;
 }
 
 Status check_pointer(const void* pointer, const char* prefix, const char* name,

@@ -2,28 +2,26 @@
 //
 // 1. Validate the problem and the host ranges 0 <= ks <= ke <= S.
 // 2. Score in fp64 (cpu/indexer_scores.h), round to fp32: the logits, -inf outside [ks, ke).
-// 3. indexer_topk_cpu: score chunks of consecutive queries into a compacted buffer (row r holds
-//    keys ks..ke-1 of its query at offsets 0..len-1, so the selection's indices are relative to
-//    ks), at most kIndexerChunkFloats per chunk, and run select_topk_cpu (kFast) on each chunk.
+// 3. indexer_topk_cpu: select_scored_rows (cpu/scored_rows_topk.h) over rows whose keys
+//    0..len-1 are the query's keys ks..ke-1, so the selection's indices are relative to ks.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <vector>
 
-#include "api/format.h"
 #include "api/indexer_validation.h"
 #include "cpu/indexer_cpu.h"
 #include "cpu/indexer_scores.h"
 #include "cpu/parallel_for.h"
 #include "cpu/run_guarded.h"
+#include "cpu/scored_rows_topk.h"
 #include "litetopk/indexer.h"
-#include "litetopk/select.h"
 
 namespace litetopk {
 
 namespace {
 
-// Keys scored per work item: small enough to spread a few long rows over all threads.
+// Logits written per work item: small enough to spread a few long rows over all threads.
 constexpr int64_t kKeysPerItem = 4096;
 
 struct Range {
@@ -37,63 +35,24 @@ Range query_range(const IndexerProblem& p, int64_t t) {
   return {begin, end};
 }
 
-// One piece of one row's keys to score: row `row` of the output, keys [begin, end) of query t.
+// One piece of one logits row to write: keys [begin, end) of query t.
 struct WorkItem {
-  int64_t t, row, begin, end;
+  int64_t t, begin, end;
 };
 
-void add_items(std::vector<WorkItem>* items, int64_t t, int64_t row, int64_t begin, int64_t end) {
-  for (int64_t s = begin; s < end; s += kKeysPerItem) {
-    items->push_back({t, row, s, std::min(end, s + kKeysPerItem)});
-  }
-}
-
-
-Status topk_chunks(const IndexerProblem& p, int64_t max_chunk_floats, int num_threads) {
-  const cpu::IndexerScorer scorer(p);
-  std::vector<float> buffer;
-  std::vector<int32_t> lengths;
-  std::vector<WorkItem> items;
-  for (int64_t t0 = 0; t0 < p.num_queries;) {
-    // Grow the chunk while [rows, widest range] fits the budget (always at least one row).
-    int64_t t1 = t0, width = 0;
-    while (t1 < p.num_queries) {
-      const Range r = query_range(p, t1);
-      const int64_t new_width = std::max(width, r.end - r.begin);
-      if (t1 > t0 && (t1 + 1 - t0) * new_width > max_chunk_floats) break;
-      width = new_width;
-      ++t1;
-    }
-    const int64_t rows = t1 - t0;
-    buffer.assign(static_cast<std::size_t>(std::max<int64_t>(1, rows * width)), 0.0f);
-    lengths.assign(static_cast<std::size_t>(rows), 0);
-    items.clear();
-    for (int64_t i = 0; i < rows; ++i) {
-      const Range r = query_range(p, t0 + i);
-      lengths[i] = static_cast<int32_t>(r.end - r.begin);
-      add_items(&items, t0 + i, i, r.begin, r.end);
-    }
-    cpu::parallel_for(static_cast<int64_t>(items.size()), num_threads, [&](int64_t i) {
-      const WorkItem& w = items[i];
-      const int64_t base = query_range(p, w.t).begin;
-      scorer.score_row_f32(w.t, w.begin, w.end, buffer.data() + w.row * width + (w.begin - base));
-    });
-
-    SelectProblem select;
-    select.scores = buffer.data();
-    select.dtype = DType::kFloat32;
-    select.batch = rows;
-    select.n = width;
-    select.row_stride = width;
-    select.row_ends = lengths.data();
-    select.k = p.k;
-    select.indices = p.indices + t0 * p.k;
-    select.values = p.values ? p.values + t0 * p.k : nullptr;
-    Status status = select_topk_cpu(select, CpuSelectAlgo::kFast, num_threads);
-    if (!status) return status;
-    t0 = t1;
-  }
-  return Status::ok();
+// The queries as rows for select_scored_rows: row t holds the keys of [ks[t], ke[t]).
+cpu::ScoredRows query_rows(const IndexerProblem& p, const cpu::IndexerScorer& scorer) {
+  cpu::ScoredRows rows;
+  rows.rows = p.num_queries;
+  rows.length = [&p](int64_t t) {
+    const Range r = query_range(p, t);
+    return r.end - r.begin;
+  };
+  rows.score = [&p, &scorer](int64_t t, int64_t begin, int64_t end, float* out) {
+    const int64_t base = query_range(p, t).begin;
+    scorer.score_row_f32(t, base + begin, base + end, out);
+  };
+  return rows;
 }
 
 }  // namespace
@@ -106,15 +65,11 @@ Status indexer_topk_cpu_chunked(const IndexerProblem& p, int64_t max_chunk_float
   if (!status) return status;
   status = validate_indexer_ranges(p, p.ks, p.ke);
   if (!status) return status;
-  if (max_chunk_floats < 1) {
-    return detail::invalid_argument("max_chunk_floats must be >= 1, got ", max_chunk_floats);
-  }
-  if (num_threads < 1) {
-    return detail::invalid_argument("num_threads must be >= 1, got ", num_threads);
-  }
-  if (p.num_queries == 0) return Status::ok();
-  return run_guarded("indexer_topk_cpu",
-                     [&] { return topk_chunks(p, max_chunk_floats, num_threads); });
+  return run_guarded("indexer_topk_cpu", [&] {
+    const IndexerScorer scorer(p);
+    return select_scored_rows(query_rows(p, scorer), p.k, p.indices, p.values, max_chunk_floats,
+                              num_threads);
+  });
 }
 
 }  // namespace cpu
@@ -136,7 +91,11 @@ Status indexer_logits_cpu(const IndexerProblem& p, float* logits, int64_t logits
   return cpu::run_guarded("indexer_logits_cpu", [&] {
     const cpu::IndexerScorer scorer(p);
     std::vector<WorkItem> items;
-    for (int64_t t = 0; t < p.num_queries; ++t) add_items(&items, t, t, 0, p.num_keys);
+    for (int64_t t = 0; t < p.num_queries; ++t) {
+      for (int64_t s = 0; s < p.num_keys; s += kKeysPerItem) {
+        items.push_back({t, s, std::min(p.num_keys, s + kKeysPerItem)});
+      }
+    }
     cpu::parallel_for(static_cast<int64_t>(items.size()), cpu::hardware_threads(),
                       [&](int64_t i) {
                         const WorkItem& w = items[i];

@@ -55,22 +55,34 @@ IndexerScorer::IndexerScorer(const IndexerProblem& problem) : problem_(problem) 
 
 void IndexerScorer::score_row(int64_t t, int64_t begin, int64_t end, double* out) const {
   if (end <= begin) return;
+  score_keys(t, static_cast<const uint8_t*>(problem_.kv) + begin * kHeadDim,
+             problem_.kv_scale + begin, end - begin, out);
+}
+
+void IndexerScorer::score_row_f32(int64_t t, int64_t begin, int64_t end, float* out) const {
+  if (end <= begin) return;
+  score_keys_f32(t, static_cast<const uint8_t*>(problem_.kv) + begin * kHeadDim,
+                 problem_.kv_scale + begin, end - begin, out);
+}
+
+void IndexerScorer::score_keys(int64_t t, const uint8_t* keys, const float* key_scales,
+                               int64_t count, double* out) const {
+  if (count <= 0) return;
   const int64_t heads = problem_.num_heads;
   const auto* q_bytes = static_cast<const uint8_t*>(problem_.q) + t * heads * kHeadDim;
-  const auto* kv_bytes = static_cast<const uint8_t*>(problem_.kv);
   const float* weights = problem_.weights + t * heads;
 
   std::vector<double> q(static_cast<std::size_t>(heads * kHeadDim));
   for (int64_t i = 0; i < heads * kHeadDim; ++i) q[i] = decode_[q_bytes[i]];
 
   Double4 block[kHeadDim * kVectors];  // [d][key], keys of the block in kVectors vectors
-  for (int64_t s0 = begin; s0 < end; s0 += kBlock) {
-    const int n = static_cast<int>(std::min<int64_t>(kBlock, end - s0));
+  for (int64_t i0 = 0; i0 < count; i0 += kBlock) {
+    const int n = static_cast<int>(std::min<int64_t>(kBlock, count - i0));
     for (int j = 0; j < kBlock; ++j) {
       Double4* column = block + j / kLanes;
       const int lane = j % kLanes;
       if (j < n) {
-        const uint8_t* row = kv_bytes + (s0 + j) * kHeadDim;
+        const uint8_t* row = keys + (i0 + j) * kHeadDim;
         for (int d = 0; d < kHeadDim; ++d) column[d * kVectors][lane] = decode_[row[d]];
       } else {
         for (int d = 0; d < kHeadDim; ++d) column[d * kVectors][lane] = 0.0;
@@ -90,18 +102,19 @@ void IndexerScorer::score_row(int64_t t, int64_t begin, int64_t end, double* out
       }
     }
     for (int j = 0; j < n; ++j) {
-      out[s0 - begin + j] = static_cast<double>(problem_.kv_scale[s0 + j]) * total[j];
+      out[i0 + j] = static_cast<double>(key_scales[i0 + j]) * total[j];
     }
   }
 }
 
-void IndexerScorer::score_row_f32(int64_t t, int64_t begin, int64_t end, float* out) const {
+void IndexerScorer::score_keys_f32(int64_t t, const uint8_t* keys, const float* key_scales,
+                                   int64_t count, float* out) const {
   constexpr int64_t kPiece = 4096;
   double scratch[kPiece];
-  for (int64_t s0 = begin; s0 < end; s0 += kPiece) {
-    const int64_t s1 = std::min(end, s0 + kPiece);
-    score_row(t, s0, s1, scratch);
-    for (int64_t s = s0; s < s1; ++s) out[s - begin] = static_cast<float>(scratch[s - s0]);
+  for (int64_t i0 = 0; i0 < count; i0 += kPiece) {
+    const int64_t n = std::min(count - i0, kPiece);
+    score_keys(t, keys + i0 * kHeadDim, key_scales + i0, n, scratch);
+    for (int64_t i = 0; i < n; ++i) out[i0 + i] = static_cast<float>(scratch[i]);
   }
 }
 

@@ -1,5 +1,6 @@
 // fp64 scores of the DSA lightning indexer on the CPU: the arithmetic behind indexer_topk_cpu,
-// indexer_logits_cpu and the tests' oracle (tests/common/indexer_testing.h).
+// indexer_logits_cpu, indexer_topk_paged_cpu and the tests' oracle
+// (tests/common/indexer_testing.h).
 //
 //   score[t, s] = kv_scale[s] * sum_h weights[t, h] * relu(dot(q[t, h, :], kv[s, :]))
 //
@@ -29,6 +30,8 @@ class IndexerScorer {
  public:
   // `problem` must pass validate_indexer_inputs; the range arrays are not read here. The problem's
   // pointers must stay valid while the scorer is used. Thread-safe after construction.
+  // score_keys and score_keys_f32 read only q, weights, num_heads and head_dim of it (the paged
+  // indexer passes its queries as a problem without kv).
   explicit IndexerScorer(const IndexerProblem& problem);
 
   // out[s - begin] = fp64 score of query t and key s, for s in [begin, end) with
@@ -37,6 +40,16 @@ class IndexerScorer {
 
   // The same scores rounded to fp32.
   void score_row_f32(int64_t t, int64_t begin, int64_t end, float* out) const;
+
+  // out[i] = fp64 score of query t and the key keys[i * D .. i * D + D - 1] with scale
+  // key_scales[i], for i in [0, count): the scores of any contiguous run of keys (score_row is
+  // score_keys over kv + begin * D and kv_scale + begin).
+  void score_keys(int64_t t, const uint8_t* keys, const float* key_scales, int64_t count,
+                  double* out) const;
+
+  // The same scores rounded to fp32.
+  void score_keys_f32(int64_t t, const uint8_t* keys, const float* key_scales, int64_t count,
+                      float* out) const;
 
  private:
   IndexerProblem problem_;

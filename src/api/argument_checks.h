@@ -1,0 +1,28 @@
+// Small helpers of the argument validators (validate_*.cpp): int limits, pointer alignment and
+// int64 products that fit.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+namespace litetopk::detail {
+
+constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
+
+inline bool misaligned(const void* pointer, std::uintptr_t alignment) {
+  return reinterpret_cast<std::uintptr_t>(pointer) % alignment != 0;
+}
+
+inline std::uintptr_t address(const void* pointer) {
+  return reinterpret_cast<std::uintptr_t>(pointer);
+}
+
+// a * b * c fits in int64 (all >= 0).
+inline bool product_fits(int64_t a, int64_t b, int64_t c = 1) {
+  if (a == 0 || b == 0 || c == 0) return true;
+  if (a > kMaxInt64 / b) return false;
+  return a * b <= kMaxInt64 / c;
+}
+
+}  // namespace litetopk::detail

@@ -119,6 +119,36 @@ int litetopk_indexer_topk_cpu(const litetopk_indexer_problem* problem);
 int litetopk_indexer_logits_cpu(const litetopk_indexer_problem* problem, float* logits,
                                 int64_t logits_stride);
 
+/* ---- indexer_topk_paged: the decode-phase indexer over a paged cache (see indexer.h) ---- */
+
+/* Mirrors litetopk::PagedIndexerProblem. Query j (0 .. next_n - 1) of request b sees its first
+ * min(max_context, clamp(context_lens[b] - next_n + j + 1, 0, context_lens[b])) tokens; token p
+ * lives in block block_table[b * max_blocks + p / block_size], slot p % block_size, of kv_cache
+ * (DeepGEMM's fp8_paged_mqa_logits layout: per block, block_size x D fp8 keys then block_size
+ * fp32 scales). indices [B * next_n, k] int32 token positions, -1 padded; values optional.
+ * Tokens of a block-table entry outside [0, num_blocks) are never selected. */
+typedef struct litetopk_paged_indexer_problem {
+  const void* q;               /* [B, next_n, H, D] fp8 e4m3 */
+  const void* kv_cache;        /* [num_blocks, block_size, 1, D + 4] bytes */
+  const float* weights;        /* [B * next_n, H] */
+  const int32_t* context_lens; /* [B] */
+  const int32_t* block_table;  /* [B, max_blocks] */
+  int64_t batch;               /* B */
+  int64_t next_n;              /* 1 .. 4 */
+  int64_t num_heads;           /* H: 32 or 64 */
+  int64_t head_dim;            /* D: 128 */
+  int64_t num_blocks;
+  int64_t block_size;          /* 64 */
+  int64_t max_blocks;
+  int64_t max_context;         /* the largest context passed; <= max_blocks * block_size */
+  int64_t k;                   /* 1 .. 8192 */
+  int32_t* indices;            /* [B * next_n, k], required */
+  float* values;               /* [B * next_n, k], may be NULL */
+} litetopk_paged_indexer_problem;
+
+/* Host pointers: the CPU reference (fp64 scores rounded to fp32, then exact selection). */
+int litetopk_indexer_topk_paged_cpu(const litetopk_paged_indexer_problem* problem);
+
 /* ---- sparse_decode: the sparse KV cache and decoding attention (see sparse_decode.h) ---- */
 
 /* Mirrors litetopk::SparseKvCache. Arrays are [slots, ...] (see sparse_decode.h for the layout

@@ -103,4 +103,68 @@ Status indexer_topk_cpu(const IndexerProblem& problem);
 // Writes the [T, S] fp32 logits as indexer_logits does.
 Status indexer_logits_cpu(const IndexerProblem& problem, float* logits, int64_t logits_stride);
 
+// ---- indexer_topk_paged: the decode-phase indexer over a paged cache ----
+//
+// B requests, each with next_n new query tokens (1 .. 4: multi-token prediction), over the
+// request's paged context. Layouts match DeepGEMM's fp8_paged_mqa_logits:
+//   q [B, next_n, H, D] fp8 e4m3, contiguous (query row r = b * next_n + j is [H, D]);
+//   kv_cache [num_blocks, block_size, 1, D + 4] bytes: each block holds its block_size x D fp8
+//     keys, then its block_size fp32 scales (not block_size rows of D + 4 bytes; see
+//     src/formats/paged_kv_layout.h), block stride block_size * (D + 4) bytes;
+//   weights [B * next_n, H] fp32; context_lens [B] int32; block_table [B, max_blocks] int32
+//     (row stride max_blocks): token p of request b lives in block block_table[b, p / block_size],
+//     slot p % block_size.
+// Query j of request b sees positions 0 .. n - 1 with
+//   n = min(max_context, clamp(context_lens[b] - next_n + j + 1, 0, context_lens[b]))
+// (a negative context_lens[b] counts as 0), and for those
+//   score[r, p] = kv_scale[p] * sum_h weights[r, h] * max(0, dot(q[b, j, h, :], key[p, :]))
+// with the same arithmetic contract as indexer_topk (fp32 accumulation; the CPU reference scores
+// exactly in fp64 and rounds to fp32). Out: indices [B * next_n, k] int32 token positions
+// (0-based positions in the request's context), -1 padded; optional fp32 values. Same NaN, tie
+// and order rules as indexer_topk: NaN never selected, +-inf ordinary, unsorted, any member among
+// ties at the k-th value (no deterministic option).
+//
+// Host checks and the caller's contract. The call checks on the host what it can without reading
+// device memory: shapes, sizes, pointers, alignment. context_lens and block_table are device
+// values (on the GPU they are never read on the host, so one CUDA graph stays valid as contexts
+// grow); their contents are the caller's contract, and out-of-range ones are defined, never read
+// out of bounds:
+// - a context length above max_context is cut at max_context (the formula above); a negative one
+//   is an empty context;
+// - a block-table entry outside [0, num_blocks) for a visible token makes that block's tokens
+//   unselectable, exactly like a NaN score: they are not read, never selected, and the row is
+//   -1 padded when fewer than k selectable tokens remain. Entries past a row's visible tokens
+//   are never read (they may hold anything, e.g. -1 or stale blocks).
+// The GPU entry points (workspace size, launch) come with the kernel.
+struct PagedIndexerProblem {
+  const void* q = nullptr;                // [B, next_n, H, D] fp8 e4m3
+  const void* kv_cache = nullptr;         // [num_blocks, block_size, 1, D + 4] bytes
+  const float* weights = nullptr;         // [B * next_n, H]
+  const int32_t* context_lens = nullptr;  // [B]
+  const int32_t* block_table = nullptr;   // [B, max_blocks]
+  int64_t batch = 0;                      // B
+  int64_t next_n = 0;                     // 1 .. 4
+  int64_t num_heads = 0;                  // H: 32 or 64
+  int64_t head_dim = 0;                   // D: 128
+  int64_t num_blocks = 0;                 // blocks in kv_cache
+  int64_t block_size = 0;                 // tokens per block: 64
+  int64_t max_blocks = 0;                 // block_table's row length (its row stride)
+  // The largest context the caller will pass (<= max_blocks * block_size). It sizes the GPU
+  // workspace, so that one workspace and one CUDA graph serve every step up to that context.
+  int64_t max_context = 0;
+  int64_t k = 0;                          // 1 .. 8192
+  int32_t* indices = nullptr;             // [B * next_n, k], required
+  float* values = nullptr;                // [B * next_n, k], optional
+};
+
+// Shapes, sizes, pointers and alignment (q and kv_cache 16-byte aligned for TMA, the others
+// 4-byte); never reads context_lens or block_table. q, weights, context_lens and indices are
+// required when B > 0; kv_cache and block_table only when a token can be visible (max_context >
+// 0; kv_cache also needs num_blocks > 0).
+Status validate_paged_indexer_problem(const PagedIndexerProblem& problem);
+
+// The CPU reference (host pointers): every score in fp64, rounded to fp32, then select_topk_cpu,
+// with the out-of-range rules above. The future GPU kernel's test oracle.
+Status indexer_topk_paged_cpu(const PagedIndexerProblem& problem);
+
 }  // namespace litetopk

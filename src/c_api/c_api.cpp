@@ -95,6 +95,27 @@ litetopk::Status indexer_options(int32_t algo, int64_t candidate_capacity,
   return litetopk::Status::ok();
 }
 
+litetopk::PagedIndexerProblem to_cpp(const litetopk_paged_indexer_problem& c) {
+  litetopk::PagedIndexerProblem p;
+  p.q = c.q;
+  p.kv_cache = c.kv_cache;
+  p.weights = c.weights;
+  p.context_lens = c.context_lens;
+  p.block_table = c.block_table;
+  p.batch = c.batch;
+  p.next_n = c.next_n;
+  p.num_heads = c.num_heads;
+  p.head_dim = c.head_dim;
+  p.num_blocks = c.num_blocks;
+  p.block_size = c.block_size;
+  p.max_blocks = c.max_blocks;
+  p.max_context = c.max_context;
+  p.k = c.k;
+  p.indices = c.indices;
+  p.values = c.values;
+  return p;
+}
+
 litetopk::SparseKvCache to_cpp(const litetopk_sparse_kv_cache& c) {
   litetopk::SparseKvCache p;
   p.dtype = static_cast<litetopk::DType>(c.dtype);
@@ -325,6 +346,13 @@ int litetopk_indexer_logits_cpu(const litetopk_indexer_problem* problem, float* 
   return guarded([&] {
     if (problem == nullptr) return null_problem();
     return litetopk::indexer_logits_cpu(to_cpp(*problem), logits, logits_stride);
+  });
+}
+
+int litetopk_indexer_topk_paged_cpu(const litetopk_paged_indexer_problem* problem) {
+  return guarded([&] {
+    if (problem == nullptr) return null_problem();
+    return litetopk::indexer_topk_paged_cpu(to_cpp(*problem));
   });
 }
 

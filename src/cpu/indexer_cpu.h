@@ -17,4 +17,8 @@ constexpr int64_t kIndexerChunkFloats = int64_t{1} << 26;
 Status indexer_topk_cpu_chunked(const IndexerProblem& problem, int64_t max_chunk_floats,
                                 int num_threads);
 
+// indexer_topk_paged_cpu with the same knobs (one row per query, b * next_n + j).
+Status indexer_topk_paged_cpu_chunked(const PagedIndexerProblem& problem,
+                                      int64_t max_chunk_floats, int num_threads);
+
 }  // namespace litetopk::cpu

@@ -1,18 +1,22 @@
 // The C API (liblitetopk_c.so, what ctypes bindings load): the CPU entry points agree with the C++
 // API, flags map to the options, errors come back as codes with a message, nothing throws; the
-// sparse-decode structs carry every field (the C and C++ calls give identical results), and the
-// GPU calls validate before reaching the backend.
+// sparse-decode and paged-indexer structs carry every field (the C and C++ calls give identical
+// results), and the GPU calls validate before reaching the backend.
 #include "litetopk/c_api.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/select_testing.h"
 #include "common/sparse_decode_testing.h"
+#include "litetopk/indexer.h"
 #include "litetopk/sparse_decode.h"
+#include "testkit/paged_indexer_workload.h"
 
 namespace litetopk::testing {
 namespace {
@@ -116,6 +120,73 @@ TEST(CApi, IndexerOptionsAreCheckedBeforeAnyDeviceWork) {
   problem.num_heads = 48;
   EXPECT_EQ(litetopk_indexer_topk_cpu(&problem), LITETOPK_INVALID_ARGUMENT);
   EXPECT_NE(std::string(litetopk_last_error()).find("num_heads"), std::string::npos);
+}
+
+litetopk_paged_indexer_problem c_paged_problem(const PagedIndexerProblem& p) {
+  litetopk_paged_indexer_problem c{};
+  c.q = p.q;
+  c.kv_cache = p.kv_cache;
+  c.weights = p.weights;
+  c.context_lens = p.context_lens;
+  c.block_table = p.block_table;
+  c.batch = p.batch;
+  c.next_n = p.next_n;
+  c.num_heads = p.num_heads;
+  c.head_dim = p.head_dim;
+  c.num_blocks = p.num_blocks;
+  c.block_size = p.block_size;
+  c.max_blocks = p.max_blocks;
+  c.max_context = p.max_context;
+  c.k = p.k;
+  c.indices = p.indices;
+  c.values = p.values;
+  return c;
+}
+
+// Each row's (position, value) pairs, sorted: the order within a row is unspecified.
+std::vector<std::vector<std::pair<int32_t, float>>> sorted_rows(const std::vector<int32_t>& indices,
+                                                                const std::vector<float>& values,
+                                                                int64_t k) {
+  std::vector<std::vector<std::pair<int32_t, float>>> rows(indices.size() / k);
+  for (std::size_t i = 0; i < indices.size(); ++i) {
+    rows[i / k].emplace_back(indices[i], indices[i] < 0 ? 0.0f : values[i]);
+  }
+  for (auto& row : rows) std::sort(row.begin(), row.end());
+  return rows;
+}
+
+TEST(CApi, PagedIndexerCpuMatchesTheCppApi) {
+  testkit::PagedIndexerSpec spec;
+  spec.context_lens = {300, 0, 77, 2};
+  spec.next_n = 3;
+  spec.H = 32;
+  spec.k = 40;
+  spec.max_blocks = 7;
+  spec.spare_blocks = 2;
+  spec.seed = 41;
+  const testkit::PagedIndexerWorkload w = testkit::make_paged_indexer_workload(spec);
+  PagedIndexerProblem p = w.host_problem();
+  p.max_context = 200;  // cuts request 0: a field the C struct must carry
+  const std::size_t outputs = static_cast<std::size_t>(p.batch * p.next_n * p.k);
+  std::vector<int32_t> cpp_indices(outputs), c_indices(outputs);
+  std::vector<float> cpp_values(outputs), c_values(outputs);
+  p.indices = cpp_indices.data();
+  p.values = cpp_values.data();
+  ASSERT_TRUE(indexer_topk_paged_cpu(p).is_ok());
+  p.indices = c_indices.data();
+  p.values = c_values.data();
+  litetopk_paged_indexer_problem problem = c_paged_problem(p);
+  ASSERT_EQ(litetopk_indexer_topk_paged_cpu(&problem), LITETOPK_OK) << litetopk_last_error();
+  EXPECT_STREQ(litetopk_last_error(), "");
+  EXPECT_EQ(sorted_rows(c_indices, c_values, p.k), sorted_rows(cpp_indices, cpp_values, p.k));
+  for (int32_t index : c_indices) EXPECT_LT(index, 200);
+
+  EXPECT_EQ(litetopk_indexer_topk_paged_cpu(nullptr), LITETOPK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(litetopk_last_error()).find("problem"), std::string::npos);
+  problem.next_n = 5;
+  EXPECT_EQ(litetopk_indexer_topk_paged_cpu(&problem), LITETOPK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(litetopk_last_error()).find("next_n must be in [1, 4], got 5"),
+            std::string::npos);
 }
 
 litetopk_sparse_kv_cache c_cache(const SparseKvCache& p) {

@@ -1,0 +1,126 @@
+// Argument checks for the paged decode indexer (validate_paged_indexer_problem): shapes, sizes,
+// pointers and alignment. Every failure names the argument, what was expected and what was given.
+// context_lens and block_table are never read (device values; their contents are the caller's
+// contract, see litetopk/indexer.h).
+#include <cstdint>
+
+#include "api/argument_checks.h"
+#include "api/format.h"
+#include "litetopk/indexer.h"
+
+namespace litetopk {
+
+using detail::address;
+using detail::invalid_argument;
+using detail::kMaxInt32;
+using detail::misaligned;
+using detail::product_fits;
+
+namespace {
+
+constexpr int64_t kMaxNextN = 4;
+constexpr int64_t kHeadDim = 128;
+constexpr int64_t kBlockSize = 64;
+constexpr int64_t kMaxK = 8192;
+// q and the cache blocks are read by TMA: the global address must be 16-byte aligned.
+constexpr std::uintptr_t kTmaAlignment = 16;
+
+Status check_shapes(const PagedIndexerProblem& p) {
+  if (p.batch < 0) return invalid_argument("batch must be >= 0, got ", p.batch);
+  if (p.next_n < 1 || p.next_n > kMaxNextN) {
+    return invalid_argument("next_n must be in [1, ", kMaxNextN, "], got ", p.next_n);
+  }
+  if (p.num_heads != 32 && p.num_heads != 64) {
+    return invalid_argument("num_heads must be 32 or 64, got ", p.num_heads);
+  }
+  if (p.head_dim != kHeadDim) {
+    return invalid_argument("head_dim must be ", kHeadDim, ", got ", p.head_dim);
+  }
+  if (p.block_size != kBlockSize) {
+    return invalid_argument("block_size must be ", kBlockSize, ", got ", p.block_size);
+  }
+  if (p.num_blocks < 0) return invalid_argument("num_blocks must be >= 0, got ", p.num_blocks);
+  if (p.num_blocks > kMaxInt32) {
+    return invalid_argument("num_blocks must be <= ", kMaxInt32, " (int32 block table), got ",
+                            p.num_blocks);
+  }
+  if (p.max_blocks < 0) return invalid_argument("max_blocks must be >= 0, got ", p.max_blocks);
+  if (p.max_blocks > kMaxInt32) {
+    return invalid_argument("max_blocks must be <= ", kMaxInt32, ", got ", p.max_blocks);
+  }
+  if (p.max_context < 0) return invalid_argument("max_context must be >= 0, got ", p.max_context);
+  if (p.max_context > kMaxInt32) {
+    return invalid_argument("max_context must be <= ", kMaxInt32, " (int32 context_lens), got ",
+                            p.max_context);
+  }
+  // max_blocks, block_size <= INT32_MAX: the product fits in int64.
+  if (p.max_context > p.max_blocks * p.block_size) {
+    return invalid_argument("max_context must be <= max_blocks * block_size (", p.max_blocks,
+                            " * ", p.block_size, " = ", p.max_blocks * p.block_size, "), got ",
+                            p.max_context);
+  }
+  // q holds B * next_n * H * D bytes, the block table B * max_blocks entries.
+  if (!product_fits(p.batch, p.next_n, p.num_heads * p.head_dim)) {
+    return invalid_argument("batch * next_n * num_heads * head_dim overflows int64: batch ",
+                            p.batch, ", next_n ", p.next_n, ", num_heads ", p.num_heads,
+                            ", head_dim ", p.head_dim);
+  }
+  if (!product_fits(p.batch, p.max_blocks)) {
+    return invalid_argument("batch * max_blocks overflows int64: batch ", p.batch,
+                            ", max_blocks ", p.max_blocks);
+  }
+  return Status::ok();
+}
+
+Status check_pointers(const PagedIndexerProblem& p) {
+  if (p.q == nullptr) return invalid_argument("q must not be null");
+  if (p.weights == nullptr) return invalid_argument("weights must not be null");
+  if (p.context_lens == nullptr) return invalid_argument("context_lens must not be null");
+  // With max_context = 0 no token is visible: nothing is read from the table or the cache.
+  if (p.max_context > 0) {
+    if (p.block_table == nullptr) return invalid_argument("block_table must not be null");
+    if (p.num_blocks > 0 && p.kv_cache == nullptr) {
+      return invalid_argument("kv_cache must not be null");
+    }
+  }
+  if (p.indices == nullptr) return invalid_argument("indices must not be null");
+  if (misaligned(p.q, kTmaAlignment)) {
+    return invalid_argument("q must be ", kTmaAlignment, "-byte aligned (TMA), got address 0x",
+                            std::hex, address(p.q));
+  }
+  if (misaligned(p.kv_cache, kTmaAlignment)) {
+    return invalid_argument("kv_cache must be ", kTmaAlignment,
+                            "-byte aligned (TMA), got address 0x", std::hex,
+                            address(p.kv_cache));
+  }
+  const struct {
+    const char* name;
+    const void* pointer;
+  } four_byte[] = {{"weights", p.weights},           {"context_lens", p.context_lens},
+                   {"block_table", p.block_table},   {"indices", p.indices},
+                   {"values", p.values}};
+  for (const auto& array : four_byte) {
+    if (misaligned(array.pointer, 4)) {
+      return invalid_argument(array.name, " must be 4-byte aligned, got address 0x", std::hex,
+                              address(array.pointer));
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status validate_paged_indexer_problem(const PagedIndexerProblem& p) {
+  if (Status s = check_shapes(p); !s) return s;
+  if (p.k < 1 || p.k > kMaxK) {
+    return invalid_argument("k must be in [1, ", kMaxK, "], got ", p.k);
+  }
+  if (!product_fits(p.batch, p.next_n, p.k)) {
+    return invalid_argument("batch * next_n * k overflows int64: batch ", p.batch, ", next_n ",
+                            p.next_n, ", k ", p.k);
+  }
+  if (p.batch == 0) return Status::ok();
+  return check_pointers(p);
+}
+
+}  // namespace litetopk

@@ -12,7 +12,7 @@ if torch is not None:
     import litetopk
     from litetopk.ops import (IndexerState, SparseKvCache, dense_decode, fp8_mqa_logits,
                               fp8_mqa_topk, topk)
-    from dsa_indexer import DSAIndexer, make_inputs, same_selection
+    from dsa_indexer import DSAIndexer, capture, make_inputs, same_selection
     from test_torch import dense_cache, indexer_inputs
 
 
@@ -22,19 +22,6 @@ def modules(k=64):
     unfused = DSAIndexer(topk=k, fused=False).cuda().eval()
     unfused.load_state_dict(fused.state_dict())
     return fused, unfused
-
-
-def capture(run):
-    """run() warmed up on a side stream, captured in a CUDA graph; returns (graph, outputs)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        run()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        outputs = run()
-    return graph, outputs
 
 
 def test_dsa_indexer_compiled_fullgraph_and_graphed():

@@ -199,6 +199,12 @@ __device__ __forceinline__ void start_sample_tile(const CoreArgs& args, int32_t 
   sm90::cp_async_commit();
 }
 
+// Descriptor low-word strides (16-byte units): one key tile's stage, one bank of query columns.
+constexpr uint32_t kStageLow = kTileKeys * kHeadDim / 16;
+constexpr uint32_t kBankLow = kBankColumns * kHeadDim / 16;
+template <int kHeads>
+constexpr uint32_t kQSlotLow = Shape<kHeads>::kQRows * kHeadDim / 16;
+
 // Sample tiles in flight per producer lane before the oldest is published.
 constexpr int kSampleTilesInFlight = 4;
 
@@ -325,7 +331,6 @@ __device__ __forceinline__ void run_math_two_banks(const CoreArgs& args, CoreSto
   const int quad_lane = lane % 4;
   const uint32_t kv_low0 = sm90::swizzled_descriptor_low(s.kv[0]);
   const uint32_t q_low0 = sm90::swizzled_descriptor_low(s.q[0]);
-  constexpr uint32_t kBankLow = kBankColumns * kHeadDim / 16;
   uint32_t kv_base = 0;
   int it = 0;
   for (int i = blockIdx.x; i < blocks; i += gridDim.x, ++it) {
@@ -362,8 +367,8 @@ __device__ __forceinline__ void run_math_two_banks(const CoreArgs& args, CoreSto
         if (key1 >= 0 && key1 < args.num_keys) scale1 = __ldg(args.kv_scale + key1);
       }
       // The operands' descriptors: low words from stage 0's, 16-byte units.
-      const uint32_t kv_low = kv_low0 + stage * (kTileKeys * kHeadDim / 16);
-      const uint32_t q_low = q_low0 + static_cast<uint32_t>(slot) * (S::kQRows * kHeadDim / 16);
+      const uint32_t kv_low = kv_low0 + stage * kStageLow;
+      const uint32_t q_low = q_low0 + static_cast<uint32_t>(slot) * kQSlotLow<kHeads>;
       float acc[2][64];
       issue_bank(acc[0], kv_low, q_low);
       issue_bank(acc[1], kv_low, q_low + kBankLow);
@@ -404,7 +409,7 @@ __device__ __forceinline__ void run_math_pairs(const CoreArgs& args, CoreStorage
   const int quad_lane = lane % 4;
   const uint32_t kv_low0 = sm90::swizzled_descriptor_low(s.kv[0]);
   const uint32_t q_low0 = sm90::swizzled_descriptor_low(s.q[0]) +
-                          static_cast<uint32_t>(bank) * (kBankColumns * kHeadDim / 16);
+                          static_cast<uint32_t>(bank) * kBankLow;
   const int last_key = args.num_keys - 1;
   uint32_t kv_base = 0;
   int it = 0;
@@ -416,7 +421,7 @@ __device__ __forceinline__ void run_math_pairs(const CoreArgs& args, CoreStorage
     const int num_tiles = ranges.num_tiles;
     BankWeights<kHeads> weights;
     load_bank_weights<kHeads>(s.weights[slot], bank, quad_lane, weights);
-    const uint32_t q_low = q_low0 + static_cast<uint32_t>(slot) * (S::kQRows * kHeadDim / 16);
+    const uint32_t q_low = q_low0 + static_cast<uint32_t>(slot) * kQSlotLow<kHeads>;
     epilogue.begin_query_block(qb, ranges);
     for (int tile = pair; tile < num_tiles; tile += 2) {
       const uint32_t iter = kv_base + static_cast<uint32_t>(tile);
@@ -429,7 +434,7 @@ __device__ __forceinline__ void run_math_pairs(const CoreArgs& args, CoreStorage
           tile_key >= ranges.inner_begin && tile_key + kTileKeys <= ranges.inner_end;
       sm90::mbarrier_wait(&s.kv_full[stage], (iter / kKvStages) & 1);
       float acc[64];
-      issue_bank(acc, kv_low0 + stage * (kTileKeys * kHeadDim / 16), q_low);
+      issue_bank(acc, kv_low0 + stage * kStageLow, q_low);
       sm90::wgmma_wait<0>();
       if (lane == 0) sm90::mbarrier_arrive(&s.kv_empty[stage]);
       sm90::fence_accumulators(acc);

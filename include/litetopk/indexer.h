@@ -135,7 +135,6 @@ Status indexer_logits_cpu(const IndexerProblem& problem, float* logits, int64_t 
 //   unselectable, exactly like a NaN score: they are not read, never selected, and the row is
 //   -1 padded when fewer than k selectable tokens remain. Entries past a row's visible tokens
 //   are never read (they may hold anything, e.g. -1 or stale blocks).
-// The GPU entry points (workspace size, launch) come with the kernel.
 struct PagedIndexerProblem {
   const void* q = nullptr;                // [B, next_n, H, D] fp8 e4m3
   const void* kv_cache = nullptr;         // [num_blocks, block_size, 1, D + 4] bytes
@@ -163,8 +162,37 @@ struct PagedIndexerProblem {
 // 0; kv_cache also needs num_blocks > 0).
 Status validate_paged_indexer_problem(const PagedIndexerProblem& problem);
 
-// The CPU reference (host pointers): every score in fp64, rounded to fp32, then select_topk_cpu,
-// with the out-of-range rules above. The future GPU kernel's test oracle.
+// ---- GPU (device pointers) ----
+// The workspace is sized by max_context (never by the device lengths), so one workspace and one
+// captured CUDA graph serve every decode step up to max_context. options.algo picks the path
+// (kAuto: indexer_topk_paged_dispatch); options.state, candidate_capacity, cold_sample and
+// candidate_counters are not used by the paged indexer.
+// - kUnfused: indexer_logits_paged into a [B * next_n, max_context] fp32 workspace, then the
+//   selection over each row's visible tokens.
+// - kFused: the scores of a request's context split over thread blocks stay on chip; the blocks
+//   of one request agree on its k-th score through a grid-wide radix select (one launch).
+Status indexer_topk_paged_workspace_size(const PagedIndexerProblem& problem,
+                                         std::size_t* workspace_bytes,
+                                         const IndexerOptions& options = {});
+Status indexer_topk_paged(const PagedIndexerProblem& problem, void* workspace,
+                          std::size_t workspace_bytes, cudaStream_t stream,
+                          const IndexerOptions& options = {});
+IndexerAlgo indexer_topk_paged_dispatch(const PagedIndexerProblem& problem);
+
+// The unfused path's first half, public for engines that want the logits (DeepGEMM's
+// fp8_paged_mqa_logits): writes logits[r * logits_stride + p] for every visible position p of
+// row r (NaN for a token of an out-of-range block); positions at or past the row's visible count
+// (up to max_context) are -inf. problem.k, indices and values are not used. logits_stride >=
+// max_context.
+Status indexer_logits_paged(const PagedIndexerProblem& problem, float* logits,
+                            int64_t logits_stride, cudaStream_t stream);
+
+// ---- CPU (host pointers) ----
+// The reference: every score in fp64, rounded to fp32, then select_topk_cpu, with the
+// out-of-range rules above. The GPU kernels' test oracle.
 Status indexer_topk_paged_cpu(const PagedIndexerProblem& problem);
+// Writes the logits as indexer_logits_paged does.
+Status indexer_logits_paged_cpu(const PagedIndexerProblem& problem, float* logits,
+                                int64_t logits_stride);
 
 }  // namespace litetopk

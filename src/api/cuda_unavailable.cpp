@@ -2,6 +2,7 @@
 #include "api/select_backend.h"
 #include "api/decode_backend.h"
 #include "api/indexer_backend.h"
+#include "api/paged_indexer_backend.h"
 #include "litetopk/device.h"
 
 namespace litetopk::detail {
@@ -46,6 +47,16 @@ Status cuda_indexer_topk(const IndexerProblem&, IndexerAlgo, const IndexerOption
 Status cuda_indexer_logits(const IndexerProblem&, float*, int64_t, cudaStream_t) {
   return not_compiled();
 }
+Status cuda_paged_indexer_workspace_size(const PagedIndexerProblem&, IndexerAlgo, std::size_t*) {
+  return not_compiled();
+}
+Status cuda_paged_indexer_topk(const PagedIndexerProblem&, IndexerAlgo, void*, cudaStream_t) {
+  return not_compiled();
+}
+Status cuda_paged_indexer_logits(const PagedIndexerProblem&, float*, int64_t, cudaStream_t) {
+  return not_compiled();
+}
+IndexerAlgo cuda_paged_indexer_dispatch(const PagedIndexerProblem&) { return IndexerAlgo::kUnfused; }
 Status cuda_memset_async(void*, std::size_t bytes, cudaStream_t) {
   return bytes == 0 ? Status::ok() : not_compiled();
 }

@@ -6,6 +6,7 @@
 
 #include "api/argument_checks.h"
 #include "api/format.h"
+#include "api/paged_indexer_validation.h"
 #include "litetopk/indexer.h"
 
 namespace litetopk {
@@ -83,7 +84,6 @@ Status check_pointers(const PagedIndexerProblem& p) {
       return invalid_argument("kv_cache must not be null");
     }
   }
-  if (p.indices == nullptr) return invalid_argument("indices must not be null");
   if (misaligned(p.q, kTmaAlignment)) {
     return invalid_argument("q must be ", kTmaAlignment, "-byte aligned (TMA), got address 0x",
                             std::hex, address(p.q));
@@ -96,9 +96,9 @@ Status check_pointers(const PagedIndexerProblem& p) {
   const struct {
     const char* name;
     const void* pointer;
-  } four_byte[] = {{"weights", p.weights},           {"context_lens", p.context_lens},
-                   {"block_table", p.block_table},   {"indices", p.indices},
-                   {"values", p.values}};
+  } four_byte[] = {{"weights", p.weights},
+                   {"context_lens", p.context_lens},
+                   {"block_table", p.block_table}};
   for (const auto& array : four_byte) {
     if (misaligned(array.pointer, 4)) {
       return invalid_argument(array.name, " must be 4-byte aligned, got address 0x", std::hex,
@@ -110,8 +110,14 @@ Status check_pointers(const PagedIndexerProblem& p) {
 
 }  // namespace
 
-Status validate_paged_indexer_problem(const PagedIndexerProblem& p) {
+Status validate_paged_indexer_inputs(const PagedIndexerProblem& p) {
   if (Status s = check_shapes(p); !s) return s;
+  if (p.batch == 0) return Status::ok();
+  return check_pointers(p);
+}
+
+Status validate_paged_indexer_problem(const PagedIndexerProblem& p) {
+  if (Status s = validate_paged_indexer_inputs(p); !s) return s;
   if (p.k < 1 || p.k > kMaxK) {
     return invalid_argument("k must be in [1, ", kMaxK, "], got ", p.k);
   }
@@ -120,7 +126,36 @@ Status validate_paged_indexer_problem(const PagedIndexerProblem& p) {
                             p.next_n, ", k ", p.k);
   }
   if (p.batch == 0) return Status::ok();
-  return check_pointers(p);
+  if (p.indices == nullptr) return invalid_argument("indices must not be null");
+  if (misaligned(p.indices, 4)) {
+    return invalid_argument("indices must be 4-byte aligned, got address 0x", std::hex,
+                            address(p.indices));
+  }
+  if (misaligned(p.values, 4)) {
+    return invalid_argument("values must be 4-byte aligned, got address 0x", std::hex,
+                            address(p.values));
+  }
+  return Status::ok();
+}
+
+Status validate_paged_indexer_logits_output(const PagedIndexerProblem& p, const float* logits,
+                                            int64_t logits_stride) {
+  if (logits_stride < p.max_context) {
+    return invalid_argument("logits_stride must be >= max_context (", p.max_context, "), got ",
+                            logits_stride);
+  }
+  const int64_t rows = p.batch * p.next_n;
+  if (rows > 0 && logits_stride > 0 && rows > detail::kMaxInt64 / logits_stride) {
+    return invalid_argument("batch * next_n * logits_stride overflows int64: rows ", rows,
+                            ", logits_stride ", logits_stride);
+  }
+  if (rows == 0 || p.max_context == 0) return Status::ok();
+  if (logits == nullptr) return invalid_argument("logits must not be null");
+  if (misaligned(logits, alignof(float))) {
+    return invalid_argument("logits must be 4-byte aligned, got address 0x", std::hex,
+                            address(logits));
+  }
+  return Status::ok();
 }
 
 }  // namespace litetopk

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "api/paged_indexer_validation.h"
 #include "cpu/indexer_cpu.h"
 #include "cpu/indexer_scores.h"
 #include "cpu/parallel_for.h"
@@ -83,6 +84,25 @@ Status indexer_topk_paged_cpu_chunked(const PagedIndexerProblem& p, int64_t max_
 }
 
 }  // namespace cpu
+
+Status indexer_logits_paged_cpu(const PagedIndexerProblem& problem, float* logits,
+                                int64_t logits_stride) {
+  if (Status s = validate_paged_indexer_inputs(problem); !s) return s;
+  if (Status s = validate_paged_indexer_logits_output(problem, logits, logits_stride); !s) {
+    return s;
+  }
+  return cpu::run_guarded("indexer_logits_paged_cpu", [&] {
+    const cpu::IndexerScorer scorer(query_view(problem));
+    const int64_t rows = problem.batch * problem.next_n;
+    cpu::parallel_for(rows, cpu::hardware_threads(), [&](int64_t row) {
+      float* out = logits + row * logits_stride;
+      const int64_t length = row_length(problem, row);
+      score_positions(problem, scorer, row, 0, length, out);
+      std::fill(out + length, out + problem.max_context, -std::numeric_limits<float>::infinity());
+    });
+    return Status::ok();
+  });
+}
 
 Status indexer_topk_paged_cpu(const PagedIndexerProblem& problem) {
   return cpu::indexer_topk_paged_cpu_chunked(problem, cpu::kIndexerChunkFloats,

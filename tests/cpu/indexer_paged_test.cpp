@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/indexer_testing.h"
+#include "common/paged_indexer_testing.h"
 #include "cpu/indexer_cpu.h"
 #include "formats/fp8_e4m3.h"
 #include "litetopk/indexer.h"
@@ -32,33 +33,6 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 std::size_t size(int64_t n) { return static_cast<std::size_t>(n); }
-
-// ---- DeepGEMM's paged layout, written out here (independent of src/formats) ----
-
-int64_t block_base(const PagedIndexerWorkload& w, int64_t block) {
-  return block * w.spec.block_size * (w.spec.D + 4);
-}
-uint8_t* key_bytes(PagedIndexerWorkload* w, int64_t block, int64_t slot) {
-  return w->kv_cache.data() + block_base(*w, block) + slot * w->spec.D;
-}
-int64_t scale_byte(const PagedIndexerWorkload& w, int64_t block, int64_t slot) {
-  return block_base(w, block) + w.spec.block_size * w.spec.D + slot * 4;
-}
-float read_scale(const PagedIndexerWorkload& w, int64_t block, int64_t slot) {
-  float scale;
-  std::memcpy(&scale, w.kv_cache.data() + scale_byte(w, block, slot), sizeof(scale));
-  return scale;
-}
-void write_scale(PagedIndexerWorkload* w, int64_t block, int64_t slot, float scale) {
-  std::memcpy(w->kv_cache.data() + scale_byte(*w, block, slot), &scale, sizeof(scale));
-}
-
-// Query j's visible count, from the contract's formula.
-int64_t visible(const PagedIndexerProblem& p, int64_t b, int64_t j) {
-  const int64_t length = std::max<int64_t>(0, p.context_lens[b]);
-  const int64_t n = std::clamp<int64_t>(length - p.next_n + j + 1, 0, length);
-  return std::min(n, p.max_context);
-}
 
 // ---- running the reference and the brute force ----
 
@@ -81,44 +55,6 @@ Result run_paged(PagedIndexerProblem p, bool with_values = true, int64_t max_chu
                             : indexer_topk_paged_cpu(p);
   EXPECT_TRUE(status.is_ok()) << status.to_string();
   return r;
-}
-
-// Request b as a prefill problem: its next_n queries over its visible tokens gathered in order
-// (a token of a block outside the cache gets zero key bytes and a NaN scale: never selected).
-struct GatheredRequest {
-  IndexerCase c;
-  HostIndexerInputs in;
-};
-
-GatheredRequest gather_request(const PagedIndexerWorkload& w, const PagedIndexerProblem& p,
-                               int64_t b) {
-  const int64_t H = p.num_heads, D = p.head_dim, bs = p.block_size, rows = p.next_n;
-  const int64_t S = visible(p, b, p.next_n - 1);  // the last query sees the most
-  GatheredRequest g;
-  g.c.name = "Request" + std::to_string(b);
-  g.c.T = rows;
-  g.c.H = H;
-  g.c.D = D;
-  g.c.S = S;
-  g.c.k = p.k;
-  const auto* q = static_cast<const uint8_t*>(p.q);
-  g.in.q.assign(q + b * rows * H * D, q + (b + 1) * rows * H * D);
-  g.in.weights.assign(p.weights + b * rows * H, p.weights + (b + 1) * rows * H);
-  g.in.kv.assign(size(S * D), 0);
-  g.in.kv_scale.assign(size(S), kNaN);
-  for (int64_t pos = 0; pos < S; ++pos) {
-    const int32_t block = p.block_table[b * p.max_blocks + pos / bs];
-    if (block < 0 || block >= p.num_blocks) continue;
-    const int64_t slot = pos % bs;
-    const uint8_t* key = w.kv_cache.data() + block_base(w, block) + slot * D;
-    std::copy(key, key + D, g.in.kv.begin() + pos * D);
-    g.in.kv_scale[size(pos)] = read_scale(w, block, slot);
-  }
-  for (int64_t j = 0; j < rows; ++j) {
-    g.in.ks.push_back(0);
-    g.in.ke.push_back(static_cast<int32_t>(visible(p, b, j)));
-  }
-  return g;
 }
 
 // Each row's positions as a set (the order within a row is unspecified).

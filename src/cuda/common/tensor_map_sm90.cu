@@ -27,28 +27,45 @@ Status tensor_map_encoder(PFN_cuTensorMapEncodeTiled_v12000* encoder) {
   return Status::ok();
 }
 
+Status encode(const void* base, cuuint32_t rank, const cuuint64_t* dims, const cuuint64_t* strides,
+              const cuuint32_t* box, CUtensorMap* map) {
+  PFN_cuTensorMapEncodeTiled_v12000 encoder = nullptr;
+  if (Status s = tensor_map_encoder(&encoder); !s) return s;
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  const CUresult result = encoder(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, rank, const_cast<void*>(base),
+                                  dims, strides, box, element_strides,
+                                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (result != CUDA_SUCCESS) {
+    std::string shape;
+    for (cuuint32_t i = 0; i < rank; ++i) {
+      shape += (i ? " x " : "") + std::to_string(dims[i]) + " (box " + std::to_string(box[i]) + ")";
+    }
+    return Status(StatusCode::kCudaError, "cuTensorMapEncodeTiled failed with CUresult " +
+                                              std::to_string(result) + " for " + shape);
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status make_row_tile_map(const void* base, uint64_t rows, uint32_t box_rows, CUtensorMap* map) {
-  PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-  if (Status s = tensor_map_encoder(&encode); !s) return s;
   constexpr uint64_t kRowBytes = 128;
   const cuuint64_t dims[2] = {kRowBytes, rows};
   const cuuint64_t strides[1] = {kRowBytes};
   const cuuint32_t box[2] = {static_cast<cuuint32_t>(kRowBytes), box_rows};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult result = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base),
-                                 dims, strides, box, element_strides,
-                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (result != CUDA_SUCCESS) {
-    return Status(StatusCode::kCudaError,
-                  "cuTensorMapEncodeTiled failed with CUresult " + std::to_string(result) +
-                      " (rows " + std::to_string(rows) + ", box rows " + std::to_string(box_rows) +
-                      ")");
-  }
-  return Status::ok();
+  return encode(base, 2, dims, strides, box, map);
+}
+
+Status make_paged_block_map(const void* base, uint64_t blocks, uint64_t block_bytes,
+                            CUtensorMap* map) {
+  constexpr uint64_t kRowBytes = 128;
+  constexpr uint64_t kRows = 64;
+  const cuuint64_t dims[3] = {kRowBytes, kRows, blocks};
+  const cuuint64_t strides[2] = {kRowBytes, block_bytes};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(kRowBytes), static_cast<cuuint32_t>(kRows), 1};
+  return encode(base, 3, dims, strides, box, map);
 }
 
 }  // namespace litetopk::detail

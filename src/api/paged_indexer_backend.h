@@ -1,0 +1,22 @@
+// The CUDA backend of the paged decode indexer as seen from src/api. Implemented in
+// src/cuda/indexer/ when the build has CUDA, else by src/api/cuda_unavailable.cpp (kNotCompiled).
+// Callers have validated the problem and resolved kAuto.
+#pragma once
+
+#include <cstddef>
+
+#include "litetopk/indexer.h"
+
+namespace litetopk::detail {
+
+Status cuda_paged_indexer_workspace_size(const PagedIndexerProblem& problem, IndexerAlgo algo,
+                                         std::size_t* workspace_bytes);
+Status cuda_paged_indexer_topk(const PagedIndexerProblem& problem, IndexerAlgo algo,
+                               void* workspace, cudaStream_t stream);
+Status cuda_paged_indexer_logits(const PagedIndexerProblem& problem, float* logits,
+                                 int64_t logits_stride, cudaStream_t stream);
+// kFused when the fused kernel can run this problem on the current device (its grid must be
+// co-resident), else kUnfused.
+IndexerAlgo cuda_paged_indexer_dispatch(const PagedIndexerProblem& problem);
+
+}  // namespace litetopk::detail

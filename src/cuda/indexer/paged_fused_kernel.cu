@@ -1,0 +1,401 @@
+// The fused paged decode indexer: scores and exact top-k in one launch, without a
+// [rows, max_context] buffer. For decode's small batches: a request's context is split over
+// `splits` blocks (all resident at once: a cooperative launch), each keeping its tiles' scores in
+// shared memory, and the blocks of a request find each row's k-th score together with a
+// three-digit radix select over histograms summed in global memory.
+//
+// Pipeline of paged_fused_kernel (grid: splits x B; block (x, b) takes tiles
+// [x * tiles_per_split, + tiles_per_split) of request b):
+// 1.-3. paged_scoring_sm90.cuh scores the block's tiles; the epilogue stores every score of the
+//    block's range in shared memory, NaN for tokens a query does not see or of blocks outside the
+//    cache (the key 0 of formats/score_keys.h: never selected).
+// 4. Select, per row, digits of 11, 11 and 10 bits of the order-preserving keys, most
+//    significant first: each block histograms its keys that match the digits found so far (the
+//    histograms live where the key-tile ring was) and adds them into the row's global histogram;
+//    the request's blocks meet at a barrier (an atomic counter); then every block reads the same
+//    sums and finds the same digit: the bin holding the row's k-th key. A row is done when its
+//    bin holds exactly the entries still needed, after the third digit, or after the first when
+//    the row has at most k selectable tokens (all are taken).
+// 5. Emit: each block counts its entries above the pivot and its ties, reserves slots for them
+//    with one atomic add per row and counter, and writes positions (and values) there; ties
+//    beyond the k - above still needed are dropped. Block 0 writes the -1 padding.
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/kernel_attributes.h"
+#include "cuda/indexer/paged_indexer_kernels.h"
+#include "cuda/indexer/paged_scoring_sm90.cuh"
+#include "formats/score_keys.h"
+
+namespace litetopk::cuda_indexer {
+namespace {
+
+using paged::PagedArgs;
+
+constexpr int kBins = 2048;
+constexpr int kPasses = 3;
+constexpr int kMaxNextN = 4;
+constexpr int kSharedBytes = 232448;  // the most dynamic shared memory a block can have on sm_90
+
+// Digit `pass` of a key: bits 31..21, 20..10, 9..0.
+__host__ __device__ constexpr int digit_shift(int pass) { return pass == 0 ? 21 : (pass == 1 ? 10 : 0); }
+__host__ __device__ constexpr uint32_t digit_mask(int pass) { return pass == 2 ? 1023u : 2047u; }
+
+// The workspace of one row (zeroed before the launch).
+struct RowWorkspace {
+  uint32_t histograms[kPasses][kBins];
+  uint32_t above_count;  // slots reserved for entries above the pivot
+  uint32_t tie_count;    // slots reserved for ties
+};
+
+// A row's selection state, identical in every block of the request.
+struct RowSelect {
+  uint32_t prefix;  // the key's bits above `shift` found so far
+  int32_t shift;    // the digits found cover bits 31 .. shift
+  uint32_t rank;    // entries still needed among those matching prefix
+  uint32_t above;   // entries whose key >> shift is above prefix (all selected)
+  bool done;
+};
+
+template <int kHeads, int kBanks>
+struct FusedShared {
+  static constexpr int kScoringBytes =
+      static_cast<int>(sizeof(paged::PagedScoringStorage<kHeads, kBanks>));
+  static constexpr int kScoreFloats = (kSharedBytes - kScoringBytes - 1024) / 4 / 64 * 64;
+};
+
+template <int kHeads, int kBanks>
+struct alignas(1024) FusedStorage {
+  paged::PagedScoringStorage<kHeads, kBanks> scoring;
+  float scores[FusedShared<kHeads, kBanks>::kScoreFloats];  // [next_n][span]
+  RowSelect rows[kMaxNextN];
+  uint32_t local_above[kMaxNextN];
+  uint32_t local_ties[kMaxNextN];
+  uint32_t base_above[kMaxNextN];
+  uint32_t base_ties[kMaxNextN];
+};
+
+struct FusedEpilogue {
+  const PagedArgs& args;
+  float* scores;
+  int32_t span;
+  int32_t first_token;
+  int b;
+
+  template <int kBankQueries>
+  __device__ __forceinline__ void consume_bank(int tile, int row0, int first_query,
+                                               const float (&scores0)[kBankQueries],
+                                               const float (&scores1)[kBankQueries],
+                                               bool in_cache, int quad_lane) {
+    if (quad_lane > 1) return;
+    const int32_t token = tile * paged::kTileKeys + row0 + 8 * quad_lane;
+#pragma unroll
+    for (int bq = 0; bq < kBankQueries; ++bq) {
+      const int j = first_query + bq;
+      if (j >= args.next_n) return;
+      const float score = quad_lane == 0 ? scores0[bq] : scores1[bq];
+      const bool seen = in_cache && token < paged::visible_tokens(args, b, j);
+      scores[j * span + (token - first_token)] = seen ? score : NAN;
+    }
+  }
+};
+
+__device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Waits until every block of the request has arrived `phase` times (blocks are co-resident).
+__device__ __forceinline__ void request_barrier(uint32_t* counter, uint32_t phase) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(counter, 1u);
+    const uint32_t target = phase * gridDim.x;
+    while (load_acquire(counter) < target) {
+    }
+  }
+  __syncthreads();
+}
+
+// Warp-wide: the bin of `histogram` (global, summed by the request's blocks) holding the row's
+// rank-th best entry, and the entries above it. Lane l owns bins counted from the top.
+__device__ __forceinline__ void find_digit(const uint32_t* histogram, int bins, uint32_t rank,
+                                           int lane, uint32_t* digit, uint32_t* above_out,
+                                           uint32_t* in_bin, uint32_t* total) {
+  const int per_lane = bins / 32;
+  const int top = bins - 1 - lane * per_lane;  // this lane's bins: top, top - 1, ...
+  uint32_t local = 0;
+  for (int i = 0; i < per_lane; ++i) local += __ldcg(histogram + top - i);
+  uint32_t inclusive = local;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset *= 2) {
+    const uint32_t v = __shfl_up_sync(0xffffffffu, inclusive, offset);
+    if (lane >= offset) inclusive += v;
+  }
+  *total = __shfl_sync(0xffffffffu, inclusive, 31);
+  uint32_t above = inclusive - local;
+  const bool mine = above < rank && inclusive >= rank;
+  uint32_t found_bin = 0;
+  uint32_t found_above = 0;
+  uint32_t found_count = 0;
+  if (mine) {
+    for (int i = 0; i < per_lane; ++i) {
+      const uint32_t here = __ldcg(histogram + top - i);
+      if (above + here >= rank) {
+        found_bin = static_cast<uint32_t>(top - i);
+        found_above = above;
+        found_count = here;
+        break;
+      }
+      above += here;
+    }
+  }
+  const unsigned owner = __ballot_sync(0xffffffffu, mine);
+  const int src = owner == 0 ? 0 : __ffs(owner) - 1;
+  *digit = __shfl_sync(0xffffffffu, found_bin, src);
+  *above_out = __shfl_sync(0xffffffffu, found_above, src);
+  *in_bin = __shfl_sync(0xffffffffu, found_count, src);
+}
+
+__device__ __forceinline__ uint32_t score_key(float score) {
+  return keys::key_from_f32_bits(__float_as_uint(score), /*largest=*/true);
+}
+
+// Does key (not 0) match the row's digits found so far?
+__device__ __forceinline__ bool matches(const RowSelect& row, uint32_t key) {
+  return row.shift >= 32 || (key >> row.shift) == row.prefix;
+}
+
+template <int kHeads, int kBanks>
+__global__ void __launch_bounds__(paged::kThreads, 1)
+    paged_fused_kernel(const __grid_constant__ CUtensorMap q_map,
+                       const __grid_constant__ CUtensorMap kv_map, const PagedArgs args,
+                       int32_t k, int32_t* indices, float* values, RowWorkspace* row_ws,
+                       uint32_t* request_counters) {
+  extern __shared__ __align__(1024) unsigned char shared_raw[];
+  auto& s = *reinterpret_cast<FusedStorage<kHeads, kBanks>*>(shared_raw);
+  const int b = static_cast<int>(blockIdx.y);
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int next_n = args.next_n;
+  if (tid == 0) paged::init_scoring(s.scoring);
+  if (tid < kMaxNextN) s.rows[tid] = RowSelect{0u, 32, static_cast<uint32_t>(k), 0u, false};
+  __syncthreads();
+
+  // 1.-3.
+  const paged::TileRange range = paged::tile_range(args, b);
+  const int32_t span = args.tiles_per_split * paged::kTileKeys;
+  const int32_t first_token = range.begin * paged::kTileKeys;
+  const int32_t count = (range.end - range.begin) * paged::kTileKeys;  // scored tokens
+  FusedEpilogue epilogue{args, s.scores, span, first_token, b};
+  paged::run_scoring<kHeads, kBanks>(&q_map, &kv_map, args, s.scoring, b, range, epilogue);
+  __syncthreads();
+
+  // 4. The key-tile ring is free now: its bytes hold the block's histograms.
+  auto* histograms = reinterpret_cast<uint32_t(*)[kBins]>(&s.scoring.kv[0][0]);
+  static_assert(sizeof(s.scoring.kv) >= kMaxNextN * kBins * sizeof(uint32_t), "ring too small");
+  RowWorkspace* rows_ws = row_ws + int64_t{b} * next_n;
+  uint32_t* barrier = request_counters + b;
+  for (int pass = 0; pass < kPasses; ++pass) {
+    bool all_done = true;
+    for (int j = 0; j < next_n; ++j) all_done = all_done && s.rows[j].done;
+    if (all_done) break;
+    for (int i = tid; i < next_n * kBins; i += paged::kThreads) histograms[i / kBins][i % kBins] = 0;
+    __syncthreads();
+    const int shift = digit_shift(pass);
+    const uint32_t mask = digit_mask(pass);
+    for (int j = 0; j < next_n; ++j) {
+      const RowSelect row = s.rows[j];
+      if (row.done) continue;
+      const float* row_scores = s.scores + j * span;
+      for (int i = tid; i < count; i += paged::kThreads) {
+        const uint32_t key = score_key(row_scores[i]);
+        if (key != 0 && matches(row, key)) atomicAdd(&histograms[j][(key >> shift) & mask], 1u);
+      }
+    }
+    __syncthreads();
+    for (int j = 0; j < next_n; ++j) {
+      if (s.rows[j].done) continue;
+      for (int bin = tid; bin < kBins; bin += paged::kThreads) {
+        const uint32_t n = histograms[j][bin];
+        if (n != 0) atomicAdd(&rows_ws[j].histograms[pass][bin], n);
+      }
+    }
+    request_barrier(barrier, static_cast<uint32_t>(pass + 1));
+    if (warp < next_n) {
+      RowSelect row = s.rows[warp];
+      if (!row.done) {
+        uint32_t digit, above, in_bin, total;
+        find_digit(rows_ws[warp].histograms[pass], pass == 2 ? 1024 : kBins, row.rank, lane,
+                   &digit, &above, &in_bin, &total);
+        if (pass == 0 && total <= row.rank) {
+          // At most k selectable tokens: every key >= 1 is "above" prefix 0 at shift 0.
+          row = RowSelect{0u, 0, 0u, total, true};
+        } else {
+          row.prefix = row.shift >= 32 ? digit : (row.prefix << (pass == 2 ? 10 : 11)) | digit;
+          row.shift = shift;
+          row.above += above;
+          row.rank -= above;
+          row.done = pass == kPasses - 1 || in_bin == row.rank;
+        }
+        if (lane == 0) s.rows[warp] = row;
+      }
+    }
+    __syncthreads();
+  }
+
+  // 5. Emit: count, reserve, write.
+  if (tid < next_n) {
+    s.local_above[tid] = 0;
+    s.local_ties[tid] = 0;
+  }
+  __syncthreads();
+  for (int j = 0; j < next_n; ++j) {
+    const RowSelect row = s.rows[j];
+    const float* row_scores = s.scores + j * span;
+    uint32_t above = 0;
+    uint32_t ties = 0;
+    for (int i = tid; i < count; i += paged::kThreads) {
+      const uint32_t key = score_key(row_scores[i]);
+      if (key == 0) continue;
+      const uint32_t v = key >> row.shift;
+      above += v > row.prefix;
+      ties += v == row.prefix;
+    }
+    if (above) atomicAdd(&s.local_above[j], above);
+    if (ties) atomicAdd(&s.local_ties[j], ties);
+  }
+  __syncthreads();
+  if (tid < next_n) {
+    s.base_above[tid] = s.local_above[tid] ? atomicAdd(&rows_ws[tid].above_count, s.local_above[tid]) : 0;
+    s.base_ties[tid] = s.local_ties[tid] ? atomicAdd(&rows_ws[tid].tie_count, s.local_ties[tid]) : 0;
+    s.local_above[tid] = 0;
+    s.local_ties[tid] = 0;
+  }
+  __syncthreads();
+  for (int j = 0; j < next_n; ++j) {
+    const RowSelect row = s.rows[j];
+    const float* row_scores = s.scores + j * span;
+    const int64_t out_row = (int64_t{b} * next_n + j) * k;
+    for (int i = tid; i < count; i += paged::kThreads) {
+      const float score = row_scores[i];
+      const uint32_t key = score_key(score);
+      if (key == 0) continue;
+      const uint32_t v = key >> row.shift;
+      uint32_t slot;
+      if (v > row.prefix) {
+        slot = s.base_above[j] + atomicAdd(&s.local_above[j], 1u);
+      } else if (v == row.prefix) {
+        const uint32_t t = s.base_ties[j] + atomicAdd(&s.local_ties[j], 1u);
+        if (t >= row.rank) continue;
+        slot = row.above + t;
+      } else {
+        continue;
+      }
+      indices[out_row + slot] = first_token + i;
+      if (values != nullptr) values[out_row + slot] = score;
+    }
+    // Padding: a row with fewer than k selectable tokens.
+    if (blockIdx.x == 0) {
+      for (int slot = static_cast<int>(row.above + row.rank) + tid; slot < k; slot += paged::kThreads) {
+        indices[out_row + slot] = -1;
+        if (values != nullptr) values[out_row + slot] = NAN;
+      }
+    }
+  }
+}
+
+template <int kHeads, int kBanks>
+const void* fused_kernel() {
+  return reinterpret_cast<const void*>(paged_fused_kernel<kHeads, kBanks>);
+}
+template <int kHeads, int kBanks>
+int fused_smem() {
+  static_assert(sizeof(FusedStorage<kHeads, kBanks>) <= kSharedBytes, "shared memory");
+  return static_cast<int>(sizeof(FusedStorage<kHeads, kBanks>));
+}
+
+const void* kernel_for(int heads, int banks, int* smem) {
+  if (heads == 64 && banks == 2) {
+    *smem = fused_smem<64, 2>();
+    return fused_kernel<64, 2>();
+  }
+  if (heads == 64) {
+    *smem = fused_smem<64, 1>();
+    return fused_kernel<64, 1>();
+  }
+  *smem = fused_smem<32, 1>();
+  return fused_kernel<32, 1>();
+}
+
+}  // namespace
+
+int64_t paged_fused_score_capacity(int heads, int banks) {
+  if (heads == 64 && banks == 2) return FusedShared<64, 2>::kScoreFloats;
+  if (heads == 64) return FusedShared<64, 1>::kScoreFloats;
+  return FusedShared<32, 1>::kScoreFloats;
+}
+
+std::size_t paged_fused_workspace_bytes(const PagedIndexerProblem& problem) {
+  const auto rows = static_cast<std::size_t>(problem.batch * problem.next_n);
+  return rows * sizeof(RowWorkspace) + static_cast<std::size_t>(problem.batch) * sizeof(uint32_t);
+}
+
+Status paged_fused_fits(const PagedIndexerProblem& problem, int64_t blocks, bool* fits) {
+  int smem = 0;
+  const void* kernel = kernel_for(static_cast<int>(problem.num_heads), paged_banks(problem), &smem);
+  if (Status s = cuda_common::allow_dynamic_shared_memory(kernel, smem); !s) return s;
+  int per_sm = 0;
+  LITETOPK_CUDA_TRY(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, paged::kThreads, smem));
+  int device = 0;
+  LITETOPK_CUDA_TRY(cudaGetDevice(&device));
+  int sms = 0;
+  LITETOPK_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  *fits = blocks <= int64_t{per_sm} * sms;
+  return Status::ok();
+}
+
+Status launch_paged_fused(const PagedLaunch& launch, const PagedIndexerProblem& problem,
+                          void* workspace, cudaStream_t stream) {
+  if (launch.batch == 0) return Status::ok();
+  const std::size_t ws_bytes = paged_fused_workspace_bytes(problem);
+  LITETOPK_CUDA_TRY(cudaMemsetAsync(workspace, 0, ws_bytes, stream));
+  auto* row_ws = static_cast<RowWorkspace*>(workspace);
+  auto* request_counters = reinterpret_cast<uint32_t*>(
+      static_cast<unsigned char*>(workspace) +
+      static_cast<std::size_t>(problem.batch * problem.next_n) * sizeof(RowWorkspace));
+  int smem = 0;
+  const void* kernel = kernel_for(launch.heads, launch.banks, &smem);
+  if (Status s = cuda_common::allow_dynamic_shared_memory(kernel, smem); !s) return s;
+  int32_t k = static_cast<int32_t>(problem.k);
+  int32_t* indices = problem.indices;
+  float* values = problem.values;
+  void* kernel_args[] = {const_cast<CUtensorMap*>(&launch.q_map),
+                         const_cast<CUtensorMap*>(&launch.kv_map),
+                         const_cast<paged::PagedArgs*>(&launch.args),
+                         &k,
+                         &indices,
+                         &values,
+                         &row_ws,
+                         &request_counters};
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(launch.splits, launch.batch);
+  config.blockDim = dim3(paged::kThreads);
+  config.dynamicSmemBytes = static_cast<std::size_t>(smem);
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeCooperative;
+  attribute.val.cooperative = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  LITETOPK_CUDA_TRY(cudaLaunchKernelExC(&config, kernel, kernel_args));
+  return Status::ok();
+}
+
+}  // namespace litetopk::cuda_indexer

@@ -1,0 +1,60 @@
+// Host-side entry points of the paged decode indexer's kernels (paged_logits_kernel.cu,
+// paged_fused_kernel.cu) and their launch plan (paged_indexer_launch.cu).
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/indexer/paged_scoring_sm90.cuh"
+#include "litetopk/indexer.h"
+
+namespace litetopk::cuda_indexer {
+
+// One launch of a paged kernel: the TMA maps of q ([B * next_n * H, 128] rows, boxes of a
+// request's banks) and of the cache's keys (3-D: 128 bytes x 64 slots x num_blocks, block stride
+// 8448 bytes), the arguments, and the grid: splits x batch blocks.
+struct PagedLaunch {
+  CUtensorMap q_map;
+  CUtensorMap kv_map;
+  paged::PagedArgs args;
+  unsigned splits = 0;
+  unsigned batch = 0;
+  int heads = 64;
+  int banks = 1;
+};
+
+// Banks of 128 query-head columns a request needs: 1 when next_n * H <= 128, else 2.
+inline int paged_banks(const PagedIndexerProblem& problem) {
+  return problem.next_n * problem.num_heads <= 128 ? 1 : 2;
+}
+// Tiles (cache blocks) of the longest row: ceil(max_context / 64).
+inline int64_t paged_max_tiles(const PagedIndexerProblem& problem) {
+  return (problem.max_context + paged::kTileKeys - 1) / paged::kTileKeys;
+}
+
+// Fills `launch` for `splits` blocks per request (each taking ceil(max tiles / splits) tiles).
+Status prepare_paged_launch(const PagedIndexerProblem& problem, int64_t splits,
+                            PagedLaunch* launch);
+
+// Writes the logits of every row's positions [0, max_context) when fill_unseen (else only of the
+// tiles some query of the request sees), and row_ends[r] = row r's visible count when row_ends is
+// not null.
+Status launch_paged_logits(const PagedLaunch& launch, float* logits, int64_t stride,
+                           bool fill_unseen, int32_t* row_ends, cudaStream_t stream);
+
+// ---- the fused kernel ----
+// Scores a block keeps on chip: next_n * tiles_per_split * 64 must not exceed this.
+int64_t paged_fused_score_capacity(int heads, int banks);
+// Workspace of the fused kernel's grid-wide selection (zeroed by the launch): per row three
+// histograms and two counters, per request a barrier counter.
+std::size_t paged_fused_workspace_bytes(const PagedIndexerProblem& problem);
+// Whether every block of a `blocks`-block grid of the fused kernel can be resident at once on the
+// current device (its blocks wait for each other).
+Status paged_fused_fits(const PagedIndexerProblem& problem, int64_t blocks, bool* fits);
+Status launch_paged_fused(const PagedLaunch& launch, const PagedIndexerProblem& problem,
+                          void* workspace, cudaStream_t stream);
+
+}  // namespace litetopk::cuda_indexer

@@ -1,0 +1,514 @@
+// The paged decode indexer on the GPU (indexer_topk_paged, both paths, and indexer_logits_paged)
+// against the CPU reference: each request gathered into a prefill problem and held to the fp64
+// oracle with the GPU tolerance; the fused and unfused paths against each other (same scores, so
+// the same selection up to ties); random and adversarial inputs (next_n 1-4, ragged, empty and
+// block-edge contexts, contexts shorter than k, ties, NaN and inf, out-of-range block entries and
+// lengths); CUDA graph replay while the contexts grow; bad calls.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/indexer_testing.h"
+#include "common/paged_indexer_testing.h"
+#include "formats/fp8_e4m3.h"
+#include "testkit/device_memory.h"
+#include "testkit/paged_indexer_workload.h"
+
+namespace litetopk::testing {
+namespace {
+
+using testkit::DeviceBuffer;
+using testkit::PagedIndexerSpec;
+using testkit::PagedIndexerWorkload;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+std::size_t size(int64_t n) { return static_cast<std::size_t>(n); }
+
+PagedIndexerSpec spec_of(std::vector<int32_t> lens, int64_t next_n, int64_t H, int64_t k,
+                         uint64_t seed) {
+  PagedIndexerSpec spec;
+  spec.context_lens = std::move(lens);
+  spec.next_n = next_n;
+  spec.H = H;
+  spec.k = k;
+  spec.spare_blocks = 3;
+  spec.seed = seed;
+  return spec;
+}
+
+// A workload's arrays on the device and problems over them.
+struct DevicePaged {
+  DeviceBuffer q, kv_cache, weights, context_lens, block_table, indices, values, workspace;
+
+  void upload(const PagedIndexerWorkload& w, const PagedIndexerProblem& host) {
+    ASSERT_TRUE(testkit::upload(w.q, &q).is_ok());
+    ASSERT_TRUE(kv_cache.allocate(std::max<std::size_t>(w.kv_cache.size(), 16)).is_ok());
+    ASSERT_TRUE(testkit::copy_to_device(kv_cache.data(), w.kv_cache.data(), w.kv_cache.size()).is_ok());
+    ASSERT_TRUE(testkit::upload(w.weights, &weights).is_ok());
+    set_tables(host);
+    const std::size_t out = size(std::max<int64_t>(host.batch * host.next_n * host.k, 1)) * 4;
+    ASSERT_TRUE(indices.allocate(out).is_ok());
+    ASSERT_TRUE(values.allocate(out).is_ok());
+  }
+
+  // (Re)writes the lengths and the table from the host problem.
+  void set_tables(const PagedIndexerProblem& host) {
+    const std::vector<int32_t> lens(host.context_lens, host.context_lens + host.batch);
+    const std::vector<int32_t> table(host.block_table,
+                                     host.block_table + std::max<int64_t>(host.batch * host.max_blocks, 1));
+    if (context_lens.size() == 0) {
+      ASSERT_TRUE(testkit::upload(lens, &context_lens).is_ok());
+      ASSERT_TRUE(testkit::upload(table, &block_table).is_ok());
+    } else {
+      ASSERT_TRUE(testkit::copy_to_device(context_lens.data(), lens.data(), lens.size() * 4).is_ok());
+      ASSERT_TRUE(testkit::copy_to_device(block_table.data(), table.data(), table.size() * 4).is_ok());
+    }
+  }
+
+  PagedIndexerProblem problem(PagedIndexerProblem p) const {
+    p.q = q.data();
+    p.kv_cache = kv_cache.data();
+    p.weights = weights.as<float>();
+    p.context_lens = context_lens.as<int32_t>();
+    p.block_table = block_table.as<int32_t>();
+    p.indices = indices.as<int32_t>();
+    p.values = values.as<float>();
+    return p;
+  }
+};
+
+struct Result {
+  std::vector<int32_t> indices;
+  std::vector<float> values;
+};
+
+Result download(const DevicePaged& d, const PagedIndexerProblem& p) {
+  Result r;
+  r.indices.resize(size(p.batch * p.next_n * p.k));
+  r.values.resize(r.indices.size());
+  EXPECT_TRUE(testkit::copy_to_host(r.indices.data(), d.indices.data(), r.indices.size() * 4).is_ok());
+  EXPECT_TRUE(testkit::copy_to_host(r.values.data(), d.values.data(), r.values.size() * 4).is_ok());
+  return r;
+}
+
+// Runs indexer_topk_paged with `algo` on the workload (host problem `host`); outputs start as
+// sentinels.
+Result run_gpu(const PagedIndexerWorkload& w, const PagedIndexerProblem& host, IndexerAlgo algo) {
+  DevicePaged d;
+  d.upload(w, host);
+  const PagedIndexerProblem p = d.problem(host);
+  EXPECT_TRUE(testkit::fill_device(d.indices.data(), 0x5a, d.indices.size()).is_ok());
+  EXPECT_TRUE(testkit::fill_device(d.values.data(), 0x5a, d.values.size()).is_ok());
+  IndexerOptions options;
+  options.algo = algo;
+  std::size_t bytes = 0;
+  Status s = indexer_topk_paged_workspace_size(p, &bytes, options);
+  EXPECT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_TRUE(d.workspace.allocate(std::max<std::size_t>(bytes, 1)).is_ok());
+  s = indexer_topk_paged(p, d.workspace.data(), bytes, nullptr, options);
+  EXPECT_TRUE(s.is_ok()) << indexer_algo_name(algo) << ": " << s.to_string();
+  EXPECT_TRUE(testkit::device_synchronize().is_ok());
+  return download(d, p);
+}
+
+// Structure of one row: the valid prefix, then -1 (values NaN); positions distinct, visible,
+// never of a block outside the cache.
+::testing::AssertionResult check_row_structure(const PagedIndexerProblem& host, const Result& r,
+                                               int64_t row, int64_t* valid) {
+  const int64_t b = row / host.next_n, k = host.k;
+  const int64_t n = visible(host, b, row % host.next_n);
+  std::set<int32_t> seen;
+  *valid = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    const int32_t position = r.indices[size(row * k + i)];
+    if (position == -1) {
+      if (!std::isnan(r.values[size(row * k + i)])) {
+        return ::testing::AssertionFailure() << "row " << row << " slot " << i << ": -1 without NaN";
+      }
+      continue;
+    }
+    if (*valid != i) {
+      return ::testing::AssertionFailure() << "row " << row << " slot " << i << " after a -1";
+    }
+    ++*valid;
+    if (position < 0 || position >= n) {
+      return ::testing::AssertionFailure()
+             << "row " << row << " slot " << i << ": position " << position << " not in [0, " << n
+             << ")";
+    }
+    if (!seen.insert(position).second) {
+      return ::testing::AssertionFailure() << "row " << row << ": duplicate " << position;
+    }
+    const int32_t entry = host.block_table[b * host.max_blocks + position / host.block_size];
+    if (entry < 0 || entry >= host.num_blocks) {
+      return ::testing::AssertionFailure()
+             << "row " << row << ": position " << position << " of block entry " << entry;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Every request of a GPU result: row structure, and with `oracle` (finite inputs) the fp64 oracle
+// at the GPU tolerance; without it, the valid counts of the CPU reference `cpu`.
+::testing::AssertionResult check_result(const PagedIndexerWorkload& w,
+                                        const PagedIndexerProblem& host, const Result& r,
+                                        bool oracle, const Result* cpu = nullptr) {
+  for (int64_t row = 0; row < host.batch * host.next_n; ++row) {
+    int64_t valid = 0;
+    ::testing::AssertionResult structure = check_row_structure(host, r, row, &valid);
+    if (!structure) return structure;
+    if (cpu != nullptr) {
+      int64_t want = 0;
+      while (want < host.k && cpu->indices[size(row * host.k + want)] != -1) ++want;
+      if (want != valid) {
+        return ::testing::AssertionFailure()
+               << "row " << row << ": " << valid << " selected, the CPU reference " << want;
+      }
+    }
+  }
+  if (!oracle) return ::testing::AssertionSuccess();
+  for (int64_t b = 0; b < host.batch; ++b) {
+    const GatheredRequest g = gather_request(w, host, b);
+    const int64_t offset = b * host.next_n * host.k;
+    ::testing::AssertionResult result =
+        check_indexer_oracle(g.c, g.in, r.indices.data() + offset, r.values.data() + offset,
+                             indexer_tolerance_rel_gpu(host.head_dim, host.num_heads));
+    if (!result) return result << " (request " << b << ", context " << host.context_lens[b] << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The fused and unfused results agree (they score with the same arithmetic).
+::testing::AssertionResult check_paths_agree(const PagedIndexerProblem& host, const Result& a,
+                                             const Result& b) {
+  IndexerCase c;
+  c.name = "paged";
+  c.T = host.batch * host.next_n;
+  c.k = host.k;
+  return check_indexer_agreement(c, a.indices.data(), a.values.data(), b.indices.data(),
+                                 b.values.data());
+}
+
+Result run_cpu(const PagedIndexerProblem& host) {
+  Result r;
+  r.indices.resize(size(host.batch * host.next_n * host.k));
+  r.values.resize(r.indices.size());
+  PagedIndexerProblem p = host;
+  p.indices = r.indices.data();
+  p.values = r.values.data();
+  const Status s = indexer_topk_paged_cpu(p);
+  EXPECT_TRUE(s.is_ok()) << s.to_string();
+  return r;
+}
+
+// Both paths (fused when it fits, which every small case here does), each checked, and against
+// each other.
+void check_both_paths(const PagedIndexerWorkload& w, const PagedIndexerProblem& host, bool oracle,
+                      bool expect_fused = true) {
+  const Result cpu = run_cpu(host);
+  const Result unfused = run_gpu(w, host, IndexerAlgo::kUnfused);
+  EXPECT_TRUE(check_result(w, host, unfused, oracle, &cpu)) << "unfused";
+  DevicePaged d;
+  d.upload(w, host);
+  const IndexerAlgo chosen = indexer_topk_paged_dispatch(d.problem(host));
+  if (expect_fused) {
+    EXPECT_EQ(chosen, IndexerAlgo::kFused);
+  }
+  if (chosen != IndexerAlgo::kFused) return;
+  const Result fused = run_gpu(w, host, IndexerAlgo::kFused);
+  EXPECT_TRUE(check_result(w, host, fused, oracle, &cpu)) << "fused";
+  EXPECT_TRUE(check_paths_agree(host, fused, unfused));
+}
+
+// ---- random inputs ----
+
+TEST(PagedIndexerGpu, RandomRaggedEveryNextN) {
+  for (int64_t next_n = 1; next_n <= 4; ++next_n) {
+    for (int64_t H : {int64_t{32}, int64_t{64}}) {
+      SCOPED_TRACE("next_n " + std::to_string(next_n) + " H " + std::to_string(H));
+      const uint64_t seed = static_cast<uint64_t>(10 * next_n + H);
+      const PagedIndexerWorkload w = testkit::make_paged_indexer_workload(
+          spec_of(testkit::ragged_context_lens(9, 700, 64, seed), next_n, H, 64, seed));
+      check_both_paths(w, w.host_problem(), true);
+    }
+  }
+}
+
+TEST(PagedIndexerGpu, ShortEmptyAndBlockEdgeContexts) {
+  const std::vector<int32_t> lens = {0, 1, 2, 3, 4, 5, 63, 64, 65, 127, 128, 129, 300};
+  for (int64_t next_n : {int64_t{1}, int64_t{4}}) {
+    SCOPED_TRACE("next_n " + std::to_string(next_n));
+    const PagedIndexerWorkload w =
+        testkit::make_paged_indexer_workload(spec_of(lens, next_n, 64, 100, 3));
+    check_both_paths(w, w.host_problem(), true);
+  }
+}
+
+TEST(PagedIndexerGpu, LongContextsK2048) {
+  for (int64_t next_n : {int64_t{1}, int64_t{2}, int64_t{3}}) {
+    SCOPED_TRACE("next_n " + std::to_string(next_n));
+    const PagedIndexerWorkload w = testkit::make_paged_indexer_workload(
+        spec_of({20000, 9000, 2047, 4096}, next_n, 64, 2048, 77 + static_cast<uint64_t>(next_n)));
+    check_both_paths(w, w.host_problem(), true);
+  }
+}
+
+TEST(PagedIndexerGpu, OneRequest128KAndLargeK) {
+  const PagedIndexerWorkload w =
+      testkit::make_paged_indexer_workload(spec_of({131072}, 1, 64, 2048, 5));
+  check_both_paths(w, w.host_problem(), true);
+  const PagedIndexerWorkload big_k =
+      testkit::make_paged_indexer_workload(spec_of({40000, 7000}, 2, 32, 8192, 6));
+  check_both_paths(big_k, big_k.host_problem(), true);
+}
+
+// A batch whose contexts do not fit the fused kernel's shared memory: auto takes the unfused
+// path and an explicit fused call is refused.
+TEST(PagedIndexerGpu, LargeBatchRunsUnfused) {
+  const PagedIndexerWorkload w = testkit::make_paged_indexer_workload(
+      spec_of(testkit::fixed_context_lens(64, 65536), 2, 64, 2048, 8));
+  const PagedIndexerProblem host = w.host_problem();
+  DevicePaged d;
+  d.upload(w, host);
+  const PagedIndexerProblem p = d.problem(host);
+  EXPECT_EQ(indexer_topk_paged_dispatch(p), IndexerAlgo::kUnfused);
+  IndexerOptions fused;
+  fused.algo = IndexerAlgo::kFused;
+  std::size_t bytes = 0;
+  ASSERT_TRUE(indexer_topk_paged_workspace_size(p, &bytes, fused).is_ok());
+  ASSERT_TRUE(d.workspace.allocate(std::max<std::size_t>(bytes, 1)).is_ok());
+  EXPECT_EQ(indexer_topk_paged(p, d.workspace.data(), bytes, nullptr, fused).code(),
+            StatusCode::kUnsupported);
+  // Only a few requests checked against the oracle (the whole batch is 8M scores).
+  PagedIndexerProblem few = host;
+  few.batch = 3;
+  const Result r = run_gpu(w, host, IndexerAlgo::kAuto);
+  Result head;
+  head.indices.assign(r.indices.begin(), r.indices.begin() + few.batch * few.next_n * few.k);
+  head.values.assign(r.values.begin(), r.values.begin() + few.batch * few.next_n * few.k);
+  EXPECT_TRUE(check_result(w, few, head, true));
+}
+
+// ---- ties ----
+
+TEST(PagedIndexerGpu, ConstantScoresTieEverywhere) {
+  for (bool zero_weights : {false, true}) {
+    SCOPED_TRACE(zero_weights ? "zero weights" : "identical keys");
+    PagedIndexerWorkload w =
+        testkit::make_paged_indexer_workload(spec_of({2000, 37, 64, 130, 5000}, 3, 32, 500, 5));
+    const std::vector<uint8_t> key(key_bytes(&w, 0, 0), key_bytes(&w, 0, 0) + w.spec.D);
+    for (int64_t block = 0; block < w.num_blocks; ++block) {
+      for (int64_t slot = 0; slot < w.spec.block_size; ++slot) {
+        std::copy(key.begin(), key.end(), key_bytes(&w, block, slot));
+        write_scale(&w, block, slot, 1.0f);
+      }
+    }
+    if (zero_weights) std::fill(w.weights.begin(), w.weights.end(), 0.0f);
+    check_both_paths(w, w.host_problem(), true);
+  }
+}
+
+// ---- NaN and inf ----
+
+TEST(PagedIndexerGpu, NanAndInfInScalesAndWeights) {
+  PagedIndexerWorkload w = testkit::make_paged_indexer_workload(
+      spec_of(testkit::ragged_context_lens(8, 400, 30, 11), 2, 64, 30, 11));
+  const float specials[] = {kNaN, kInf, -kInf, 0.0f, -0.0f};
+  for (int64_t block = 0; block < w.num_blocks; ++block) {
+    for (int64_t slot = block % 7; slot < w.spec.block_size; slot += 7) {
+      write_scale(&w, block, slot, specials[(block + slot) % 5]);
+    }
+  }
+  const int64_t H = w.spec.H;
+  w.weights[size(0 * H + 3)] = kNaN;
+  w.weights[size(3 * H + 5)] = kInf;
+  w.weights[size(4 * H + 1)] = -kInf;
+  check_both_paths(w, w.host_problem(), /*oracle=*/false);
+  const Result r = run_gpu(w, w.host_problem(), IndexerAlgo::kFused);
+  for (int64_t i = 0; i < w.spec.k; ++i) EXPECT_EQ(r.indices[size(i)], -1) << "all-NaN row";
+}
+
+// ---- the caller's contract: out-of-range device values ----
+
+TEST(PagedIndexerGpu, OutOfRangeBlockEntriesAreUnselectable) {
+  PagedIndexerWorkload w =
+      testkit::make_paged_indexer_workload(spec_of({500, 300, 64, 200}, 2, 32, 40, 13));
+  const PagedIndexerProblem p = w.host_problem();
+  const int32_t bad[] = {-1, static_cast<int32_t>(w.num_blocks),
+                         std::numeric_limits<int32_t>::max(),
+                         std::numeric_limits<int32_t>::min()};
+  for (int64_t i = 1; i < 8; i += 2) w.block_table[size(i)] = bad[(i / 2) % 4];
+  w.block_table[size(2 * p.max_blocks)] = -1;
+  w.block_table[size(3 * p.max_blocks)] = static_cast<int32_t>(w.num_blocks);
+  check_both_paths(w, w.host_problem(), true);
+}
+
+TEST(PagedIndexerGpu, ContextsAreCutAtMaxContextAndNegativeOnesAreEmpty) {
+  PagedIndexerWorkload w =
+      testkit::make_paged_indexer_workload(spec_of({900, 500, 700, 100}, 3, 64, 64, 17));
+  PagedIndexerProblem p = w.host_problem();
+  p.max_context = 600;
+  w.context_lens[1] = -5;
+  w.context_lens[3] = std::numeric_limits<int32_t>::min();
+  check_both_paths(w, p, true);
+  w.context_lens[0] = std::numeric_limits<int32_t>::max();
+  check_both_paths(w, p, true);
+}
+
+TEST(PagedIndexerGpu, UnusedTableEntriesAreNeverRead) {
+  PagedIndexerSpec spec = spec_of({130, 10, 0, 257}, 4, 32, 16, 19);
+  spec.max_blocks = 9;
+  const PagedIndexerWorkload stale = testkit::make_paged_indexer_workload(spec);
+  spec.unused_entries = testkit::UnusedTableEntries::kMinusOne;
+  const PagedIndexerWorkload minus_one = testkit::make_paged_indexer_workload(spec);
+  for (IndexerAlgo algo : {IndexerAlgo::kUnfused, IndexerAlgo::kFused}) {
+    const Result a = run_gpu(stale, stale.host_problem(), algo);
+    const Result b = run_gpu(minus_one, minus_one.host_problem(), algo);
+    EXPECT_TRUE(check_result(stale, stale.host_problem(), a, true));
+    EXPECT_TRUE(check_paths_agree(stale.host_problem(), a, b));
+  }
+}
+
+TEST(PagedIndexerGpu, NoVisibleTokenAnywhere) {
+  PagedIndexerWorkload w = testkit::make_paged_indexer_workload(spec_of({0, 0, 3}, 4, 64, 8, 21));
+  PagedIndexerProblem p = w.host_problem();
+  check_both_paths(w, p, true);
+  p.max_context = 0;  // nothing is visible: every slot -1 without a launch
+  const Result r = run_gpu(w, p, IndexerAlgo::kAuto);
+  for (int32_t index : r.indices) EXPECT_EQ(index, -1);
+}
+
+// ---- logits ----
+
+TEST(PagedIndexerGpu, LogitsMatchCpu) {
+  PagedIndexerWorkload w = testkit::make_paged_indexer_workload(
+      spec_of(testkit::ragged_context_lens(6, 1500, 64, 31), 3, 64, 1, 31));
+  w.block_table[1] = -1;  // request 0's second block: NaN
+  const PagedIndexerProblem host = w.host_problem();
+  const int64_t rows = host.batch * host.next_n;
+  const int64_t stride = host.max_context + 5;
+  std::vector<float> cpu(size(rows * stride), 7.0f);
+  ASSERT_TRUE(indexer_logits_paged_cpu(host, cpu.data(), stride).is_ok());
+  DevicePaged d;
+  d.upload(w, host);
+  DeviceBuffer logits;
+  ASSERT_TRUE(logits.allocate(cpu.size() * 4).is_ok());
+  std::vector<float> init(cpu.size(), 7.0f);
+  ASSERT_TRUE(testkit::copy_to_device(logits.data(), init.data(), init.size() * 4).is_ok());
+  ASSERT_TRUE(indexer_logits_paged(d.problem(host), logits.as<float>(), stride, nullptr).is_ok());
+  std::vector<float> gpu(cpu.size());
+  ASSERT_TRUE(testkit::copy_to_host(gpu.data(), logits.data(), gpu.size() * 4).is_ok());
+  // Per row the oracle's bound: rel * sum_h |w_h| |q_h|_2 * max_s |scale_s| |kv_s|_2.
+  const double rel = indexer_tolerance_rel_gpu(host.head_dim, host.num_heads);
+  auto norm = [](const uint8_t* v, int64_t n) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += std::pow(static_cast<double>(fp8::e4m3_to_float(v[i])), 2);
+    return std::sqrt(sum);
+  };
+  for (int64_t row = 0; row < rows; ++row) {
+    const GatheredRequest g = gather_request(w, host, row / host.next_n);
+    const int64_t j = row % host.next_n, H = host.num_heads, D = host.head_dim;
+    double key_bound = 0.0;
+    for (int64_t s = 0; s < g.c.S; ++s) {
+      const float scale = g.in.kv_scale[size(s)];
+      if (!std::isnan(scale)) key_bound = std::max(key_bound, std::fabs(scale) * norm(&g.in.kv[size(s * D)], D));
+    }
+    double query_bound = 0.0;
+    for (int64_t h = 0; h < H; ++h) {
+      query_bound += std::fabs(g.in.weights[size(j * H + h)]) * norm(&g.in.q[size((j * H + h) * D)], D);
+    }
+    const double tol = rel * query_bound * key_bound + 1e-30;
+    for (int64_t p = 0; p < stride; ++p) {
+      const float want = cpu[size(row * stride + p)];
+      const float got = gpu[size(row * stride + p)];
+      if (p >= host.max_context) {
+        ASSERT_EQ(got, 7.0f) << "row " << row << " position " << p << " past max_context";
+      } else if (std::isnan(want) || std::isinf(want)) {
+        ASSERT_TRUE(std::isnan(want) ? std::isnan(got) : got == want)
+            << "row " << row << " position " << p << ": " << got << " vs " << want;
+      } else {
+        ASSERT_LE(std::fabs(static_cast<double>(got) - want), tol)
+            << "row " << row << " position " << p;
+      }
+    }
+  }
+}
+
+// ---- CUDA graphs: one capture serves every step up to max_context ----
+
+TEST(PagedIndexerGpu, GraphReplayWhileContextsGrow) {
+  PagedIndexerSpec spec = spec_of({3000, 1000, 10, 2500}, 2, 64, 256, 41);
+  spec.max_context = 4096;
+  PagedIndexerWorkload w = testkit::make_paged_indexer_workload(spec);
+  for (IndexerAlgo algo : {IndexerAlgo::kUnfused, IndexerAlgo::kFused}) {
+    SCOPED_TRACE(indexer_algo_name(algo));
+    PagedIndexerProblem host = w.host_problem();
+    std::vector<int32_t> lens = {200, 1, 0, 64};
+    host.context_lens = lens.data();
+    DevicePaged d;
+    d.upload(w, host);
+    const PagedIndexerProblem p = d.problem(host);
+    IndexerOptions options;
+    options.algo = algo;
+    std::size_t bytes = 0;
+    ASSERT_TRUE(indexer_topk_paged_workspace_size(p, &bytes, options).is_ok());
+    ASSERT_TRUE(d.workspace.allocate(std::max<std::size_t>(bytes, 1)).is_ok());
+    cudaStream_t stream = nullptr;
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    cudaGraph_t graph = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    const Status captured = indexer_topk_paged(p, d.workspace.data(), bytes, stream, options);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    ASSERT_TRUE(captured.is_ok()) << captured.to_string();
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (int step = 0; step < 4; ++step) {
+      for (std::size_t b = 0; b < lens.size(); ++b) {
+        lens[b] = std::min<int32_t>(w.context_lens[b], lens[b] + 700 * step + 1);
+      }
+      d.set_tables(host);
+      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      const Result r = download(d, p);
+      EXPECT_TRUE(check_result(w, host, r, true)) << "step " << step;
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+  }
+}
+
+// ---- bad calls ----
+
+TEST(PagedIndexerGpu, WorkspaceTooSmallAndBadAlgo) {
+  const PagedIndexerWorkload w =
+      testkit::make_paged_indexer_workload(spec_of({1000, 200}, 1, 64, 64, 51));
+  DevicePaged d;
+  d.upload(w, w.host_problem());
+  const PagedIndexerProblem p = d.problem(w.host_problem());
+  for (IndexerAlgo algo : {IndexerAlgo::kUnfused, IndexerAlgo::kFused}) {
+    IndexerOptions options;
+    options.algo = algo;
+    std::size_t bytes = 0;
+    ASSERT_TRUE(indexer_topk_paged_workspace_size(p, &bytes, options).is_ok());
+    ASSERT_GT(bytes, 0u);
+    ASSERT_TRUE(d.workspace.allocate(bytes).is_ok());
+    EXPECT_EQ(indexer_topk_paged(p, d.workspace.data(), bytes - 1, nullptr, options).code(),
+              StatusCode::kWorkspaceTooSmall);
+  }
+  IndexerOptions bad;
+  bad.algo = static_cast<IndexerAlgo>(9);
+  std::size_t bytes = 0;
+  EXPECT_EQ(indexer_topk_paged_workspace_size(p, &bytes, bad).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace litetopk::testing

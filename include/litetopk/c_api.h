@@ -146,8 +146,27 @@ typedef struct litetopk_paged_indexer_problem {
   float* values;               /* [B * next_n, k], may be NULL */
 } litetopk_paged_indexer_problem;
 
+/* algo: a litetopk_indexer_algo (the paged indexer has no other options: no candidate capacity,
+ * no state). The workspace is sized by problem->max_context, never by the device context_lens,
+ * so one workspace (and one captured CUDA graph) serves every decode step up to max_context. */
+int litetopk_indexer_topk_paged_workspace_size(const litetopk_paged_indexer_problem* problem,
+                                               int32_t algo, size_t* workspace_bytes);
+/* Device pointers; stream is a cudaStream_t (NULL: the default stream). No allocation, no
+ * synchronization, context_lens and block_table never read on the host: graph-capturable. */
+int litetopk_indexer_topk_paged(const litetopk_paged_indexer_problem* problem, int32_t algo,
+                                void* workspace, size_t workspace_bytes, void* stream);
+/* Which algorithm LITETOPK_INDEXER_AUTO picks for this problem (a litetopk_indexer_algo). */
+int litetopk_indexer_topk_paged_dispatch(const litetopk_paged_indexer_problem* problem);
+/* The unfused path's first half (DeepGEMM's fp8_paged_mqa_logits): logits[r * logits_stride + p]
+ * for row r = b * next_n + j and p in [0, max_context): the score of each visible token (NaN for
+ * a token of an out-of-range block), -inf past the row's visible tokens. logits_stride >=
+ * max_context; problem->k, indices and values are not used. */
+int litetopk_indexer_logits_paged(const litetopk_paged_indexer_problem* problem, float* logits,
+                                  int64_t logits_stride, void* stream);
 /* Host pointers: the CPU reference (fp64 scores rounded to fp32, then exact selection). */
 int litetopk_indexer_topk_paged_cpu(const litetopk_paged_indexer_problem* problem);
+int litetopk_indexer_logits_paged_cpu(const litetopk_paged_indexer_problem* problem,
+                                      float* logits, int64_t logits_stride);
 
 /* ---- sparse_decode: the sparse KV cache and decoding attention (see sparse_decode.h) ---- */
 

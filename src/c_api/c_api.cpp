@@ -349,10 +349,58 @@ int litetopk_indexer_logits_cpu(const litetopk_indexer_problem* problem, float* 
   });
 }
 
+int litetopk_indexer_topk_paged_workspace_size(const litetopk_paged_indexer_problem* problem,
+                                               int32_t algo, size_t* workspace_bytes) {
+  return guarded([&] {
+    if (problem == nullptr) return null_problem();
+    litetopk::IndexerOptions options;
+    if (litetopk::Status s = indexer_options(algo, 0, nullptr, &options); !s) return s;
+    return litetopk::indexer_topk_paged_workspace_size(to_cpp(*problem), workspace_bytes,
+                                                       options);
+  });
+}
+
+int litetopk_indexer_topk_paged(const litetopk_paged_indexer_problem* problem, int32_t algo,
+                                void* workspace, size_t workspace_bytes, void* stream) {
+  return guarded([&] {
+    if (problem == nullptr) return null_problem();
+    litetopk::IndexerOptions options;
+    if (litetopk::Status s = indexer_options(algo, 0, nullptr, &options); !s) return s;
+    return litetopk::indexer_topk_paged(to_cpp(*problem), workspace, workspace_bytes,
+                                        static_cast<cudaStream_t>(stream), options);
+  });
+}
+
+int litetopk_indexer_topk_paged_dispatch(const litetopk_paged_indexer_problem* problem) {
+  if (problem == nullptr) return LITETOPK_INDEXER_UNFUSED;
+  try {
+    return static_cast<int>(litetopk::indexer_topk_paged_dispatch(to_cpp(*problem)));
+  } catch (...) {
+    return LITETOPK_INDEXER_UNFUSED;
+  }
+}
+
+int litetopk_indexer_logits_paged(const litetopk_paged_indexer_problem* problem, float* logits,
+                                  int64_t logits_stride, void* stream) {
+  return guarded([&] {
+    if (problem == nullptr) return null_problem();
+    return litetopk::indexer_logits_paged(to_cpp(*problem), logits, logits_stride,
+                                          static_cast<cudaStream_t>(stream));
+  });
+}
+
 int litetopk_indexer_topk_paged_cpu(const litetopk_paged_indexer_problem* problem) {
   return guarded([&] {
     if (problem == nullptr) return null_problem();
     return litetopk::indexer_topk_paged_cpu(to_cpp(*problem));
+  });
+}
+
+int litetopk_indexer_logits_paged_cpu(const litetopk_paged_indexer_problem* problem,
+                                      float* logits, int64_t logits_stride) {
+  return guarded([&] {
+    if (problem == nullptr) return null_problem();
+    return litetopk::indexer_logits_paged_cpu(to_cpp(*problem), logits, logits_stride);
   });
 }
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -187,6 +188,143 @@ TEST(CApi, PagedIndexerCpuMatchesTheCppApi) {
   EXPECT_EQ(litetopk_indexer_topk_paged_cpu(&problem), LITETOPK_INVALID_ARGUMENT);
   EXPECT_NE(std::string(litetopk_last_error()).find("next_n must be in [1, 4], got 5"),
             std::string::npos);
+}
+
+TEST(CApi, PagedIndexerLogitsCpuMatchTheCppApi) {
+  testkit::PagedIndexerSpec spec;
+  spec.context_lens = {130, 0, 64, 5};
+  spec.next_n = 2;
+  spec.H = 64;
+  spec.k = 8;
+  spec.max_blocks = 4;
+  spec.spare_blocks = 1;
+  spec.unused_entries = testkit::UnusedTableEntries::kMinusOne;
+  spec.seed = 43;
+  testkit::PagedIndexerWorkload w = testkit::make_paged_indexer_workload(spec);
+  w.block_table[1] = -1;  // request 0's second block is out of range: NaN logits
+  PagedIndexerProblem p = w.host_problem();
+  const int64_t rows = p.batch * p.next_n, stride = p.max_context + 3;  // a padded row stride
+  std::vector<float> cpp_logits(static_cast<std::size_t>(rows * stride), 7.0f);
+  std::vector<float> c_logits = cpp_logits;
+  ASSERT_TRUE(indexer_logits_paged_cpu(p, cpp_logits.data(), stride).is_ok());
+  litetopk_paged_indexer_problem problem = c_paged_problem(p);
+  ASSERT_EQ(litetopk_indexer_logits_paged_cpu(&problem, c_logits.data(), stride), LITETOPK_OK)
+      << litetopk_last_error();
+  EXPECT_STREQ(litetopk_last_error(), "");
+  // Bit for bit, NaN included; the padding past max_context is left alone.
+  EXPECT_EQ(std::memcmp(c_logits.data(), cpp_logits.data(), c_logits.size() * sizeof(float)), 0);
+  const auto at = [&](int64_t row, int64_t position) {
+    return c_logits[static_cast<std::size_t>(row * stride + position)];
+  };
+  EXPECT_TRUE(std::isfinite(at(1, 10)));   // request 0, query 1: block 0
+  EXPECT_TRUE(std::isnan(at(1, 64)));      // block 1 is out of range
+  EXPECT_TRUE(std::isfinite(at(1, 129)));  // block 2; query 1 sees all 130 tokens
+  EXPECT_TRUE(std::isinf(at(0, 129)));     // query 0 sees 129
+  EXPECT_TRUE(std::isinf(at(2, 0)));       // request 1 is empty
+  EXPECT_EQ(at(0, p.max_context), 7.0f);   // the stride's padding is not written
+
+  EXPECT_EQ(litetopk_indexer_logits_paged_cpu(nullptr, c_logits.data(), stride),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(litetopk_last_error()).find("problem"), std::string::npos);
+  EXPECT_EQ(litetopk_indexer_logits_paged_cpu(&problem, c_logits.data(), p.max_context - 1),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(litetopk_last_error()).find("logits_stride must be >= max_context"),
+            std::string::npos);
+  EXPECT_EQ(litetopk_indexer_logits_paged_cpu(&problem, nullptr, stride),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(litetopk_last_error()).find("logits must not be null"),
+            std::string::npos);
+  litetopk_paged_indexer_problem bad = problem;
+  bad.block_size = 32;
+  EXPECT_EQ(litetopk_indexer_logits_paged_cpu(&bad, c_logits.data(), stride),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(litetopk_last_error()).find("block_size must be 64, got 32"),
+            std::string::npos);
+  bad = problem;
+  bad.max_context = bad.max_blocks * bad.block_size + 1;
+  EXPECT_EQ(litetopk_indexer_logits_paged_cpu(&bad, c_logits.data(), bad.max_context),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(litetopk_last_error()).find("max_context must be <= max_blocks"),
+            std::string::npos);
+}
+
+// The GPU entry points of the paged indexer: null problems, bad algorithms and bad shapes come
+// back as codes with messages before any device work; with valid arguments a build without CUDA
+// answers LITETOPK_NOT_COMPILED (with CUDA the valid calls would run kernels on host pointers, so
+// only errors are tried).
+TEST(CApi, PagedIndexerGpuCallsValidateFirst) {
+  testkit::PagedIndexerSpec spec;
+  spec.context_lens = {100, 3};
+  spec.next_n = 1;
+  spec.H = 32;
+  spec.k = 16;
+  spec.seed = 44;
+  const testkit::PagedIndexerWorkload w = testkit::make_paged_indexer_workload(spec);
+  PagedIndexerProblem p = w.host_problem();
+  std::vector<int32_t> indices(static_cast<std::size_t>(p.batch * p.next_n * p.k));
+  std::vector<float> logits(static_cast<std::size_t>(p.batch * p.next_n * p.max_context));
+  p.indices = indices.data();
+  litetopk_paged_indexer_problem problem = c_paged_problem(p);
+  const auto message_has = [](const char* what) {
+    return std::string(litetopk_last_error()).find(what) != std::string::npos;
+  };
+  std::size_t bytes = 1;
+
+  EXPECT_EQ(litetopk_indexer_topk_paged_workspace_size(nullptr, LITETOPK_INDEXER_AUTO, &bytes),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("problem")) << litetopk_last_error();
+  EXPECT_EQ(litetopk_indexer_topk_paged(nullptr, LITETOPK_INDEXER_AUTO, nullptr, 0, nullptr),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_EQ(litetopk_indexer_logits_paged(nullptr, logits.data(), p.max_context, nullptr),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_EQ(litetopk_indexer_topk_paged_dispatch(nullptr), LITETOPK_INDEXER_UNFUSED);
+
+  EXPECT_EQ(litetopk_indexer_topk_paged_workspace_size(&problem, 3, &bytes),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("algo must be 0 (auto), 1 (unfused) or 2 (fused), got 3"))
+      << litetopk_last_error();
+  EXPECT_EQ(litetopk_indexer_topk_paged(&problem, -1, nullptr, 0, nullptr),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("algo must be")) << litetopk_last_error();
+  EXPECT_EQ(litetopk_indexer_topk_paged_workspace_size(&problem, LITETOPK_INDEXER_AUTO, nullptr),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("workspace_bytes")) << litetopk_last_error();
+
+  litetopk_paged_indexer_problem bad = problem;
+  bad.num_heads = 48;
+  EXPECT_EQ(litetopk_indexer_topk_paged_workspace_size(&bad, LITETOPK_INDEXER_AUTO, &bytes),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("num_heads must be 32 or 64, got 48")) << litetopk_last_error();
+  EXPECT_EQ(bytes, 0u);  // cleared on failure
+  EXPECT_EQ(litetopk_indexer_logits_paged(&bad, logits.data(), p.max_context, nullptr),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("num_heads")) << litetopk_last_error();
+  bad = problem;
+  bad.k = 0;
+  EXPECT_EQ(litetopk_indexer_topk_paged(&bad, LITETOPK_INDEXER_FUSED, nullptr, 0, nullptr),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("k must be in [1, 8192], got 0")) << litetopk_last_error();
+  bad = problem;
+  bad.indices = nullptr;
+  EXPECT_EQ(litetopk_indexer_topk_paged(&bad, LITETOPK_INDEXER_UNFUSED, nullptr, 0, nullptr),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("indices must not be null")) << litetopk_last_error();
+  EXPECT_EQ(litetopk_indexer_logits_paged(&problem, logits.data(), p.max_context - 1, nullptr),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("logits_stride")) << litetopk_last_error();
+
+#ifndef LITETOPK_WITH_CUDA
+  EXPECT_EQ(litetopk_indexer_topk_paged_dispatch(&problem), LITETOPK_INDEXER_UNFUSED);
+  for (int32_t algo : {LITETOPK_INDEXER_AUTO, LITETOPK_INDEXER_UNFUSED, LITETOPK_INDEXER_FUSED}) {
+    EXPECT_EQ(litetopk_indexer_topk_paged_workspace_size(&problem, algo, &bytes),
+              LITETOPK_NOT_COMPILED);
+    EXPECT_TRUE(message_has("CUDA")) << litetopk_last_error();
+    EXPECT_EQ(litetopk_indexer_topk_paged(&problem, algo, nullptr, 0, nullptr),
+              LITETOPK_NOT_COMPILED);
+  }
+  EXPECT_EQ(litetopk_indexer_logits_paged(&problem, logits.data(), p.max_context, nullptr),
+            LITETOPK_NOT_COMPILED);
+#endif
 }
 
 litetopk_sparse_kv_cache c_cache(const SparseKvCache& p) {

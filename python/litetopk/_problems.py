@@ -138,6 +138,51 @@ def logits_stride(logits, T, S, device):
     return row if T > 1 else S
 
 
+# ---- paged decode indexer ----
+
+PAGED_KV_DTYPES = ("uint8",)
+
+
+def paged_indexer_shapes(q, kv_cache, block_table):
+    """(B, next_n, H, D, num_blocks, block_size, max_blocks) from q [B, next_n, H, D], kv_cache
+    [num_blocks, block_size, 1, D + 4] and block_table [B, max_blocks]."""
+    if q is None or len(q[1]) != 4:
+        _fail("q", "a 4-D array [batch, next_n, num_heads, head_dim]", q)
+    if kv_cache is None or len(kv_cache[1]) != 4:
+        _fail("kv_cache", "a 4-D array [num_blocks, block_size, 1, head_dim + 4]", kv_cache)
+    if block_table is None or len(block_table[1]) != 2:
+        _fail("block_table", "a 2-D array [batch, max_blocks]", block_table)
+    B, next_n, H, D = q[1]
+    num_blocks, block_size = kv_cache[1][0], kv_cache[1][1]
+    return B, next_n, H, D, num_blocks, block_size, block_table[1][1]
+
+
+def paged_indexer_args(q, kv_cache, weights, context_lens, block_table, max_context, k,
+                       indices=None, values=None):
+    """The extension's paged indexer problem tuple (DeepGEMM's fp8_paged_mqa_logits layouts):
+    q [B, next_n, H, D] e4m3, kv_cache [num_blocks, block_size, 1, D + 4] uint8 (contiguous: a
+    block is block_size * D key bytes, then block_size fp32 scales), weights [B * next_n, H]
+    fp32, context_lens [B] int32, block_table [B, max_blocks] int32 (contiguous), max_context
+    (the logits' width and the workspace's size) and k; indices/values [B * next_n, k] are
+    checked when given."""
+    B, next_n, H, D, num_blocks, block_size, max_blocks = paged_indexer_shapes(q, kv_cache,
+                                                                               block_table)
+    device = q[4]
+    check("q", q, dtypes=FP8_DTYPES)
+    check("kv_cache", kv_cache, (num_blocks, block_size, 1, D + 4), PAGED_KV_DTYPES,
+          device=device)
+    check("weights", weights, (B * next_n, H), ("float32",), device=device)
+    check("context_lens", context_lens, (B,), ("int32",), device=device)
+    check("block_table", block_table, (B, max_blocks), ("int32",), device=device)
+    if indices is not None:
+        check("indices", indices, (B * next_n, max(k, 0)), ("int32",), device=device)
+    if values is not None:
+        check("values", values, (B * next_n, max(k, 0)), ("float32",), device=device)
+    return (q[0], kv_cache[0], weights[0], context_lens[0], block_table[0], B, next_n, H, D,
+            num_blocks, block_size, max_blocks, int(max_context), k, address(indices),
+            address(values))
+
+
 # ---- decoding ----
 
 def sparse_cache_args(key_codes, key_scales, key_residuals, values, tail_keys, lengths,

@@ -73,6 +73,48 @@ def indexer_topk(q, kv, kv_scale, weights, cu_seqlen_ks, cu_seqlen_ke, k):
     return indices, values
 
 
+def _paged_inputs(q, kv_cache, weights, context_lens, block_table):
+    return (np.ascontiguousarray(q), np.ascontiguousarray(kv_cache),
+            np.ascontiguousarray(weights, dtype=np.float32), _int32(context_lens),
+            _int32(block_table))
+
+
+def indexer_logits_paged(q, kv_cache, weights, context_lens, block_table, max_context):
+    """The decode indexer's scores over a paged cache, DeepGEMM fp8_paged_mqa_logits' layouts:
+    q [B, next_n, H, D] e4m3 bytes, kv_cache [num_blocks, 64, 1, D + 4] uint8 (per block: 64 x D
+    key bytes, then 64 fp32 scales), weights [B * next_n, H], context_lens [B], block_table
+    [B, max_blocks]. Query j of request b sees its first context_lens[b] - next_n + j + 1 tokens
+    (clamped to [0, max_context]; max_context <= max_blocks * 64). Returns logits
+    [B * next_n, max_context] fp32: -inf past each row's visible tokens, NaN for a token whose
+    block-table entry is outside the cache."""
+    inputs = _paged_inputs(q, kv_cache, weights, context_lens, block_table)
+    views = [_view(x) for x in inputs]
+    max_context = int(max_context)
+    B, next_n = P.paged_indexer_shapes(views[0], views[1], views[4])[:2]
+    logits = np.empty((B * next_n, max(max_context, 0)), dtype=np.float32)
+    problem = P.paged_indexer_args(*views, max_context, 1)
+    stride = P.logits_stride(_view(logits), B * next_n, logits.shape[1], -1)
+    ext().indexer_logits_paged_cpu(problem, logits.ctypes.data, stride)
+    return logits
+
+
+def indexer_topk_paged(q, kv_cache, weights, context_lens, block_table, max_context, k):
+    """The top k token positions of each query under indexer_logits_paged's scores (the CPU
+    reference: fp64 scores rounded to fp32, then exact selection; a token of an out-of-range
+    block is never selected). Returns (indices [B * next_n, k] int32 token positions, -1 padded;
+    values [B * next_n, k] fp32)."""
+    inputs = _paged_inputs(q, kv_cache, weights, context_lens, block_table)
+    views = [_view(x) for x in inputs]
+    max_context = int(max_context)
+    B, next_n = P.paged_indexer_shapes(views[0], views[1], views[4])[:2]
+    k = int(k)
+    indices = np.empty((B * next_n, max(k, 0)), dtype=np.int32)
+    values = np.empty((B * next_n, max(k, 0)), dtype=np.float32)
+    ext().indexer_topk_paged_cpu(P.paged_indexer_args(*views, max_context, k, _view(indices),
+                                                      _view(values)))
+    return indices, values
+
+
 class SparseKvCache(P.SparseKvCacheArrays):
     """A sparse decoding cache in host memory (include/litetopk/sparse_decode.h): numpy arrays
     key_codes, key_scales, key_residuals (e4m3 bytes), values, tail_keys, lengths and, when paged,

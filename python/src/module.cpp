@@ -132,6 +132,41 @@ litetopk::IndexerOptions indexer_options(int algo, int64_t candidate_capacity, b
   return options;
 }
 
+// ---- indexer_topk_paged: (q, kv_cache, weights, context_lens, block_table, B, next_n, H, D,
+//      num_blocks, block_size, max_blocks, max_context, k, indices, values) ----
+
+using PagedIndexerArgs =
+    std::tuple<Address, Address, Address, Address, Address, int64_t, int64_t, int64_t, int64_t,
+               int64_t, int64_t, int64_t, int64_t, int64_t, Address, Address>;
+
+litetopk::PagedIndexerProblem paged_indexer_problem(const PagedIndexerArgs& a) {
+  litetopk::PagedIndexerProblem p;
+  p.q = as<const void>(std::get<0>(a));
+  p.kv_cache = as<const void>(std::get<1>(a));
+  p.weights = as<const float>(std::get<2>(a));
+  p.context_lens = as<const int32_t>(std::get<3>(a));
+  p.block_table = as<const int32_t>(std::get<4>(a));
+  p.batch = std::get<5>(a);
+  p.next_n = std::get<6>(a);
+  p.num_heads = std::get<7>(a);
+  p.head_dim = std::get<8>(a);
+  p.num_blocks = std::get<9>(a);
+  p.block_size = std::get<10>(a);
+  p.max_blocks = std::get<11>(a);
+  p.max_context = std::get<12>(a);
+  p.k = std::get<13>(a);
+  p.indices = as<int32_t>(std::get<14>(a));
+  p.values = as<float>(std::get<15>(a));
+  return p;
+}
+
+// The paged indexer's only option is the algorithm.
+litetopk::IndexerOptions paged_indexer_options(int algo) {
+  litetopk::IndexerOptions options;
+  options.algo = static_cast<litetopk::IndexerAlgo>(algo);
+  return options;
+}
+
 // ---- decoding ----
 
 // (dtype, batch, kv_heads, head_dim, block_size, max_blocks, block_table, num_pages, lengths,
@@ -355,6 +390,53 @@ NB_MODULE(_C, m) {
       [](const IndexerArgs& args, Address logits, int64_t logits_stride) {
         check(litetopk::indexer_logits_cpu(indexer_problem(args), as<float>(logits),
                                            logits_stride));
+      },
+      "problem"_a, "logits"_a, "logits_stride"_a, ReleaseGil());
+
+  // ---- indexer_topk_paged ----
+  m.def(
+      "indexer_topk_paged_workspace_size",
+      [](const PagedIndexerArgs& args, int algo) {
+        std::size_t bytes = 0;
+        check(litetopk::indexer_topk_paged_workspace_size(paged_indexer_problem(args), &bytes,
+                                                          paged_indexer_options(algo)));
+        return bytes;
+      },
+      "problem"_a, "algo"_a, ReleaseGil());
+  m.def(
+      "indexer_topk_paged",
+      [](const PagedIndexerArgs& args, int algo, Address workspace, std::size_t workspace_bytes,
+         Address stream) {
+        check(litetopk::indexer_topk_paged(paged_indexer_problem(args), as<void>(workspace),
+                                           workspace_bytes, as_stream(stream),
+                                           paged_indexer_options(algo)));
+      },
+      "problem"_a, "algo"_a, "workspace"_a, "workspace_bytes"_a, "stream"_a, ReleaseGil());
+  m.def(
+      "indexer_topk_paged_dispatch",
+      [](const PagedIndexerArgs& args) {
+        return std::string(litetopk::indexer_algo_name(
+            litetopk::indexer_topk_paged_dispatch(paged_indexer_problem(args))));
+      },
+      "problem"_a, ReleaseGil());
+  m.def(
+      "indexer_logits_paged",
+      [](const PagedIndexerArgs& args, Address logits, int64_t logits_stride, Address stream) {
+        check(litetopk::indexer_logits_paged(paged_indexer_problem(args), as<float>(logits),
+                                             logits_stride, as_stream(stream)));
+      },
+      "problem"_a, "logits"_a, "logits_stride"_a, "stream"_a, ReleaseGil());
+  m.def(
+      "indexer_topk_paged_cpu",
+      [](const PagedIndexerArgs& args) {
+        check(litetopk::indexer_topk_paged_cpu(paged_indexer_problem(args)));
+      },
+      "problem"_a, ReleaseGil());
+  m.def(
+      "indexer_logits_paged_cpu",
+      [](const PagedIndexerArgs& args, Address logits, int64_t logits_stride) {
+        check(litetopk::indexer_logits_paged_cpu(paged_indexer_problem(args), as<float>(logits),
+                                                 logits_stride));
       },
       "problem"_a, "logits"_a, "logits_stride"_a, ReleaseGil());
 

@@ -1,5 +1,6 @@
-"""numpy references for the package tests: top-k, the indexer's scores, the sparse cache's
-quantization rule (include/litetopk/sparse_decode.h) and softmax attention."""
+"""numpy references for the package tests: top-k, the indexer's scores (prefill, and decode over
+DeepGEMM's paged cache), the sparse cache's quantization rule (include/litetopk/sparse_decode.h)
+and softmax attention."""
 import numpy as np
 
 from litetopk import fp8
@@ -37,6 +38,91 @@ def indexer_scores(q, kv, kv_scale, weights, ks, ke):
     columns = np.arange(kv.shape[0])
     inside = (columns[None, :] >= ks[:, None]) & (columns[None, :] < ke[:, None])
     return np.where(inside, scores, -np.inf)
+
+
+PAGE_TOKENS = 64  # tokens per block of DeepGEMM's paged indexer cache
+
+
+def pack_paged_cache(keys, scales, block_size=PAGE_TOKENS):
+    """DeepGEMM's fp8_paged_mqa_logits cache from keys [num_blocks * block_size, D] (e4m3 bytes)
+    and scales [num_blocks * block_size] fp32: uint8 [num_blocks, block_size, 1, D + 4], each
+    block's block_size x D key bytes first, then its block_size fp32 scales (key i of the inputs
+    is slot i % block_size of block i // block_size)."""
+    tokens, D = keys.shape
+    blocks = tokens // block_size
+    packed = np.empty((blocks, block_size * (D + 4)), np.uint8)
+    packed[:, :block_size * D] = keys.reshape(blocks, block_size * D)
+    packed[:, block_size * D:] = (np.ascontiguousarray(scales, dtype=np.float32)
+                                  .reshape(blocks, block_size).view(np.uint8))
+    return packed.reshape(blocks, block_size, 1, D + 4)
+
+
+def unpack_paged_cache(kv_cache):
+    """(keys [num_blocks, block_size, D] e4m3 bytes, scales [num_blocks, block_size] fp32)."""
+    blocks, block_size, _, width = kv_cache.shape
+    D = width - 4
+    flat = np.ascontiguousarray(kv_cache).reshape(blocks, block_size * width)
+    keys = flat[:, :block_size * D].reshape(blocks, block_size, D)
+    scales = np.ascontiguousarray(flat[:, block_size * D:]).view(np.float32)
+    return keys, scales
+
+
+def visible_tokens(context_len, next_n, j, max_context):
+    """Tokens query j (0 .. next_n - 1) of a request sees (include/litetopk/indexer.h)."""
+    length = max(int(context_len), 0)
+    return min(max(length - (next_n - 1 - j), 0), max_context)
+
+
+def paged_scores(q, kv_cache, weights, context_lens, block_table, max_context):
+    """[B * next_n, max_context] fp64 scores of the paged decode indexer: q [B, next_n, H, D] e4m3
+    bytes, kv_cache from pack_paged_cache, weights [B * next_n, H], context_lens [B],
+    block_table [B, max_blocks]. Row b * next_n + j: the score of each of its visible tokens, NaN
+    for a token whose block-table entry is outside [0, num_blocks), -inf past them."""
+    B, next_n, H, D = q.shape
+    keys, scales = unpack_paged_cache(kv_cache)
+    num_blocks, block_size = scales.shape
+    out = np.full((B * next_n, max_context), -np.inf)
+    qf = fp8.from_e4m3(q).astype(np.float64)
+    for b in range(B):
+        for j in range(next_n):
+            row = b * next_n + j
+            n = visible_tokens(context_lens[b], next_n, j, max_context)
+            for p in range(n):
+                entry = int(block_table[b, p // block_size])
+                if not 0 <= entry < num_blocks:
+                    out[row, p] = np.nan
+                    continue
+                key = fp8.from_e4m3(keys[entry, p % block_size]).astype(np.float64)
+                dots = qf[b, j] @ key  # [H]
+                out[row, p] = (np.maximum(dots, 0) * weights[row]).sum() * scales[entry,
+                                                                                p % block_size]
+    return out
+
+
+def make_paged_inputs(context_lens, next_n, H=32, D=128, max_blocks=None, spare_blocks=2,
+                      seed=0):
+    """Paged decode indexer inputs in numpy (DeepGEMM's layouts): (q [B, next_n, H, D] e4m3
+    bytes, kv_cache [num_blocks, 64, 1, D + 4] uint8, weights [B * next_n, H] fp32, context_lens
+    [B] int32, block_table [B, max_blocks] int32). The requests' blocks are a random permutation
+    of the cache (plus spare_blocks unused ones); table entries past a request's blocks are -1.
+    Keys and q N(0, 1) in e4m3, scales U(0.5, 1.5), weights N(0, 1) / sqrt(H)."""
+    rng = np.random.default_rng(seed)
+    B = len(context_lens)
+    used = [-(-max(int(c), 0) // PAGE_TOKENS) for c in context_lens]
+    max_blocks = max(1, max(used)) if max_blocks is None else max_blocks
+    num_blocks = sum(used) + spare_blocks
+    keys = fp8.random_e4m3(rng, (num_blocks * PAGE_TOKENS, D))
+    scales = (rng.random(num_blocks * PAGE_TOKENS) + 0.5).astype(np.float32)
+    order = rng.permutation(num_blocks).astype(np.int32)
+    table = np.full((B, max_blocks), -1, np.int32)
+    at = 0
+    for b, n in enumerate(used):
+        table[b, :n] = order[at:at + n]
+        at += n
+    q = fp8.random_e4m3(rng, (B, next_n, H, D))
+    weights = (rng.standard_normal((B * next_n, H)) / np.sqrt(H)).astype(np.float32)
+    return (q, pack_paged_cache(keys, scales), weights, np.asarray(context_lens, np.int32),
+            table)
 
 
 def quantize_blocks(keys, block_size, dtype=np.float16):

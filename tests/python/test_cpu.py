@@ -10,7 +10,8 @@ import pytest
 
 import litetopk
 from litetopk import fp8
-from reference import attention, check_selection, indexer_scores, quantize_blocks
+from reference import (attention, check_selection, indexer_scores, make_paged_inputs,
+                       paged_scores, quantize_blocks, visible_tokens)
 
 RNG = np.random.default_rng(1234)
 
@@ -136,6 +137,95 @@ def test_indexer_bad_input(change, message):
     arguments = change(dict(zip(names, indexer_inputs()), k=4))
     with pytest.raises(ValueError) as error:
         litetopk.indexer_topk(**arguments)
+    assert message in str(error.value)
+
+
+# ---------------------------------------------------------------- paged decode indexer
+
+# A ragged batch: a long context, an empty one, one shorter than k (40), one across a block edge.
+PAGED_CONTEXTS = [300, 0, 5, 129, 70]
+
+
+def paged_case(next_n, seed=0):
+    """Inputs with two block-table entries outside the cache (request 0's third block, request
+    3's first) and max_context 256, which cuts request 0 (300 tokens)."""
+    q, kv_cache, weights, context_lens, table = make_paged_inputs(PAGED_CONTEXTS, next_n,
+                                                                  max_blocks=6, seed=seed)
+    num_blocks = kv_cache.shape[0]
+    table[0, 2] = num_blocks + 3
+    table[3, 0] = -7
+    return (q, kv_cache, weights, context_lens, table), 256
+
+
+@pytest.mark.parametrize("next_n", [1, 2, 3, 4])
+def test_paged_logits_match_numpy(next_n):
+    inputs, max_context = paged_case(next_n, seed=next_n)
+    logits = litetopk.indexer_logits_paged(*inputs, max_context)
+    want = paged_scores(*inputs, max_context)
+    assert logits.shape == (len(PAGED_CONTEXTS) * next_n, max_context)
+    assert logits.dtype == np.float32
+    np.testing.assert_array_equal(np.isnan(logits), np.isnan(want))
+    np.testing.assert_array_equal(np.isneginf(logits), np.isneginf(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(logits[finite], want[finite], rtol=1e-6, atol=1e-6)
+    assert np.isnan(logits[0:next_n, 128:192]).all()  # request 0's out-of-range block
+    assert np.isneginf(logits[next_n:2 * next_n]).all()  # the empty request
+
+
+@pytest.mark.parametrize("next_n", [1, 2, 3, 4])
+def test_paged_topk_matches_reference(next_n):
+    inputs, max_context = paged_case(next_n, seed=10 + next_n)
+    k = 40
+    indices, values = litetopk.indexer_topk_paged(*inputs, max_context, k)
+    assert indices.shape == values.shape == (len(PAGED_CONTEXTS) * next_n, k)
+    logits = litetopk.indexer_logits_paged(*inputs, max_context)
+    want = paged_scores(*inputs, max_context)
+    for b, context in enumerate(PAGED_CONTEXTS):
+        for j in range(next_n):
+            row = b * next_n + j
+            n = visible_tokens(context, next_n, j, max_context)
+            # Selection over the row's visible tokens (NaN, the out-of-range blocks, never).
+            check_selection(logits[row], indices[row], values[row], k, 0, n)
+            chosen = indices[row][indices[row] >= 0]
+            assert not np.isnan(want[row, chosen]).any(), "an out-of-range block's token"
+            selectable = np.count_nonzero(np.isfinite(want[row, :n]))
+            assert len(chosen) == min(k, selectable)
+
+
+def test_paged_topk_row_shorter_than_k_and_empty():
+    inputs, max_context = paged_case(2, seed=3)
+    indices, _ = litetopk.indexer_topk_paged(*inputs, max_context, 40)
+    # Request 1 is empty, request 2 has 5 tokens (its queries see 4 and 5).
+    assert (indices[2:4] == -1).all()
+    np.testing.assert_array_equal(np.sort(indices[4, :4]), np.arange(4))
+    assert (indices[4, 4:] == -1).all()
+    np.testing.assert_array_equal(np.sort(indices[5, :5]), np.arange(5))
+    # Request 3's first block is out of range: only its tokens 64 .. 128 can be chosen.
+    chosen = indices[6:8][indices[6:8] >= 0]
+    assert chosen.min() >= 64 and len(chosen) == 80
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda a: {**a, "q": a["q"][0]}, "q must be a 4-D array [batch, next_n, num_heads, "
+                                      "head_dim]"),
+    (lambda a: {**a, "kv_cache": a["kv_cache"][..., :-1]},
+     "kv_cache must be of shape [13, 64, 1, 132]"),
+    (lambda a: {**a, "weights": a["weights"][:-1]}, "weights must be of shape [10, 32]"),
+    (lambda a: {**a, "context_lens": a["context_lens"][:2]}, "context_lens must be of shape [5]"),
+    (lambda a: {**a, "block_table": a["block_table"][:3]}, "block_table must be of shape [5, 6]"),
+    (lambda a: {**a, "block_table": a["block_table"][0]}, "block_table must be a 2-D array"),
+    (lambda a: {**a, "q": a["q"].astype(np.float32)}, "q must be of dtype float8_e4m3fn or uint8"),
+    (lambda a: {**a, "k": 0}, "k must be in [1, 8192], got 0"),
+    (lambda a: {**a, "max_context": 6 * 64 + 1}, "max_context must be <= max_blocks * block_size"),
+    (lambda a: {**a, "q": np.zeros((5, 5, 32, 128), np.uint8),
+                "weights": np.zeros((25, 32), np.float32)}, "next_n must be in [1, 4], got 5"),
+])
+def test_paged_bad_input(change, message):
+    inputs, max_context = paged_case(2)
+    names = ("q", "kv_cache", "weights", "context_lens", "block_table")
+    arguments = change(dict(zip(names, inputs), max_context=max_context, k=4))
+    with pytest.raises(ValueError) as error:
+        litetopk.indexer_topk_paged(**arguments)
     assert message in str(error.value)
 
 

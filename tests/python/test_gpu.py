@@ -1,8 +1,12 @@
 """GPU-only checks of the torch ops (skipped without CUDA): the example DSA indexer module under
 torch.compile(fullgraph=True) and in a CUDA graph, graph capture and replay of every op, a chunk
-at a real shape, and the host time per eager call (printed, not asserted; the target is <= 5 us).
-test_torch.py runs every op against its reference on the GPU as well."""
+at a real shape, the paged decode indexer against the CPU op (every algorithm, next_n 1 to 4),
+compiled, and in one CUDA graph replayed as the contexts grow, and the host time per eager call
+(printed, not asserted; the target is <= 5 us). test_torch.py runs every op against its
+reference on the GPU as well."""
 import time
+
+import pytest
 
 from conftest import needs_cuda, torch
 
@@ -11,9 +15,10 @@ pytestmark = needs_cuda
 if torch is not None:
     import litetopk
     from litetopk.ops import (IndexerState, SparseKvCache, dense_decode, fp8_mqa_logits,
-                              fp8_mqa_topk, topk)
+                              fp8_mqa_topk, fp8_paged_mqa_logits, fp8_paged_mqa_topk, topk)
     from dsa_indexer import DSAIndexer, capture, make_inputs, same_selection
-    from test_torch import dense_cache, indexer_inputs
+    from test_torch import (check_paged_selection, dense_cache, indexer_inputs, paged_inputs,
+                            paged_row_ends, paged_tolerance)
 
 
 def modules(k=64):
@@ -110,6 +115,114 @@ def test_real_shape_chunk_fused_vs_unfused():
         assert same_selection(indices.cpu(), selected.cpu(), logits.cpu()), algo
 
 
+# ---------------------------------------------------------------- paged decode indexer
+
+PAGED_ALGOS = ("auto", "unfused", "fused")
+
+
+def cpu_paged(inputs, max_context, k):
+    """The CPU op's (logits, indices) on copies of the inputs: the reference."""
+    host = [x.cpu() for x in inputs]
+    return (fp8_paged_mqa_logits(*host, max_context),
+            fp8_paged_mqa_topk(*host, max_context, k)[0])
+
+
+def check_against_cpu(indices, inputs, cpu_logits, row_ends, k):
+    """GPU indices against the CPU scores: the right count, no NaN (out-of-range block) token,
+    and every chosen token's CPU score >= the CPU k-th score - 2 tol (GPU and CPU scores differ
+    by fp32 accumulation only)."""
+    tol = paged_tolerance(inputs[0], inputs[1], inputs[2])
+    indices = indices.cpu()
+    for row in range(cpu_logits.shape[0]):
+        end = int(row_ends[row])
+        scores = cpu_logits[row, :end]
+        scores = scores[~scores.isnan()]
+        want = min(k, scores.numel())
+        got = indices[row, :want].long()
+        assert (indices[row, want:] == -1).all(), row
+        assert (got >= 0).all() and (got < end).all() and got.unique().numel() == want, row
+        chosen = cpu_logits[row, got]
+        assert not chosen.isnan().any(), row
+        if want:
+            kth = float(torch.topk(scores, want).values.min())
+            assert float(chosen.min()) >= kth - 2 * float(tol[row]), row
+
+
+@pytest.mark.parametrize("next_n", [1, 2, 3, 4])
+def test_paged_gpu_matches_cpu(next_n):
+    contexts = [5000, 0, 37, 3000, 4097, 64, 1]
+    k = 512
+    inputs = paged_inputs("cuda", contexts=contexts, next_n=next_n, seed=20 + next_n)
+    max_context = 4800  # cuts request 0
+    cpu_logits, _ = cpu_paged(inputs, max_context, k)
+    logits = fp8_paged_mqa_logits(*inputs, max_context)
+    got = logits.cpu()
+    assert torch.equal(got.isnan(), cpu_logits.isnan())
+    assert torch.equal(got.isinf(), cpu_logits.isinf())
+    finite = cpu_logits.isfinite()
+    error = torch.where(finite, (got.double() - cpu_logits.double()).abs(), 0)
+    assert (error <= paged_tolerance(*inputs[:3])[:, None]).all()
+    row_ends = paged_row_ends(inputs[3].cpu(), next_n, max_context)
+    for algo in PAGED_ALGOS:
+        indices, values = fp8_paged_mqa_topk(*inputs, max_context, k, algo=algo)
+        check_paged_selection(indices, values, logits, row_ends, k)  # its own logits
+        check_against_cpu(indices, inputs, cpu_logits, row_ends, k)
+
+
+def test_paged_compiled_fullgraph():
+    inputs = paged_inputs("cuda", contexts=[3000, 17, 0, 2048], next_n=2, seed=31)
+    max_context, k = 3072, 256
+
+    def select(q, kv_cache, weights, lens, table):
+        logits = fp8_paged_mqa_logits(q, kv_cache, weights, lens, table, max_context)
+        fused, _ = fp8_paged_mqa_topk(q, kv_cache, weights, lens, table, max_context, k,
+                                      algo="fused")
+        unfused, _ = fp8_paged_mqa_topk(q, kv_cache, weights, lens, table, max_context, k,
+                                        algo="unfused")
+        return logits, fused, unfused
+
+    logits, fused, unfused = select(*inputs)
+    compiled = torch.compile(select, fullgraph=True)
+    got_logits, got_fused, got_unfused = compiled(*inputs)
+    assert torch.equal(got_logits.nan_to_num(), logits.nan_to_num())
+    for got in (got_fused, got_unfused, fused):
+        assert same_selection(got.cpu(), unfused.cpu(), logits.cpu())
+
+
+@pytest.mark.parametrize("algo", PAGED_ALGOS)
+def test_paged_cuda_graph_replay_as_contexts_grow(algo):
+    """One graph captured at max_context serves later decode steps: context_lens (a device
+    tensor) grows between replays, and each replay equals an eager call at the new lengths."""
+    final = [6000, 2500, 64, 4000]
+    max_context, k, next_n = 6144, 2048, 2
+    q, kv_cache, weights, lens, table = paged_inputs("cuda", contexts=final, next_n=next_n,
+                                                     max_blocks=96, out_of_range=False, seed=41)
+    steps = [[100, 0, 1, 2047], [2049, 1000, 30, 2500], final]
+    lens.copy_(torch.tensor(steps[0], dtype=torch.int32))
+    indices = torch.empty(len(final) * next_n, k, dtype=torch.int32, device="cuda")
+    values = torch.empty(indices.shape, dtype=torch.float32, device="cuda")
+    logits = torch.empty(indices.shape[0], max_context, dtype=torch.float32, device="cuda")
+
+    def run():
+        fp8_paged_mqa_topk(q, kv_cache, weights, lens, table, max_context, k, algo=algo,
+                           out=(indices, values))
+        fp8_paged_mqa_logits(q, kv_cache, weights, lens, table, max_context, out=logits)
+
+    graph, _ = capture(run)
+    for step in steps:
+        lens.copy_(torch.tensor(step, dtype=torch.int32))
+        indices.fill_(-7)
+        graph.replay()
+        torch.cuda.synchronize()
+        want_logits = fp8_paged_mqa_logits(q, kv_cache, weights, lens, table, max_context)
+        want, _ = fp8_paged_mqa_topk(q, kv_cache, weights, lens, table, max_context, k,
+                                     algo=algo)
+        assert torch.equal(logits.nan_to_num(), want_logits.nan_to_num()), step
+        assert same_selection(indices.cpu(), want.cpu(), want_logits.cpu()), step
+        row_ends = paged_row_ends(lens.cpu(), next_n, max_context)
+        check_paged_selection(indices, values, want_logits, row_ends, k)
+
+
 def host_us(call, repeats=2000):
     """Median over 5 rounds of the mean host time of one call, in microseconds."""
     for _ in range(50):
@@ -133,6 +246,7 @@ def test_host_time_per_eager_call(capsys):
     dq, keys, values, lengths = dense_cache("cuda")
     cache = SparseKvCache.empty(2, 2, 3, device="cuda")
     cache.fill_from_dense(keys, values, lengths.clone())
+    paged = paged_inputs("cuda", contexts=[1000, 700], next_n=1)
     lib = litetopk._ext.ext()
     stream = torch.cuda.current_stream().cuda_stream
     problem = (scores.data_ptr(), 0, 4, 4096, 4096, 0, 0, 64, 0, indices.data_ptr(), 0, 0)
@@ -150,6 +264,7 @@ def test_host_time_per_eager_call(capsys):
         "fp8_mqa_topk": lambda: fp8_mqa_topk(q, (kv, kv_scale), weights, ks, ke, 64),
         "fp8_mqa_topk, state": lambda: fp8_mqa_topk(q, (kv, kv_scale), weights, ks, ke, 64,
                                                     state=state),
+        "fp8_paged_mqa_topk": lambda: fp8_paged_mqa_topk(*paged, 1024, 64),
         "dense_decode": lambda: dense_decode(dq, keys, values, lengths),
         "sparse_decode": lambda: cache.decode(dq),
     }

@@ -13,8 +13,10 @@ DEVICES = ["cpu"] + (["cuda"] if has_cuda else [])
 
 if torch is not None:
     import litetopk
-    from litetopk.ops import IndexerState, SparseKvCache, fp8_mqa_logits, fp8_mqa_topk, topk
+    from litetopk.ops import (IndexerState, SparseKvCache, fp8_mqa_logits, fp8_mqa_topk,
+                              fp8_paged_mqa_logits, fp8_paged_mqa_topk, topk)
     from dsa_indexer import DSAIndexer, make_inputs, same_selection
+from reference import make_paged_inputs, unpack_paged_cache, visible_tokens
 
 
 def check_rows(scores, indices, values, k, starts=None, ends=None, largest=True):
@@ -112,6 +114,189 @@ def test_indexer_state_gives_the_same_answer(device):
     for got in (first, second):
         assert same_selection(got.cpu(), stateless.cpu(), logits, ks.cpu())
     assert state.reset().buffer.count_nonzero() == 0
+
+
+# ---------------------------------------------------------------- paged decode indexer
+
+# A ragged batch: a long context, an empty one, one shorter than k, one across a block edge.
+PAGED_CONTEXTS = [700, 0, 9, 129, 260]
+
+
+def paged_inputs(device, contexts=PAGED_CONTEXTS, next_n=2, H=64, max_blocks=None,
+                 out_of_range=True, seed=0):
+    """(q, kv_cache, weights, context_lens, block_table) torch tensors in DeepGEMM's
+    fp8_paged_mqa_logits layouts (reference.make_paged_inputs), q float8_e4m3fn; with
+    out_of_range, request 0's second block-table entry points past the cache."""
+    q, kv_cache, weights, lens, table = make_paged_inputs(contexts, next_n, H=H,
+                                                          max_blocks=max_blocks, seed=seed)
+    if out_of_range:
+        table[0, 1] = kv_cache.shape[0] + 5
+    tensors = (torch.from_numpy(q).view(torch.float8_e4m3fn), torch.from_numpy(kv_cache),
+               torch.from_numpy(weights), torch.from_numpy(lens), torch.from_numpy(table))
+    return [x.to(device) for x in tensors]
+
+
+def paged_row_ends(context_lens, next_n, max_context):
+    """[B * next_n] int32: the tokens each query row sees."""
+    return torch.tensor([visible_tokens(c, next_n, j, max_context)
+                         for c in context_lens.tolist() for j in range(next_n)],
+                        dtype=torch.int32)
+
+
+def paged_tolerance(q, kv_cache, weights):
+    """[B * next_n] bounds on the difference of two fp32-grade evaluations of a row's scores
+    (the prefill test's bound: Cauchy-Schwarz on each head's dot product, 5e-4 for Hopper's fp8
+    accumulator)."""
+    keys, scales = unpack_paged_cache(kv_cache.cpu().numpy())
+    key_norm = np.linalg.norm(torch.from_numpy(keys.copy()).view(torch.float8_e4m3fn).double()
+                              .numpy(), axis=-1)
+    key_bound = float((np.abs(scales) * key_norm).max())
+    q64 = q.double().cpu().flatten(0, 1)  # [rows, H, D]
+    return 5e-4 * (weights.double().cpu().abs() * q64.norm(dim=2)).sum(1) * key_bound
+
+
+def check_paged_selection(indices, values, logits, row_ends, k):
+    """Each row's indices are a top k of its logits over its visible tokens (NaN never chosen,
+    -1 padding after the selectable count) and values are the chosen logits."""
+    indices, values, logits = indices.cpu(), values.cpu(), logits.cpu()
+    selected, _ = topk(logits, k, None, row_ends)
+    assert same_selection(indices, selected, logits)
+    for row in range(logits.shape[0]):
+        end = int(row_ends[row])
+        selectable = int((~logits[row, :end].isnan()).sum())
+        want = min(k, selectable)
+        got = indices[row, :want].long()
+        assert (indices[row, want:] == -1).all()
+        assert got.unique().numel() == want and (got >= 0).all() and (got < end).all()
+        assert not logits[row, got].isnan().any()
+        assert torch.equal(values[row, :want], logits[row, got])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("next_n", [1, 2, 4])
+def test_fp8_paged_mqa_logits_and_topk(device, next_n):
+    q, kv_cache, weights, lens, table = paged_inputs(device, next_n=next_n, seed=next_n)
+    max_context = 640  # cuts request 0 (700 tokens)
+    logits = fp8_paged_mqa_logits(q, kv_cache, weights, lens, table, max_context)
+    rows = len(PAGED_CONTEXTS) * next_n
+    assert logits.shape == (rows, max_context) and logits.dtype == torch.float32
+    # The numpy function is the reference (the same CPU code; fp64 scores rounded to fp32).
+    want = torch.from_numpy(litetopk.indexer_logits_paged(
+        q.cpu().view(torch.uint8).numpy(), kv_cache.cpu().numpy(), weights.cpu().numpy(),
+        lens.cpu().numpy(), table.cpu().numpy(), max_context))
+    got = logits.cpu()
+    assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.isinf(), want.isinf())
+    assert got[:next_n, 64:128].isnan().all()  # request 0's out-of-range block
+    if device == "cpu":
+        assert torch.equal(got.nan_to_num(), want.nan_to_num())
+    else:
+        finite = want.isfinite()
+        error = torch.where(finite, (got.double() - want.double()).abs(), 0)
+        assert (error <= paged_tolerance(q, kv_cache, weights)[:, None]).all()
+
+    k = 64
+    row_ends = paged_row_ends(lens.cpu(), next_n, max_context)
+    for algo in (("auto", "unfused", "fused") if device == "cuda" else ("auto",)):
+        indices, values = fp8_paged_mqa_topk(q, kv_cache, weights, lens, table, max_context, k,
+                                             algo=algo)
+        assert indices.shape == values.shape == (rows, k) and indices.dtype == torch.int32
+        check_paged_selection(indices, values, logits, row_ends, k)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_paged_context_lens_2d_deepgemm_arguments_and_out(device):
+    next_n, max_context, k = 3, 704, 32
+    q, kv_cache, weights, lens, table = paged_inputs(device, next_n=next_n, seed=5)
+    logits = fp8_paged_mqa_logits(q, kv_cache, weights, lens, table, max_context)
+    indices, values = fp8_paged_mqa_topk(q, kv_cache, weights, lens, table, max_context, k)
+    # DeepGEMM's 2-D context lengths (row b, j sees lens_2d[b, j]), its argument order with a
+    # schedule_meta (ignored) and clean_logits, and its (q, None) form.
+    lens_2d = (lens[:, None] - next_n + 1 + torch.arange(next_n, device=device)).to(torch.int32)
+    schedule_meta = torch.zeros(9, 2, dtype=torch.int32, device=device)
+    for same in (fp8_paged_mqa_logits(q, kv_cache, weights, lens_2d, table, max_context),
+                 fp8_paged_mqa_logits((q, None), kv_cache, weights, lens_2d, table,
+                                      schedule_meta, max_context, clean_logits=False)):
+        assert torch.equal(same.nan_to_num(), logits.nan_to_num())
+    got, _ = fp8_paged_mqa_topk(q, kv_cache, weights, lens_2d, table, schedule_meta,
+                                max_context, k)
+    assert same_selection(got.cpu(), indices.cpu(), logits.cpu())
+    # out=: into the caller's tensors (logits with a padded row stride).
+    out_indices = torch.full_like(indices, -5)
+    out_values = torch.empty_like(values)
+    fp8_paged_mqa_topk(q, kv_cache, weights, lens, table, max_context, k,
+                       out=(out_indices, out_values))
+    assert same_selection(out_indices.cpu(), indices.cpu(), logits.cpu())
+    padded = torch.full((logits.shape[0], max_context + 64), 3.0, device=device)
+    fp8_paged_mqa_logits(q, kv_cache, weights, lens, table, max_context,
+                         out=padded[:, :max_context])
+    assert torch.equal(padded[:, :max_context].nan_to_num(), logits.nan_to_num())
+    assert (padded[:, max_context:] == 3.0).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_paged_bad_input(device):
+    q, kv_cache, weights, lens, table = paged_inputs(device)
+    with pytest.raises(ValueError, match="weights must be of shape"):
+        fp8_paged_mqa_topk(q, kv_cache, weights[:, :8], lens, table, 512, 16)
+    with pytest.raises(ValueError, match=r"context_lens must be of shape \[batch\] or"):
+        fp8_paged_mqa_topk(q, kv_cache, weights, lens[:, None].repeat(1, 3), table, 512, 16)
+    with pytest.raises(ValueError, match="max_context must be <= max_blocks"):
+        fp8_paged_mqa_logits(q, kv_cache, weights, lens, table, 100000)
+    with pytest.raises(ValueError, match="k must be in"):
+        fp8_paged_mqa_topk(q, kv_cache, weights, lens, table, 512, 0)
+    with pytest.raises(ValueError, match="q scale"):
+        fp8_paged_mqa_logits((q, weights), kv_cache, weights, lens, table, 512)
+    with pytest.raises(ValueError, match="algo must be one of"):
+        fp8_paged_mqa_topk(q, kv_cache, weights, lens, table, 512, 16, algo="gpu")
+    with pytest.raises(ValueError, match="kv_cache must be of dtype uint8"):
+        fp8_paged_mqa_topk(q, kv_cache.view(torch.float8_e4m3fn), weights, lens, table, 512, 16)
+    with pytest.raises(TypeError, match="missing argument 'k'"):
+        fp8_paged_mqa_topk(q, kv_cache, weights, lens, table, 512)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_paged_fake_tensor_shapes(device):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    inputs = paged_inputs(device, next_n=3)
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        fake = [mode.from_tensor(x) for x in inputs]
+        logits = torch.ops.litetopk.fp8_paged_mqa_logits(*fake, 512)
+        assert logits.shape == (15, 512) and logits.dtype == torch.float32
+        indices, values = torch.ops.litetopk.fp8_paged_mqa_topk(*fake, 512, 100)
+        assert indices.shape == (15, 100) and indices.dtype == torch.int32
+        assert values.shape == (15, 100) and values.dtype == torch.float32
+        indices, _ = fp8_paged_mqa_topk(*fake, 512, 7, algo="fused")  # the Python front
+        assert indices.shape == (15, 7)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_paged_opcheck(device):
+    opcheck = torch.library.opcheck
+    # No out-of-range block: opcheck compares outputs without equal_nan.
+    inputs = tuple(paged_inputs(device, contexts=[200, 0, 70], out_of_range=False))
+    opcheck(torch.ops.litetopk.fp8_paged_mqa_logits.default, (*inputs, 256),
+            test_utils=FP8_OPCHECK)
+    opcheck(torch.ops.litetopk.fp8_paged_mqa_topk.default, (*inputs, 256, 16),
+            test_utils=FP8_OPCHECK[:2])  # unsorted: eager and traced orders may differ
+    indices = torch.empty(6, 16, dtype=torch.int32, device=device)
+    opcheck(torch.ops.litetopk.fp8_paged_mqa_topk_out.default, (*inputs, 256, 16, indices),
+            test_utils=FP8_OPCHECK[:2])
+
+
+def test_paged_compiles_fullgraph_cpu():
+    """fullgraph tracing through both paged ops (aot_eager keeps the CPU test short; the GPU
+    test compiles with inductor)."""
+    inputs = paged_inputs("cpu", next_n=2, seed=9)
+
+    def select(q, kv_cache, weights, lens, table):
+        logits = fp8_paged_mqa_logits(q, kv_cache, weights, lens, table, 704)
+        indices, _ = fp8_paged_mqa_topk(q, kv_cache, weights, lens, table, 704, 48)
+        return logits, indices
+
+    logits, indices = select(*inputs)
+    got_logits, got = torch.compile(select, fullgraph=True, backend="aot_eager")(*inputs)
+    assert torch.equal(got_logits.nan_to_num(), logits.nan_to_num())
+    assert same_selection(got, indices, logits)
 
 
 def dense_cache(device, batch=2, heads=2, length=300, capacity=384, dtype="float16"):

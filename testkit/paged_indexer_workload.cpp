@@ -2,6 +2,7 @@
 #include "testkit/paged_indexer_workload.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -204,6 +205,38 @@ PagedIndexerWorkload make_paged_indexer_workload(const PagedIndexerSpec& spec) {
     }
   }
   return w;
+}
+
+IndexerWorkload gather_paged_request(const PagedIndexerWorkload& w, int64_t b) {
+  const int64_t next_n = w.spec.next_n, H = w.spec.H, D = w.spec.D, bs = w.spec.block_size;
+  IndexerWorkload g;
+  g.spec.T = next_n;
+  g.spec.S = paged_kv::visible_tokens(w.context_lens[b], next_n, next_n - 1, w.max_context);
+  g.spec.H = H;
+  g.spec.D = D;
+  g.spec.k = w.spec.k;
+  g.spec.ranges = IndexerRanges::kCausal;
+  g.spec.seed = w.spec.seed;
+  const int64_t S = g.spec.S;
+  g.q.assign(w.q.begin() + b * next_n * H * D, w.q.begin() + (b + 1) * next_n * H * D);
+  g.weights.assign(w.weights.begin() + b * next_n * H, w.weights.begin() + (b + 1) * next_n * H);
+  g.kv.assign(static_cast<std::size_t>(S * D), 0);
+  g.kv_scale.assign(static_cast<std::size_t>(S), std::numeric_limits<float>::quiet_NaN());
+  for (int64_t pos = 0; pos < S; ++pos) {
+    const int32_t block = w.block_table[b * w.max_blocks + pos / bs];
+    if (!paged_kv::block_in_cache(block, w.num_blocks)) continue;
+    const int64_t slot = pos % bs;
+    std::copy_n(w.kv_cache.data() + paged_kv::key_offset(block, slot, bs, D), D,
+                g.kv.begin() + pos * D);
+    std::memcpy(&g.kv_scale[static_cast<std::size_t>(pos)],
+                w.kv_cache.data() + paged_kv::scale_offset(block, slot, bs, D), sizeof(float));
+  }
+  for (int64_t j = 0; j < next_n; ++j) {
+    g.ks.push_back(0);
+    g.ke.push_back(static_cast<int32_t>(
+        paged_kv::visible_tokens(w.context_lens[b], next_n, j, w.max_context)));
+  }
+  return g;
 }
 
 }  // namespace litetopk::testkit

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "litetopk/indexer.h"
+#include "testkit/indexer_workload.h"
 
 namespace litetopk::testkit {
 
@@ -69,5 +70,14 @@ struct PagedIndexerWorkload {
 // Generates the inputs (the keys in parallel over all hardware threads). The spec must pass
 // paged_indexer_spec_error.
 PagedIndexerWorkload make_paged_indexer_workload(const PagedIndexerSpec& spec);
+
+// Request b of `w` as a prefill problem over contiguous keys: T = next_n queries (its q and
+// weights), S = the tokens its last query sees, kv and kv_scale those tokens gathered from the
+// cache in position order, ks = 0 and ke = each query's visible count, so a prefill index is the
+// paged token position. A token of a block-table entry outside the cache gets zero key bytes and
+// a NaN scale (never selected, as in the paged contract). spec.ranges is kCausal (the ranges are
+// causal, clamped at 0 and at max_context) and spec.seed is w's; only the arrays are meant to be
+// read. The oracle of the paged indexer's checks (paged_indexer_verify.h).
+IndexerWorkload gather_paged_request(const PagedIndexerWorkload& w, int64_t b);
 
 }  // namespace litetopk::testkit

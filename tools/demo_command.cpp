@@ -1,6 +1,7 @@
 // `litetopk demo`: a few default shapes, every algorithm of one backend, each verified against the
-// CPU reference, then the DSA indexer on one causal chunk and sparse decoding against dense on a
-// synthetic workload (judged against fp64 dense attention), and a table of times and speedups.
+// CPU reference, then the DSA indexer on one causal chunk and on one paged decode batch, and
+// sparse decoding against dense on a synthetic workload (judged against fp64 dense attention),
+// and a table of times and speedups.
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -15,8 +16,11 @@
 #include "decode_runner.h"
 #include "environment.h"
 #include "indexer_runner.h"
+#include "paged_indexer_runner.h"
 #include "testkit/indexer_verify.h"
 #include "testkit/indexer_workload.h"
+#include "testkit/paged_indexer_verify.h"
+#include "testkit/paged_indexer_workload.h"
 #include "report.h"
 #include "select_runner.h"
 #include "testkit/select_verify.h"
@@ -34,8 +38,8 @@ struct DemoShape {
   int64_t k;
 };
 
-// What the demo runs on one backend. The first variant (and the first indexer run) is the
-// baseline of the speedups.
+// What the demo runs on one backend. The first variant (and the first run of each indexer) is
+// the baseline of the speedups.
 struct DemoPlan {
   std::vector<DemoShape> shapes;
   std::vector<Variant> variants;
@@ -44,6 +48,8 @@ struct DemoPlan {
   std::vector<IndexerRunOptions> indexer_runs;
   BenchOptions bench;
   BenchOptions quick_bench;
+  PagedIndexerSpec paged;  // the decode indexer's batch
+  std::vector<PagedIndexerRunOptions> paged_runs;
 };
 
 // Sparse decoding against dense on the plan's backend. Dense is the baseline of the speedups.
@@ -91,6 +97,17 @@ IndexerSpec causal_indexer(int64_t T, int64_t S, int64_t H, int64_t k) {
   return spec;
 }
 
+// B requests of `context` tokens with next_n = 2 query tokens each (multi-token prediction).
+PagedIndexerSpec paged_indexer(int64_t batch, int64_t context, int64_t H, int64_t k) {
+  PagedIndexerSpec spec;
+  spec.context_lens = fixed_context_lens(batch, context);
+  spec.next_n = 2;
+  spec.H = H;
+  spec.k = k;
+  spec.seed = 42;
+  return spec;
+}
+
 DemoPlan gpu_plan() {
   const auto gpu = [](SelectAlgo algo) {
     return Variant{Backend::kGpu, algo, CpuSelectAlgo::kFast};
@@ -100,13 +117,21 @@ DemoPlan gpu_plan() {
     options.algo = algo;
     return options;
   };
+  const auto gpu_paged = [](IndexerAlgo algo) {
+    PagedIndexerRunOptions options;
+    options.algo = algo;
+    return options;
+  };
   return {{{256, 524288, 256}, {64, 131072, 2048}, {8, int64_t{1} << 20, 8192}},
           {gpu(SelectAlgo::kRadix), gpu(SelectAlgo::kSampleFilter), gpu(SelectAlgo::kAuto)},
           4,
           causal_indexer(2048, 32768, 64, 2048),
           {gpu_indexer(IndexerAlgo::kUnfused), gpu_indexer(IndexerAlgo::kFused)},
           {true, 3, 20},
-          {true, 1, 5}};
+          {true, 1, 5},
+          paged_indexer(8, 32768, 64, 2048),
+          {gpu_paged(IndexerAlgo::kUnfused), gpu_paged(IndexerAlgo::kFused),
+           gpu_paged(IndexerAlgo::kAuto)}};
 }
 
 DemoPlan cpu_plan() {
@@ -115,13 +140,17 @@ DemoPlan cpu_plan() {
   };
   IndexerRunOptions cpu_indexer;
   cpu_indexer.on_cpu = true;
+  PagedIndexerRunOptions cpu_paged;
+  cpu_paged.on_cpu = true;
   return {{{64, 131072, 2048}, {16, int64_t{1} << 20, 1024}},
           {cpu(CpuSelectAlgo::kReference), cpu(CpuSelectAlgo::kFast)},
           std::numeric_limits<int64_t>::max(),
           causal_indexer(16, 4096, 64, 256),
           {cpu_indexer},
           {true, 1, 5},
-          {true, 0, 2}};
+          {true, 0, 2},
+          paged_indexer(2, 4096, 64, 256),
+          {cpu_paged}};
 }
 
 // The "[step/steps] what ... outcome" lines.
@@ -182,6 +211,43 @@ bool run_indexer_steps(const DemoPlan& plan, const BenchOptions& bench, Progress
     const double tflops = teraflops_per_second(workload.flops(), ms);
     table->add_row({label, name == run.algo ? name : name + " (" + run.algo + ")", fixed(ms, 3),
                     "-", fixed(tflops, tflops < 10 ? 3 : 1),
+                    options.on_cpu ? "-" : fixed(static_cast<double>(run.workspace_bytes) / 1e6, 1),
+                    speedup(baseline_ms, ms), mismatch.empty() ? "yes" : "NO"});
+  }
+  return all_ok;
+}
+
+// The plan's decode-indexer runs on one paged batch, each checked on its first, middle and last
+// requests like `litetopk indexer --paged --verify`: a table row each. False when one failed.
+bool run_paged_indexer_steps(const DemoPlan& plan, const BenchOptions& bench, Progress* progress,
+                             Table* table) {
+  const PagedIndexerWorkload workload = make_paged_indexer_workload(plan.paged);
+  const PagedIndexerChecker checker(workload, paged_indexer_verify_requests(workload.batch),
+                                    kIndexerTolRel);
+  const std::string shape = paged_indexer_shape_label(plan.paged);
+  const std::string label = "paged indexer " + shape;
+  const std::string baseline = paged_indexer_run_name(plan.paged_runs.front());
+  const double bytes = paged_indexer_bytes_read(workload);
+  bool all_ok = true;
+  double baseline_ms = 0;
+  for (PagedIndexerRunOptions options : plan.paged_runs) {
+    options.bench = bench;
+    const std::string name = paged_indexer_run_name(options);
+    progress->start("paged indexer " + name + ' ' + shape);
+    PagedIndexerRun run;
+    if (Status s = run_paged_indexer(workload, options, &run); !s) {
+      progress->fail(s);
+      table->add_row({label, name, "error"});
+      all_ok = false;
+      continue;
+    }
+    const std::string mismatch = checker.check(run.indices.data());
+    const double ms = run.timing.median_ms;
+    if (name == baseline) baseline_ms = ms;
+    all_ok = progress->finish(ms, mismatch) && all_ok;
+    const double tflops = teraflops_per_second(workload.flops(), ms);
+    table->add_row({label, name == run.algo ? name : name + " (" + run.algo + ")", fixed(ms, 3),
+                    fixed(bytes / (ms * 1e6), 1), fixed(tflops, tflops < 10 ? 3 : 1),
                     options.on_cpu ? "-" : fixed(static_cast<double>(run.workspace_bytes) / 1e6, 1),
                     speedup(baseline_ms, ms), mismatch.empty() ? "yes" : "NO"});
   }
@@ -262,18 +328,21 @@ int run_demo(const std::string& device, bool quick) {
   const BenchOptions bench = quick ? plan.quick_bench : plan.bench;
   const CpuInfo cpu = probe_cpu();
   const std::size_t indexer_queries = indexer_verify_queries(plan.indexer.T).size();
+  const std::size_t paged_requests =
+      paged_indexer_verify_requests(static_cast<int64_t>(plan.paged.context_lens.size())).size();
   const DecodeDemo decode = decode_demo(on_gpu);
   const std::string decode_note = on_gpu ? "" : " (CPU reference)";
   std::cout << "litetopk demo on "
             << (on_gpu ? gpu.device.name
                        : cpu.model + " (CPU, " + std::to_string(cpu.hardware_threads) + " threads)")
             << ": exact top-k of random normal fp32 rows and the DSA lightning indexer + top-k "
-               "on random fp8 inputs (a causal chunk), median of "
+               "on random fp8 inputs (a causal chunk and a paged decode batch), median of "
             << bench.iters << " runs, checked against the CPU reference ("
             << (on_gpu ? "rows 0.." + std::to_string(plan.verify_rows - 1) + " of each shape"
                        : std::string("every row"))
             << "; " << indexer_queries
-            << " queries of the indexer); then sparse decoding against dense on a synthetic "
+            << " queries of the indexer, " << paged_requests
+            << " requests of the paged one); then sparse decoding against dense on a synthetic "
                "workload with the "
             << (on_gpu ? "GPU kernels (inputs generated on the CPU, the sparse cache built on the "
                          "GPU)"
@@ -285,8 +354,8 @@ int run_demo(const std::string& device, bool quick) {
   Table table({"shape", "algo", "ms", "GB/s", "TFLOP/s", "aux MB", "speedup", "exact",
                "kept blocks", "kept mass", "rel L2"},
               2);
-  Progress progress(plan.shapes.size() * plan.variants.size() + plan.indexer_runs.size() + 2 +
-                    decode.deltas.size());
+  Progress progress(plan.shapes.size() * plan.variants.size() + plan.indexer_runs.size() +
+                    plan.paged_runs.size() + 2 + decode.deltas.size());
   bool all_ok = true;
   for (const DemoShape& shape : plan.shapes) {
     WorkloadSpec spec;
@@ -326,6 +395,7 @@ int run_demo(const std::string& device, bool quick) {
     }
   }
   all_ok = run_indexer_steps(plan, bench, &progress, &table) && all_ok;
+  all_ok = run_paged_indexer_steps(plan, bench, &progress, &table) && all_ok;
   all_ok = run_decode_steps(decode, quick, decode_note, &progress, &table) && all_ok;
   std::cout << '\n';
   table.print(std::cout);
@@ -333,8 +403,12 @@ int run_demo(const std::string& device, bool quick) {
   if (plan.indexer_runs.size() > 1) {
     std::cout << ", the indexer against " << indexer_run_name(plan.indexer_runs.front());
   }
+  if (plan.paged_runs.size() > 1) {
+    std::cout << ", the paged indexer against " << paged_indexer_run_name(plan.paged_runs.front());
+  }
   std::cout << ", sparse decoding against dense"
-            << (on_gpu ? "; aux MB: the indexer's and the decoders' workspace" : "") << '\n';
+            << (on_gpu ? "; aux MB: the indexers' and the decoders' workspace" : "")
+            << "; paged indexer GB/s: its keys and scales read once per request\n";
   std::cout << "decode" << decode_note
             << ": kept blocks: full blocks read / full blocks; kept mass: the fp64 reference "
                "softmax mass in the read blocks (mean over heads); rel L2: against fp64 dense "

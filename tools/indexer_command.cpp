@@ -1,6 +1,7 @@
 // `litetopk indexer`: generate DSA lightning-indexer inputs (fp8 q and kv, kv scales, head
 // weights, per-query key ranges), run indexer_topk with one algorithm, optionally verify a few
 // queries against the CPU reference and benchmark; print a table and optionally write JSON.
+// With --paged, the decode-phase indexer instead (paged_indexer_command.cpp).
 #include <cstdint>
 #include <iostream>
 #include <limits>
@@ -14,6 +15,7 @@
 #include "commands.h"
 #include "environment.h"
 #include "indexer_runner.h"
+#include "paged_indexer_command.h"
 #include "testkit/indexer_verify.h"
 #include "testkit/indexer_workload.h"
 #include "litetopk/indexer.h"
@@ -24,9 +26,6 @@ namespace litetopk::tools {
 using namespace litetopk::testkit;
 
 namespace {
-
-// The FP8 e4m3 matmul ceiling measured on the H200 (torch._scaled_mm 8192^3; shared/H200.md).
-constexpr double kFp8PeakTflops = 1322.0;
 
 struct IndexerArgs {
   int64_t T = 0;
@@ -43,6 +42,7 @@ struct IndexerArgs {
   double tol_rel = kIndexerTolRel;
   BenchOptions bench;
   std::string json_path;
+  bool paged = false;  // --paged: paged_indexer_command.cpp runs it
 };
 
 int run_indexer(const IndexerArgs& args) {
@@ -185,48 +185,103 @@ int run_indexer(const IndexerArgs& args) {
 
 void add_indexer_command(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<IndexerArgs>();
+  auto paged = std::make_shared<PagedIndexerArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "indexer", "DSA lightning indexer + top-k on generated fp8 inputs (D = 128)");
+      "indexer",
+      "DSA lightning indexer + top-k on generated fp8 inputs (D = 128): a prefill chunk (--T, "
+      "--S) or, with --paged, a decode batch over a paged cache (--batch, --context)");
   constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
-  cmd->add_option("--T", args->T, "Queries (a prefill chunk)")
-      ->required()
-      ->check(CLI::Range(int64_t{1}, kMaxInt32));
-  cmd->add_option("--S", args->S, "Keys (the context)")
-      ->required()
-      ->check(CLI::Range(int64_t{1}, kMaxInt32));
+  CLI::Option* paged_flag = cmd->add_flag(
+      "--paged", args->paged,
+      "The decode-phase indexer (indexer_topk_paged): B requests with next_n query tokens each "
+      "over a paged fp8 cache (DeepGEMM's fp8_paged_mqa_logits layout, 64-token blocks)");
+  // The prefill chunk.
+  const std::vector<CLI::Option*> prefill_only = {
+      cmd->add_option("--T", args->T, "Queries (a prefill chunk; required without --paged)")
+          ->check(CLI::Range(int64_t{1}, kMaxInt32)),
+      cmd->add_option("--S", args->S, "Keys (the context; required without --paged)")
+          ->check(CLI::Range(int64_t{1}, kMaxInt32)),
+      cmd->add_option("--ranges", args->ranges,
+                      "causal: the queries are the last T of S tokens; full: every key; ragged: "
+                      "random ranges, some shorter than k or empty")
+          ->check(CLI::IsMember({"causal", "full", "ragged"}))
+          ->capture_default_str(),
+      cmd->add_option("--candidate-capacity", args->candidate_capacity,
+                      "Fused kernel's candidate slots per query (0: the default)")
+          ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()))
+          ->capture_default_str(),
+      cmd->add_flag("--state", args->state,
+                    "Carry an IndexerState across runs: the first run starts cold, later ones "
+                    "reuse the hot sample of the previous run over the same chunk (optimistic)"),
+      cmd->add_flag("--no-cold-sample", args->no_cold_sample,
+                    "Fused: no speculative cold sample (IndexerOptions::cold_sample = false)"),
+  };
+  for (CLI::Option* option : prefill_only) option->excludes(paged_flag);
+  // The paged decode batch.
+  const std::vector<CLI::Option*> paged_only = {
+      cmd->add_option("--batch", paged->batch, "--paged: requests B")
+          ->check(CLI::Range(int64_t{1}, kMaxInt32)),
+      cmd->add_option("--context", paged->context,
+                      "--paged: each request's context in tokens (the longest with --contexts "
+                      "ragged)")
+          ->check(CLI::Range(int64_t{1}, kMaxInt32)),
+      cmd->add_option("--contexts", paged->contexts,
+                      "--paged: fixed (every request --context tokens), ragged (request 0 "
+                      "--context, others random, some shorter than k or empty) or a "
+                      "comma-separated list of lengths (one per request)")
+          ->capture_default_str(),
+      cmd->add_option("--next-n", paged->next_n,
+                      "--paged: query tokens per request (multi-token prediction)")
+          ->check(CLI::Range(int64_t{1}, int64_t{4}))
+          ->capture_default_str(),
+      cmd->add_option("--max-context", paged->max_context,
+                      "--paged: the largest context the call is sized for (workspace, "
+                      "block-table rows); 0: the longest context")
+          ->check(CLI::Range(int64_t{0}, kMaxInt32))
+          ->capture_default_str(),
+  };
+  for (CLI::Option* option : paged_only) option->needs(paged_flag);
+  // Both.
   cmd->add_option("--H", args->H, "Heads")->check(CLI::IsMember({32, 64}))->capture_default_str();
   cmd->add_option("--k", args->k, "Keys selected per query (1..8192)")
       ->check(CLI::Range(int64_t{1}, int64_t{8192}))
-      ->capture_default_str();
-  cmd->add_option("--ranges", args->ranges,
-                  "causal: the queries are the last T of S tokens; full: every key; ragged: "
-                  "random ranges, some shorter than k or empty")
-      ->check(CLI::IsMember({"causal", "full", "ragged"}))
       ->capture_default_str();
   cmd->add_option("--algo", args->algo,
                   "GPU: auto (cost model), unfused (logits, then select), fused; cpu: the "
                   "reference")
       ->check(CLI::IsMember({"auto", "unfused", "fused", "cpu"}))
       ->capture_default_str();
-  cmd->add_option("--candidate-capacity", args->candidate_capacity,
-                  "Fused kernel's candidate slots per query (0: the default)")
-      ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()))
-      ->capture_default_str();
-  cmd->add_flag("--state", args->state,
-                "Carry an IndexerState across runs: the first run starts cold, later ones reuse "
-                "the hot sample of the previous run over the same chunk (optimistic)");
-  cmd->add_flag("--no-cold-sample", args->no_cold_sample,
-                "Fused: no speculative cold sample (IndexerOptions::cold_sample = false)");
   cmd->add_option("--seed", args->seed, "Generator seed")->capture_default_str();
   cmd->add_flag("--verify", args->verify,
-                "Check the first, middle and last queries (up to 7) against the CPU reference");
+                "Check the first, middle and last queries (up to 7; --paged: the first, middle "
+                "and last requests) against the CPU reference");
   cmd->add_option("--tol-rel", args->tol_rel,
                   "Relative score tolerance of --verify (see indexer_verify.cpp)")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   add_bench_options(cmd, &args->bench);
   cmd->add_option("--json", args->json_path, "Write a JSON record to this file");
-  cmd->callback([args, exit_code] { *exit_code = run_indexer(*args); });
+  cmd->callback([args, paged, exit_code] {
+    if (!args->paged) {
+      if (args->T == 0 || args->S == 0) {
+        throw CLI::ValidationError("indexer",
+                                   "needs --T and --S (a prefill chunk), or --paged (a decode "
+                                   "batch: --batch, --context)");
+      }
+      *exit_code = run_indexer(*args);
+      return;
+    }
+    PagedIndexerArgs run = *paged;
+    run.H = args->H;
+    run.k = args->k;
+    run.algo = args->algo;
+    run.seed = args->seed;
+    run.verify = args->verify;
+    run.tol_rel = args->tol_rel;
+    run.bench = args->bench;
+    run.json_path = args->json_path;
+    *exit_code = run_paged_indexer_command(run);
+  });
 }
 
 }  // namespace litetopk::tools

@@ -210,3 +210,35 @@ def reference_logits(q, kv, kv_scale, weights, ks, ke, key_chunk=16384):
         inside = (cols[None, :] >= ks[:, None]) & (cols[None, :] < ke[:, None])
         out[:, s0:s1] = chunk.masked_fill(~inside, float("-inf"))
     return out
+
+
+def make_paged_inputs(batch, context, next_n, H, D=128, device="cuda", generator=None,
+                      page_tokens=PAGE_TOKENS):
+    """DeepGEMM's paged decode test inputs (tests/test_attention.py's recipe): a dict of
+    q [B, next_n, H, D] float8_e4m3fn (bf16 randn cast), kv_cache [num_pages, 64, 1, D + 4]
+    uint8 (bf16 randn keys cast per token, packed by pack_paged_kv_cache), weights
+    [B * next_n, H] fp32 randn, context_lens [B] int32 (every request `context` tokens: the 1-D
+    form, query j sees context - next_n + j + 1; _context_lens_2d gives DeepGEMM's 2-D one),
+    block_table [B, pages per request] int32 (a random permutation of every page: no two requests
+    share one) and max_context (the pages' tokens: context rounded up to a page).
+    """
+    import torch  # noqa: PLC0415
+
+    pages = -(-context // page_tokens)
+    num_pages = batch * pages
+    q = torch.randn(batch, next_n, H, D, device=device, dtype=torch.bfloat16,
+                    generator=generator)
+    kv = torch.randn(num_pages * page_tokens, D, device=device, dtype=torch.bfloat16,
+                     generator=generator)
+    kv_fp8, kv_scale = per_row_cast_to_fp8(kv)
+    del kv
+    kv_cache = pack_paged_kv_cache(kv_fp8, kv_scale, page_tokens)
+    del kv_fp8, kv_scale
+    weights = torch.randn(batch * next_n, H, device=device, dtype=torch.float32,
+                          generator=generator)
+    block_table = (torch.randperm(num_pages, device=device, generator=generator)
+                   .to(torch.int32).view(batch, pages))
+    context_lens = torch.full((batch,), context, device=device, dtype=torch.int32)
+    return {"q": q.to(torch.float8_e4m3fn), "kv_cache": kv_cache, "weights": weights,
+            "context_lens": context_lens, "block_table": block_table,
+            "max_context": pages * page_tokens}

@@ -32,7 +32,7 @@ DEFAULT_SHAPES = [
 SAMPLE_FILTER_MAX_K = 8192
 ROTATION_BYTES = 256 << 20
 MAX_COPIES = 64
-METHODS = ["torch.topk", "radix", "sample-filter", "auto"]
+METHODS = ["torch.topk", "radix", "sample-filter", "grid-radix", "auto"]
 
 
 def make_inputs(batch, n, seed):
@@ -113,18 +113,19 @@ def fmt(value, digits=3, suffix=""):
 
 def markdown_table(rows):
     lines = [
-        "| B x N, k | torch.topk ms | radix ms | sample-filter ms | auto ms | auto algo "
-        "| auto GB/s | auto vs torch | auto / best | exact |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| B x N, k | torch.topk ms | radix ms | sample-filter ms | grid-radix ms | auto ms "
+        "| auto algo | auto GB/s | auto vs torch | auto / best | exact |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in rows:
         ms = row["ms"]
         auto = ms.get("auto")
         torch_ms = ms.get("torch.topk")
-        best = min((ms[a] for a in ("radix", "sample-filter") if a in ms), default=None)
+        best = min((ms[a] for a in ("radix", "sample-filter", "grid-radix") if a in ms), default=None)
         lines.append(
             f"| {row['batch']} x {row['n']}, {row['k']} | {fmt(torch_ms)} | "
-            f"{fmt(ms.get('radix'))} | {fmt(ms.get('sample-filter'))} | {fmt(auto)} | "
+            f"{fmt(ms.get('radix'))} | {fmt(ms.get('sample-filter'))} | "
+            f"{fmt(ms.get('grid-radix'))} | {fmt(auto)} | "
             f"{row['dispatched']} | {fmt(row['gbps'].get('auto'), 0)} | "
             f"{fmt(torch_ms / auto if auto and torch_ms else None, 2, 'x')} | "
             f"{fmt(auto / best if auto and best else None, 2)} | "

@@ -78,7 +78,7 @@ Variant resolve_variant(const SelectArgs& args, const GpuInfo& gpu) {
   } else if (args.device == "gpu" && !gpu_algo) {
     throw CLI::ValidationError("--algo", args.algo +
                                              " runs on the CPU; --device gpu takes auto, "
-                                             "radix or sample-filter");
+                                             "radix, sample-filter or grid-radix");
   } else if (args.device == "auto" && gpu_algo && variant.gpu_algo == SelectAlgo::kAuto &&
              !gpu.available) {
     variant.backend = Backend::kCpu;

@@ -42,6 +42,9 @@ enum class SelectAlgo : int {
   kAuto = 0,
   kRadix = 1,         // multi-pass radix select: robust on any input, any k
   kSampleFilter = 2,  // one streaming pass with a rising threshold (k <= kSampleFilterMaxK)
+  kGridRadix = 3,     // radix select in one launch: each row's blocks wait for each other at
+                      // grid-wide barriers (for few rows; every block must be resident at once,
+                      // else kUnsupported)
 };
 constexpr int64_t kSampleFilterMaxK = 8192;
 

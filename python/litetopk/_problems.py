@@ -11,7 +11,7 @@ DTYPE_CODES = {"float32": 0, "bfloat16": 1, "float16": 2}
 SCORE_DTYPES = ("float32", "bfloat16", "float16")
 CACHE_DTYPES = ("float16", "bfloat16")
 FP8_DTYPES = ("float8_e4m3fn", "uint8")
-SELECT_ALGOS = {"auto": 0, "radix": 1, "sample-filter": 2}
+SELECT_ALGOS = {"auto": 0, "radix": 1, "sample-filter": 2, "grid-radix": 3}
 CPU_SELECT_ALGOS = {"reference": 0, "fast": 1}
 INDEXER_ALGOS = {"auto": 0, "unfused": 1, "fused": 2}
 # Bits of the select call's flags (c_api.h's litetopk_select_flags).

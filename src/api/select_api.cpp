@@ -13,12 +13,14 @@ const char* select_algo_name(SelectAlgo algo) {
     case SelectAlgo::kAuto: return "auto";
     case SelectAlgo::kRadix: return "radix";
     case SelectAlgo::kSampleFilter: return "sample-filter";
+    case SelectAlgo::kGridRadix: return "grid-radix";
   }
   return "invalid";
 }
 
 bool parse_select_algo(const char* name, SelectAlgo* algo) {
-  for (SelectAlgo a : {SelectAlgo::kAuto, SelectAlgo::kRadix, SelectAlgo::kSampleFilter}) {
+  for (SelectAlgo a : {SelectAlgo::kAuto, SelectAlgo::kRadix, SelectAlgo::kSampleFilter,
+                        SelectAlgo::kGridRadix}) {
     if (std::strcmp(name, select_algo_name(a)) == 0) {
       *algo = a;
       return true;
@@ -39,6 +41,7 @@ Status resolve_algo(const SelectProblem& problem, SelectAlgo requested, SelectAl
       *resolved = detail::cuda_select_dispatch(problem);
       return Status::ok();
     case SelectAlgo::kRadix:
+    case SelectAlgo::kGridRadix:
       *resolved = requested;
       return Status::ok();
     case SelectAlgo::kSampleFilter:
@@ -50,7 +53,7 @@ Status resolve_algo(const SelectProblem& problem, SelectAlgo requested, SelectAl
       *resolved = requested;
       return Status::ok();
   }
-  return detail::invalid_argument("options.algo must be auto, radix or sample-filter, got ",
+  return detail::invalid_argument("options.algo must be auto, radix, sample-filter or grid-radix, got ",
                                   static_cast<int>(requested));
 }
 

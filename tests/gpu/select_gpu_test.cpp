@@ -25,6 +25,7 @@ std::string algo_tag(SelectAlgo algo) {
   switch (algo) {
     case SelectAlgo::kRadix: return "Radix";
     case SelectAlgo::kSampleFilter: return "SampleFilter";
+    case SelectAlgo::kGridRadix: return "GridRadix";
     case SelectAlgo::kAuto: break;
   }
   return "Auto";
@@ -33,8 +34,11 @@ std::string algo_tag(SelectAlgo algo) {
 std::vector<AlgoCase> with_algos(const std::vector<SelectCase>& cases) {
   std::vector<AlgoCase> out;
   for (const SelectCase& c : cases) {
-    for (SelectAlgo algo : {SelectAlgo::kRadix, SelectAlgo::kSampleFilter, SelectAlgo::kAuto}) {
+    for (SelectAlgo algo : {SelectAlgo::kRadix, SelectAlgo::kSampleFilter, SelectAlgo::kGridRadix,
+                            SelectAlgo::kAuto}) {
       if (algo == SelectAlgo::kSampleFilter && c.k > kSampleFilterMaxK) continue;
+      // grid-radix holds every block of the call at once: few rows only.
+      if (algo == SelectAlgo::kGridRadix && c.batch > 64) continue;
       out.push_back({c, algo});
     }
   }

@@ -11,7 +11,7 @@ namespace {
 
 TEST(SelectGpuGraph, CaptureAndReplayOnNewData) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
-  for (SelectAlgo algo : {SelectAlgo::kSampleFilter, SelectAlgo::kRadix}) {
+  for (SelectAlgo algo : {SelectAlgo::kSampleFilter, SelectAlgo::kRadix, SelectAlgo::kGridRadix}) {
     SelectCase c;
     c.name = "Graph";
     c.batch = 2;

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <mutex>
+#include <tuple>
 #include <utility>
 
 #include "cuda/common/cuda_check.h"
@@ -22,6 +23,44 @@ Status allow_dynamic_shared_memory(const void* kernel, int bytes) {
   LITETOPK_CUDA_TRY(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   done = bytes;
+  return Status::ok();
+}
+
+Status resident_blocks(const void* kernel, int threads, int smem, int* blocks) {
+  static std::mutex mutex;
+  static std::map<std::tuple<const void*, int, int, int>, int> known;  // -> blocks
+  int device = 0;
+  LITETOPK_CUDA_TRY(cudaGetDevice(&device));
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(kernel, device, threads, smem);
+  const auto found = known.find(key);
+  if (found != known.end()) {
+    *blocks = found->second;
+    return Status::ok();
+  }
+  int per_sm = 0;
+  LITETOPK_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads,
+                                                                  static_cast<std::size_t>(smem)));
+  int sms = 0;
+  LITETOPK_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  *blocks = per_sm * sms;
+  known[key] = *blocks;
+  return Status::ok();
+}
+
+Status launch_cooperative(const void* kernel, dim3 grid, int threads, int smem, cudaStream_t stream,
+                          void** args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(static_cast<unsigned>(threads));
+  config.dynamicSmemBytes = static_cast<std::size_t>(smem);
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeCooperative;
+  attribute.val.cooperative = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  LITETOPK_CUDA_TRY(cudaLaunchKernelExC(&config, kernel, args));
   return Status::ok();
 }
 

@@ -1,6 +1,9 @@
-// Per-kernel launch attributes set once per kernel and device instead of before every launch:
-// cudaFuncSetAttribute costs a microsecond or two of host time per call.
+// Per-kernel launch attributes set (and occupancies queried) once per kernel and device instead of
+// before every launch: cudaFuncSetAttribute and the occupancy query cost host microseconds per
+// call. And the cooperative launch that grid-wide barriers need.
 #pragma once
+
+#include <cuda_runtime_api.h>
 
 #include "litetopk/status.h"
 
@@ -10,5 +13,15 @@ namespace litetopk::cuda_common {
 // device: cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) the
 // first time a kernel needs that many bytes on a device, nothing after. Thread-safe.
 Status allow_dynamic_shared_memory(const void* kernel, int bytes);
+
+// The blocks of `kernel` (launched with `threads` threads and `smem` bytes of dynamic shared
+// memory, already allowed) that the current device holds at once: the occupancy query run once per
+// (kernel, device, threads, smem), remembered after.
+Status resident_blocks(const void* kernel, int threads, int smem, int* blocks);
+
+// Launches `kernel` as a cooperative grid (every block resident at once, or the launch fails with
+// cudaErrorCooperativeLaunchTooLarge instead of hanging): what grid-wide barriers need.
+Status launch_cooperative(const void* kernel, dim3 grid, int threads, int smem, cudaStream_t stream,
+                          void** args);
 
 }  // namespace litetopk::cuda_common

@@ -45,6 +45,21 @@ RadixWorkspace carve_radix(cuda_common::WorkspaceCarver& carver, const SelectPro
 Status launch_radix(const SelectProblem& problem, const RadixPlan& plan, const SelectArgs& args,
                     const RadixWorkspace& ws, cudaStream_t stream);
 
+// ---- Radix select in one launch for few rows (grid_radix_select.cu) ----
+struct GridRadixPlan {
+  int segments;  // blocks per row, all resident at once; 0 when the rows do not fit
+};
+Status plan_grid_radix(const SelectProblem& problem, GridRadixPlan* plan);
+struct GridRadixWorkspace {
+  void* rows;         // [batch] per-row histograms, barrier and counters
+  std::size_t bytes;  // zeroed before each launch
+};
+GridRadixWorkspace carve_grid_radix(cuda_common::WorkspaceCarver& carver,
+                                    const SelectProblem& problem);
+Status launch_grid_radix(const SelectProblem& problem, const GridRadixPlan& plan,
+                         const SelectArgs& args, const GridRadixWorkspace& ws,
+                         cudaStream_t stream);
+
 // ---- Sorted output (sort_selected.cu) ----
 struct SortWorkspace {
   uint64_t* composites;  // [batch, k] written by the selection

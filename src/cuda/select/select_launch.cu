@@ -20,6 +20,8 @@ struct CallLayout {
   SampleFilterWorkspace sample_filter_ws{};
   RadixPlan radix{};
   RadixWorkspace radix_ws{};
+  GridRadixPlan grid{};
+  GridRadixWorkspace grid_ws{};
   SortWorkspace sort_ws{};
   std::size_t bytes = 0;
 };
@@ -32,6 +34,14 @@ Status lay_out(const SelectProblem& problem, SelectAlgo algo, void* base, CallLa
   if (algo == SelectAlgo::kSampleFilter) {
     layout->sample_filter = plan_sample_filter(problem, device);
     layout->sample_filter_ws = carve_sample_filter(carver, problem, layout->sample_filter);
+  } else if (algo == SelectAlgo::kGridRadix) {
+    if (Status s = plan_grid_radix(problem, &layout->grid); !s) return s;
+    if (layout->grid.segments == 0) {
+      return Status(StatusCode::kUnsupported,
+                    detail::concat("grid-radix needs every block resident: ", problem.batch,
+                           " rows are too many for this device (use auto or radix)"));
+    }
+    layout->grid_ws = carve_grid_radix(carver, problem);
   } else {
     layout->radix = plan_radix(problem, device);
     layout->radix_ws = carve_radix(carver, problem);
@@ -57,12 +67,21 @@ SelectAlgo cuda_select_dispatch(const SelectProblem& problem) {
   // many blocks in every pass. Sample-filter wins whenever each row gets a block of its own; when
   // the batch is too small for that and rows are split, its last-block merge of up to
   // segments * k candidates runs on one SM, and radix was faster on every such shape measured on
-  // the H200 (docs/BENCHMARKS.md: 64 x 131072, 8 x 2^20, 1 x 2^24).
-  if (problem.k > kSampleFilterMaxK) return SelectAlgo::kRadix;
+  // the H200 (docs/BENCHMARKS.md: 64 x 131072, 8 x 2^20, 1 x 2^24); grid-radix runs radix's
+  // passes in one launch where the rows' blocks fit on the device at once.
   cuda_common::DeviceShape device{};
   if (!cuda_common::current_device_shape(&device)) return SelectAlgo::kRadix;
-  const cuda_select::SampleFilterPlan plan = cuda_select::plan_sample_filter(problem, device);
-  return plan.segments == 1 ? SelectAlgo::kSampleFilter : SelectAlgo::kRadix;
+  if (problem.k <= kSampleFilterMaxK &&
+      cuda_select::plan_sample_filter(problem, device).segments == 1) {
+    return SelectAlgo::kSampleFilter;
+  }
+  // Radix's passes in one launch when the rows' blocks fit on the device at once: no host
+  // round trips between passes.
+  cuda_select::GridRadixPlan grid{};
+  if (cuda_select::plan_grid_radix(problem, &grid) && grid.segments > 0) {
+    return SelectAlgo::kGridRadix;
+  }
+  return SelectAlgo::kRadix;
 }
 
 Status cuda_select_workspace_size(const SelectProblem& problem, SelectAlgo algo,
@@ -91,11 +110,18 @@ Status cuda_select_topk(const SelectProblem& problem, SelectAlgo algo, void* wor
   args.indices = problem.indices;
   args.values = problem.values;
   args.out_composites = problem.sorted ? layout.sort_ws.composites : nullptr;
-  Status launched =
-      algo == SelectAlgo::kSampleFilter
-          ? cuda_select::launch_sample_filter(problem, layout.sample_filter, args,
-                                              layout.sample_filter_ws, stream)
-          : cuda_select::launch_radix(problem, layout.radix, args, layout.radix_ws, stream);
+  const auto launch_algo = [&]() -> Status {
+    switch (algo) {
+      case SelectAlgo::kSampleFilter:
+        return cuda_select::launch_sample_filter(problem, layout.sample_filter, args,
+                                                 layout.sample_filter_ws, stream);
+      case SelectAlgo::kGridRadix:
+        return cuda_select::launch_grid_radix(problem, layout.grid, args, layout.grid_ws, stream);
+      default:
+        return cuda_select::launch_radix(problem, layout.radix, args, layout.radix_ws, stream);
+    }
+  };
+  const Status launched = launch_algo();
   if (!launched || !problem.sorted) return launched;
   return cuda_select::launch_sort_selected(problem, layout.sort_ws, stream);
 }

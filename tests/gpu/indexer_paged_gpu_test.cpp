@@ -157,22 +157,14 @@ Result run_gpu(const PagedIndexerWorkload& w, const PagedIndexerProblem& host, I
 }
 
 // Every request of a GPU result: row structure, and with `oracle` (finite inputs) the fp64 oracle
-// at the GPU tolerance; without it, the valid counts of the CPU reference `cpu`.
+// at the GPU tolerance.
 ::testing::AssertionResult check_result(const PagedIndexerWorkload& w,
                                         const PagedIndexerProblem& host, const Result& r,
-                                        bool oracle, const Result* cpu = nullptr) {
+                                        bool oracle) {
   for (int64_t row = 0; row < host.batch * host.next_n; ++row) {
     int64_t valid = 0;
     ::testing::AssertionResult structure = check_row_structure(host, r, row, &valid);
     if (!structure) return structure;
-    if (cpu != nullptr) {
-      int64_t want = 0;
-      while (want < host.k && cpu->indices[size(row * host.k + want)] != -1) ++want;
-      if (want != valid) {
-        return ::testing::AssertionFailure()
-               << "row " << row << ": " << valid << " selected, the CPU reference " << want;
-      }
-    }
   }
   if (!oracle) return ::testing::AssertionSuccess();
   for (int64_t b = 0; b < host.batch; ++b) {
@@ -197,34 +189,71 @@ Result run_gpu(const PagedIndexerWorkload& w, const PagedIndexerProblem& host, I
                                  b.values.data());
 }
 
-Result run_cpu(const PagedIndexerProblem& host) {
-  Result r;
-  r.indices.resize(size(host.batch * host.next_n * host.k));
-  r.values.resize(r.indices.size());
-  PagedIndexerProblem p = host;
-  p.indices = r.indices.data();
-  p.values = r.values.data();
-  const Status s = indexer_topk_paged_cpu(p);
+// The GPU's own logits (indexer_logits_paged), [rows, max_context].
+std::vector<float> gpu_logits(const DevicePaged& d, const PagedIndexerProblem& host) {
+  const int64_t rows = host.batch * host.next_n;
+  std::vector<float> logits(size(std::max<int64_t>(rows * host.max_context, 1)));
+  DeviceBuffer buffer;
+  EXPECT_TRUE(buffer.allocate(logits.size() * 4).is_ok());
+  const Status s = indexer_logits_paged(d.problem(host), buffer.as<float>(), host.max_context, nullptr);
   EXPECT_TRUE(s.is_ok()) << s.to_string();
-  return r;
+  EXPECT_TRUE(testkit::copy_to_host(logits.data(), buffer.data(), logits.size() * 4).is_ok());
+  return logits;
 }
 
-// Both paths (fused when it fits, which every small case here does), each checked, and against
-// each other.
-void check_both_paths(const PagedIndexerWorkload& w, const PagedIndexerProblem& host, bool oracle,
-                      bool expect_fused = true) {
-  const Result cpu = run_cpu(host);
-  const Result unfused = run_gpu(w, host, IndexerAlgo::kUnfused);
-  EXPECT_TRUE(check_result(w, host, unfused, oracle, &cpu)) << "unfused";
+// Exactness on the GPU's own scores (the selection paths score with the logits kernel's
+// arithmetic): per row, min(k, non-NaN visible logits) positions, each value equal to its logit,
+// and no unselected non-NaN logit above the smallest selected value. Holds for any input, NaN and
+// inf included.
+::testing::AssertionResult check_exact_on_logits(const PagedIndexerProblem& host,
+                                                 const std::vector<float>& logits,
+                                                 const Result& r) {
+  for (int64_t row = 0; row < host.batch * host.next_n; ++row) {
+    const int64_t n = visible(host, row / host.next_n, row % host.next_n);
+    const float* scores = logits.data() + row * host.max_context;
+    int64_t selectable = 0;
+    for (int64_t p = 0; p < n; ++p) selectable += !std::isnan(scores[p]);
+    std::vector<bool> chosen(size(n), false);
+    int64_t valid = 0;
+    float smallest = kInf;
+    for (int64_t i = 0; i < host.k; ++i) {
+      const int32_t position = r.indices[size(row * host.k + i)];
+      if (position < 0 || position >= n) continue;
+      ++valid;
+      chosen[size(position)] = true;
+      const float value = r.values[size(row * host.k + i)];
+      if (!(value == scores[position])) {
+        return ::testing::AssertionFailure() << "row " << row << " position " << position
+                                             << ": value " << value << ", logit " << scores[position];
+      }
+      smallest = std::min(smallest, value);
+    }
+    if (valid != std::min(host.k, selectable)) {
+      return ::testing::AssertionFailure() << "row " << row << ": " << valid << " selected, "
+                                           << selectable << " selectable, k " << host.k;
+    }
+    for (int64_t p = 0; p < n; ++p) {
+      if (!chosen[size(p)] && !std::isnan(scores[p]) && scores[p] > smallest) {
+        return ::testing::AssertionFailure() << "row " << row << ": position " << p << " ("
+                                             << scores[p] << ") beats the selected " << smallest;
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Both paths (every case here fits the fused kernel): each exact on the GPU's own logits, with
+// the oracle (finite inputs), and the two against each other.
+void check_both_paths(const PagedIndexerWorkload& w, const PagedIndexerProblem& host, bool oracle) {
   DevicePaged d;
   d.upload(w, host);
-  const IndexerAlgo chosen = indexer_topk_paged_dispatch(d.problem(host));
-  if (expect_fused) {
-    EXPECT_EQ(chosen, IndexerAlgo::kFused);
-  }
-  if (chosen != IndexerAlgo::kFused) return;
+  const std::vector<float> logits = gpu_logits(d, host);
+  const Result unfused = run_gpu(w, host, IndexerAlgo::kUnfused);
+  EXPECT_TRUE(check_result(w, host, unfused, oracle)) << "unfused";
+  EXPECT_TRUE(check_exact_on_logits(host, logits, unfused)) << "unfused";
   const Result fused = run_gpu(w, host, IndexerAlgo::kFused);
-  EXPECT_TRUE(check_result(w, host, fused, oracle, &cpu)) << "fused";
+  EXPECT_TRUE(check_result(w, host, fused, oracle)) << "fused";
+  EXPECT_TRUE(check_exact_on_logits(host, logits, fused)) << "fused";
   EXPECT_TRUE(check_paths_agree(host, fused, unfused));
 }
 

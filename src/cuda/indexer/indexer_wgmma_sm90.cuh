@@ -232,21 +232,23 @@ __device__ __forceinline__ float relu_keep_nan(float x) {
 
 // 2. Math with 2 warpgroups: alternate tiles, both banks of each (the epilogue of bank 0 runs
 // while bank 1 is still in the tensor cores). It never reports a tile as inside every range.
-template <int kHeads>
-using BankWeights = float[Shape<kHeads>::kBankQueries][Shape<kHeads>::kWeightsPerQuery];
+// A bank holds kBankQueries queries' heads (128 columns; the paged decode core also uses banks of
+// 64 columns).
+template <int kHeads, int kBankQueries = Shape<kHeads>::kBankQueries>
+using BankWeights = float[kBankQueries][Shape<kHeads>::kWeightsPerQuery];
 
 // This thread's head weights of a bank's queries: heads 8 j + 2 p and 8 j + 2 p + 1 (p: the quad
 // lane) at 2 j and 2 j + 1, the columns of its accumulators.
-template <int kHeads>
+template <int kHeads, int kBankQueries = Shape<kHeads>::kBankQueries>
 __device__ __forceinline__ void load_bank_weights(const float* block_weights, int bank,
-                                                  int quad_lane, BankWeights<kHeads>& weights) {
-  using S = Shape<kHeads>;
+                                                  int quad_lane,
+                                                  BankWeights<kHeads, kBankQueries>& weights) {
 #pragma unroll
-  for (int bq = 0; bq < S::kBankQueries; ++bq) {
+  for (int bq = 0; bq < kBankQueries; ++bq) {
 #pragma unroll
     for (int j = 0; j < kHeads / 8; ++j) {
       const float2 w = *reinterpret_cast<const float2*>(
-          &block_weights[(bank * S::kBankQueries + bq) * kHeads + j * 8 + quad_lane * 2]);
+          &block_weights[(bank * kBankQueries + bq) * kHeads + j * 8 + quad_lane * 2]);
       weights[bq][2 * j] = w.x;
       weights[bq][2 * j + 1] = w.y;
     }
@@ -254,14 +256,23 @@ __device__ __forceinline__ void load_bank_weights(const float* block_weights, in
 }
 
 // Issues a bank's 4 wgmma steps over the head dimension as one commit group: 64 keys (the stage
-// at descriptor low word kv_low) x 128 query-head columns (at q_low); + 2 per 32 bytes of K.
-__device__ __forceinline__ void issue_bank(float (&acc)[64], uint32_t kv_low, uint32_t q_low) {
+// at descriptor low word kv_low) x kColumns (128 or 64) query-head columns (at q_low); + 2 per 32
+// bytes of K.
+template <int kColumns = kBankColumns>
+__device__ __forceinline__ void issue_bank(float (&acc)[kColumns / 2], uint32_t kv_low,
+                                           uint32_t q_low) {
+  static_assert(kColumns == 128 || kColumns == 64, "banks of 128 or 64 columns");
   sm90::fence_accumulators(acc);
   sm90::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kHeadDim / 32; ++kk) {
-    sm90::wgmma_m64n128k32_e4m3(acc, sm90::swizzled_descriptor(kv_low + kk * 2),
-                                sm90::swizzled_descriptor(q_low + kk * 2), kk > 0);
+    if constexpr (kColumns == 128) {
+      sm90::wgmma_m64n128k32_e4m3(acc, sm90::swizzled_descriptor(kv_low + kk * 2),
+                                  sm90::swizzled_descriptor(q_low + kk * 2), kk > 0);
+    } else {
+      sm90::wgmma_m64n64k32_e4m3(acc, sm90::swizzled_descriptor(kv_low + kk * 2),
+                                 sm90::swizzled_descriptor(q_low + kk * 2), kk > 0);
+    }
   }
   sm90::wgmma_commit();
 }
@@ -272,15 +283,14 @@ __device__ __forceinline__ void issue_bank(float (&acc)[64], uint32_t kv_low, ui
 // of the thread's columns in one chain each (column group 1's product, group 0's FMA onto it,
 // then the FMAs of groups 2, 3, ... in order: what nvcc makes of a product followed by
 // += products), their sum times kv_scale, then the sums of lanes 1 and 2 apart.
-template <int kHeads>
-__device__ __forceinline__ void head_sums(const float (&acc)[64],
-                                          const BankWeights<kHeads>& weights, float scale0,
-                                          float scale1,
-                                          float (&scores0)[Shape<kHeads>::kBankQueries],
-                                          float (&scores1)[Shape<kHeads>::kBankQueries]) {
-  using S = Shape<kHeads>;
+template <int kHeads, int kBankQueries = Shape<kHeads>::kBankQueries>
+__device__ __forceinline__ void head_sums(const float (&acc)[kBankQueries * kHeads / 2],
+                                          const BankWeights<kHeads, kBankQueries>& weights,
+                                          float scale0, float scale1,
+                                          float (&scores0)[kBankQueries],
+                                          float (&scores1)[kBankQueries]) {
 #pragma unroll
-  for (int bq = 0; bq < S::kBankQueries; ++bq) {
+  for (int bq = 0; bq < kBankQueries; ++bq) {
     float sum0[2];
     float sum1[2];
 #pragma unroll
@@ -306,12 +316,12 @@ __device__ __forceinline__ void head_sums(const float (&acc)[64],
     scores1[bq] = (sum1[0] + sum1[1]) * scale1;
   }
 #pragma unroll
-  for (int bq = 0; bq < S::kBankQueries; ++bq) {
+  for (int bq = 0; bq < kBankQueries; ++bq) {
     scores0[bq] += __shfl_xor_sync(0xffffffffu, scores0[bq], 1);
     scores1[bq] += __shfl_xor_sync(0xffffffffu, scores1[bq], 1);
   }
 #pragma unroll
-  for (int bq = 0; bq < S::kBankQueries; ++bq) {
+  for (int bq = 0; bq < kBankQueries; ++bq) {
     scores0[bq] += __shfl_xor_sync(0xffffffffu, scores0[bq], 2);
     scores1[bq] += __shfl_xor_sync(0xffffffffu, scores1[bq], 2);
   }

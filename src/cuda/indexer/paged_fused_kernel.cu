@@ -12,8 +12,8 @@
 // 4. Select, per row, digits of 11, 11 and 10 bits of the order-preserving keys, most
 //    significant first: each block histograms its keys that match the digits found so far (the
 //    histograms live where the key-tile ring was) and adds them into the row's global histogram;
-//    the request's blocks meet at a barrier (an atomic counter); then every block reads the same
-//    sums and finds the same digit: the bin holding the row's k-th key. A row is done when its
+//    the request's blocks meet at a barrier (an atomic counter); then every block copies the same
+//    sums into shared memory and finds the same digit: the bin holding the row's k-th key. A row is done when its
 //    bin holds exactly the entries still needed, after the third digit, or after the first when
 //    the row has at most k selectable tokens (all are taken).
 // 5. Emit: each block counts its entries above the pivot and its ties, reserves slots for them
@@ -24,6 +24,7 @@
 #include <cmath>
 
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/group_barrier.cuh"
 #include "cuda/common/kernel_attributes.h"
 #include "cuda/indexer/paged_indexer_kernels.h"
 #include "cuda/indexer/paged_scoring_sm90.cuh"
@@ -34,6 +35,8 @@ namespace {
 
 using paged::PagedArgs;
 
+// A shallow ring: the shared memory goes to the scores (small batches need little bandwidth).
+constexpr int kFusedStages = 6;
 constexpr int kBins = 2048;
 constexpr int kPasses = 3;
 constexpr int kMaxNextN = 4;
@@ -59,17 +62,17 @@ struct RowSelect {
   bool done;
 };
 
-template <int kHeads, int kBanks>
+template <int kHeads, int kColumns>
 struct FusedShared {
   static constexpr int kScoringBytes =
-      static_cast<int>(sizeof(paged::PagedScoringStorage<kHeads, kBanks>));
+      static_cast<int>(sizeof(paged::PagedScoringStorage<kHeads, kColumns, kFusedStages>));
   static constexpr int kScoreFloats = (kSharedBytes - kScoringBytes - 1024) / 4 / 64 * 64;
 };
 
-template <int kHeads, int kBanks>
+template <int kHeads, int kColumns>
 struct alignas(1024) FusedStorage {
-  paged::PagedScoringStorage<kHeads, kBanks> scoring;
-  float scores[FusedShared<kHeads, kBanks>::kScoreFloats];  // [next_n][span]
+  paged::PagedScoringStorage<kHeads, kColumns, kFusedStages> scoring;
+  float scores[FusedShared<kHeads, kColumns>::kScoreFloats];  // [next_n][span]
   RowSelect rows[kMaxNextN];
   uint32_t local_above[kMaxNextN];
   uint32_t local_ties[kMaxNextN];
@@ -102,34 +105,16 @@ struct FusedEpilogue {
   }
 };
 
-__device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-// Waits until every block of the request has arrived `phase` times (blocks are co-resident).
-__device__ __forceinline__ void request_barrier(uint32_t* counter, uint32_t phase) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    atomicAdd(counter, 1u);
-    const uint32_t target = phase * gridDim.x;
-    while (load_acquire(counter) < target) {
-    }
-  }
-  __syncthreads();
-}
-
-// Warp-wide: the bin of `histogram` (global, summed by the request's blocks) holding the row's
-// rank-th best entry, and the entries above it. Lane l owns bins counted from the top.
+// Warp-wide: the bin of `histogram` (the request's sums, copied to shared memory) holding the
+// row's rank-th best entry, the entries above it and in it, and the total. Lane l owns the bins
+// l * bins / 32 .. counted from the top.
 __device__ __forceinline__ void find_digit(const uint32_t* histogram, int bins, uint32_t rank,
                                            int lane, uint32_t* digit, uint32_t* above_out,
                                            uint32_t* in_bin, uint32_t* total) {
   const int per_lane = bins / 32;
   const int top = bins - 1 - lane * per_lane;  // this lane's bins: top, top - 1, ...
   uint32_t local = 0;
-  for (int i = 0; i < per_lane; ++i) local += __ldcg(histogram + top - i);
+  for (int i = 0; i < per_lane; ++i) local += histogram[top - i];
   uint32_t inclusive = local;
 #pragma unroll
   for (int offset = 1; offset < 32; offset *= 2) {
@@ -144,7 +129,7 @@ __device__ __forceinline__ void find_digit(const uint32_t* histogram, int bins, 
   uint32_t found_count = 0;
   if (mine) {
     for (int i = 0; i < per_lane; ++i) {
-      const uint32_t here = __ldcg(histogram + top - i);
+      const uint32_t here = histogram[top - i];
       if (above + here >= rank) {
         found_bin = static_cast<uint32_t>(top - i);
         found_above = above;
@@ -170,14 +155,14 @@ __device__ __forceinline__ bool matches(const RowSelect& row, uint32_t key) {
   return row.shift >= 32 || (key >> row.shift) == row.prefix;
 }
 
-template <int kHeads, int kBanks>
+template <int kHeads, int kColumns>
 __global__ void __launch_bounds__(paged::kThreads, 1)
     paged_fused_kernel(const __grid_constant__ CUtensorMap q_map,
                        const __grid_constant__ CUtensorMap kv_map, const PagedArgs args,
                        int32_t k, int32_t* indices, float* values, RowWorkspace* row_ws,
                        uint32_t* request_counters) {
   extern __shared__ __align__(1024) unsigned char shared_raw[];
-  auto& s = *reinterpret_cast<FusedStorage<kHeads, kBanks>*>(shared_raw);
+  auto& s = *reinterpret_cast<FusedStorage<kHeads, kColumns>*>(shared_raw);
   const int b = static_cast<int>(blockIdx.y);
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / 32;
@@ -193,7 +178,7 @@ __global__ void __launch_bounds__(paged::kThreads, 1)
   const int32_t first_token = range.begin * paged::kTileKeys;
   const int32_t count = (range.end - range.begin) * paged::kTileKeys;  // scored tokens
   FusedEpilogue epilogue{args, s.scores, span, first_token, b};
-  paged::run_scoring<kHeads, kBanks>(&q_map, &kv_map, args, s.scoring, b, range, epilogue);
+  paged::run_scoring<kHeads, kColumns, kFusedStages>(&q_map, &kv_map, args, s.scoring, b, range, epilogue);
   __syncthreads();
 
   // 4. The key-tile ring is free now: its bytes hold the block's histograms.
@@ -226,13 +211,21 @@ __global__ void __launch_bounds__(paged::kThreads, 1)
         if (n != 0) atomicAdd(&rows_ws[j].histograms[pass][bin], n);
       }
     }
-    request_barrier(barrier, static_cast<uint32_t>(pass + 1));
+    cuda_common::group_barrier(barrier, gridDim.x, static_cast<uint32_t>(pass + 1));
+    // The sums replace the block's own counts (one coalesced read instead of dependent ones).
+    for (int j = 0; j < next_n; ++j) {
+      if (s.rows[j].done) continue;
+      for (int bin = tid; bin < kBins; bin += paged::kThreads) {
+        histograms[j][bin] = __ldcg(&rows_ws[j].histograms[pass][bin]);
+      }
+    }
+    __syncthreads();
     if (warp < next_n) {
       RowSelect row = s.rows[warp];
       if (!row.done) {
         uint32_t digit, above, in_bin, total;
-        find_digit(rows_ws[warp].histograms[pass], pass == 2 ? 1024 : kBins, row.rank, lane,
-                   &digit, &above, &in_bin, &total);
+        find_digit(histograms[warp], pass == 2 ? 1024 : kBins, row.rank, lane, &digit, &above,
+                   &in_bin, &total);
         if (pass == 0 && total <= row.rank) {
           // At most k selectable tokens: every key >= 1 is "above" prefix 0 at shift 0.
           row = RowSelect{0u, 0, 0u, total, true};
@@ -310,35 +303,31 @@ __global__ void __launch_bounds__(paged::kThreads, 1)
   }
 }
 
-template <int kHeads, int kBanks>
+template <int kHeads, int kColumns>
 const void* fused_kernel() {
-  return reinterpret_cast<const void*>(paged_fused_kernel<kHeads, kBanks>);
+  return reinterpret_cast<const void*>(paged_fused_kernel<kHeads, kColumns>);
 }
-template <int kHeads, int kBanks>
+template <int kHeads, int kColumns>
 int fused_smem() {
-  static_assert(sizeof(FusedStorage<kHeads, kBanks>) <= kSharedBytes, "shared memory");
-  return static_cast<int>(sizeof(FusedStorage<kHeads, kBanks>));
+  static_assert(sizeof(FusedStorage<kHeads, kColumns>) <= kSharedBytes, "shared memory");
+  return static_cast<int>(sizeof(FusedStorage<kHeads, kColumns>));
 }
 
-const void* kernel_for(int heads, int banks, int* smem) {
-  if (heads == 64 && banks == 2) {
-    *smem = fused_smem<64, 2>();
-    return fused_kernel<64, 2>();
-  }
-  if (heads == 64) {
-    *smem = fused_smem<64, 1>();
-    return fused_kernel<64, 1>();
-  }
-  *smem = fused_smem<32, 1>();
-  return fused_kernel<32, 1>();
+const void* kernel_for(int heads, int columns, int* smem) {
+  return dispatch_paged_shape(heads, columns, [&](auto h, auto c) {
+    constexpr int kHeads = decltype(h)::value;
+    constexpr int kColumns = decltype(c)::value;
+    *smem = fused_smem<kHeads, kColumns>();
+    return fused_kernel<kHeads, kColumns>();
+  });
 }
 
 }  // namespace
 
-int64_t paged_fused_score_capacity(int heads, int banks) {
-  if (heads == 64 && banks == 2) return FusedShared<64, 2>::kScoreFloats;
-  if (heads == 64) return FusedShared<64, 1>::kScoreFloats;
-  return FusedShared<32, 1>::kScoreFloats;
+int64_t paged_fused_score_capacity(int heads, int columns) {
+  return dispatch_paged_shape(heads, columns, [](auto h, auto c) -> int64_t {
+    return FusedShared<decltype(h)::value, decltype(c)::value>::kScoreFloats;
+  });
 }
 
 std::size_t paged_fused_workspace_bytes(const PagedIndexerProblem& problem) {
@@ -348,16 +337,11 @@ std::size_t paged_fused_workspace_bytes(const PagedIndexerProblem& problem) {
 
 Status paged_fused_fits(const PagedIndexerProblem& problem, int64_t blocks, bool* fits) {
   int smem = 0;
-  const void* kernel = kernel_for(static_cast<int>(problem.num_heads), paged_banks(problem), &smem);
+  const void* kernel = kernel_for(static_cast<int>(problem.num_heads), paged_columns(problem), &smem);
   if (Status s = cuda_common::allow_dynamic_shared_memory(kernel, smem); !s) return s;
-  int per_sm = 0;
-  LITETOPK_CUDA_TRY(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, paged::kThreads, smem));
-  int device = 0;
-  LITETOPK_CUDA_TRY(cudaGetDevice(&device));
-  int sms = 0;
-  LITETOPK_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  *fits = blocks <= int64_t{per_sm} * sms;
+  int resident = 0;
+  if (Status s = cuda_common::resident_blocks(kernel, paged::kThreads, smem, &resident); !s) return s;
+  *fits = blocks <= resident;
   return Status::ok();
 }
 
@@ -371,7 +355,7 @@ Status launch_paged_fused(const PagedLaunch& launch, const PagedIndexerProblem& 
       static_cast<unsigned char*>(workspace) +
       static_cast<std::size_t>(problem.batch * problem.next_n) * sizeof(RowWorkspace));
   int smem = 0;
-  const void* kernel = kernel_for(launch.heads, launch.banks, &smem);
+  const void* kernel = kernel_for(launch.heads, launch.columns, &smem);
   if (Status s = cuda_common::allow_dynamic_shared_memory(kernel, smem); !s) return s;
   int32_t k = static_cast<int32_t>(problem.k);
   int32_t* indices = problem.indices;
@@ -384,18 +368,8 @@ Status launch_paged_fused(const PagedLaunch& launch, const PagedIndexerProblem& 
                          &values,
                          &row_ws,
                          &request_counters};
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(launch.splits, launch.batch);
-  config.blockDim = dim3(paged::kThreads);
-  config.dynamicSmemBytes = static_cast<std::size_t>(smem);
-  config.stream = stream;
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeCooperative;
-  attribute.val.cooperative = 1;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  LITETOPK_CUDA_TRY(cudaLaunchKernelExC(&config, kernel, kernel_args));
-  return Status::ok();
+  return cuda_common::launch_cooperative(kernel, dim3(launch.splits, launch.batch), paged::kThreads,
+                                        smem, stream, kernel_args);
 }
 
 }  // namespace litetopk::cuda_indexer

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/indexer/paged_scoring_sm90.cuh"
 #include "litetopk/indexer.h"
@@ -14,7 +15,7 @@
 namespace litetopk::cuda_indexer {
 
 // One launch of a paged kernel: the TMA maps of q ([B * next_n * H, 128] rows, boxes of a
-// request's banks) and of the cache's keys (3-D: 128 bytes x 64 slots x num_blocks, block stride
+// request's padded columns) and of the cache's keys (3-D: 128 bytes x 64 slots x num_blocks, block stride
 // 8448 bytes), the arguments, and the grid: splits x batch blocks.
 struct PagedLaunch {
   CUtensorMap q_map;
@@ -23,12 +24,28 @@ struct PagedLaunch {
   unsigned splits = 0;
   unsigned batch = 0;
   int heads = 64;
-  int banks = 1;
+  int columns = 64;
 };
 
-// Banks of 128 query-head columns a request needs: 1 when next_n * H <= 128, else 2.
-inline int paged_banks(const PagedIndexerProblem& problem) {
-  return problem.next_n * problem.num_heads <= 128 ? 1 : 2;
+// A request's next_n * H query-head columns padded to 64, 128 or 256: the kernels' N.
+inline int paged_columns(const PagedIndexerProblem& problem) {
+  const int64_t columns = problem.next_n * problem.num_heads;
+  return columns <= 64 ? 64 : (columns <= 128 ? 128 : 256);
+}
+
+// body(std::integral_constant<int, H>, std::integral_constant<int, columns>) for the shapes the
+// kernels are built for: H 64 with 64, 128 or 256 columns, H 32 with 64 or 128.
+template <class Body>
+auto dispatch_paged_shape(int heads, int columns, Body&& body) {
+  using H64 = std::integral_constant<int, 64>;
+  using H32 = std::integral_constant<int, 32>;
+  if (heads == 64) {
+    if (columns == 64) return body(H64{}, std::integral_constant<int, 64>{});
+    if (columns == 128) return body(H64{}, std::integral_constant<int, 128>{});
+    return body(H64{}, std::integral_constant<int, 256>{});
+  }
+  if (columns == 64) return body(H32{}, std::integral_constant<int, 64>{});
+  return body(H32{}, std::integral_constant<int, 128>{});
 }
 // Tiles (cache blocks) of the longest row: ceil(max_context / 64).
 inline int64_t paged_max_tiles(const PagedIndexerProblem& problem) {
@@ -39,6 +56,9 @@ inline int64_t paged_max_tiles(const PagedIndexerProblem& problem) {
 Status prepare_paged_launch(const PagedIndexerProblem& problem, int64_t splits,
                             PagedLaunch* launch);
 
+// The logits kernel's blocks the current device holds at once (one wave).
+Status paged_logits_resident_blocks(const PagedIndexerProblem& problem, int* blocks);
+
 // Writes the logits of every row's positions [0, max_context) when fill_unseen (else only of the
 // tiles some query of the request sees), and row_ends[r] = row r's visible count when row_ends is
 // not null.
@@ -47,7 +67,7 @@ Status launch_paged_logits(const PagedLaunch& launch, float* logits, int64_t str
 
 // ---- the fused kernel ----
 // Scores a block keeps on chip: next_n * tiles_per_split * 64 must not exceed this.
-int64_t paged_fused_score_capacity(int heads, int banks);
+int64_t paged_fused_score_capacity(int heads, int columns);
 // Workspace of the fused kernel's grid-wide selection (zeroed by the launch): per row three
 // histograms and two counters, per request a barrier counter.
 std::size_t paged_fused_workspace_bytes(const PagedIndexerProblem& problem);

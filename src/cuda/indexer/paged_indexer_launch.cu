@@ -22,10 +22,10 @@ namespace litetopk::cuda_indexer {
 
 Status prepare_paged_launch(const PagedIndexerProblem& problem, int64_t splits,
                             PagedLaunch* launch) {
-  const int banks = paged_banks(problem);
+  const int columns = paged_columns(problem);
   const auto q_rows = static_cast<uint64_t>(problem.batch * problem.next_n * problem.num_heads);
   if (Status s = detail::make_row_tile_map(problem.q, q_rows,
-                                           static_cast<uint32_t>(banks * sm90core::kBankColumns),
+                                           static_cast<uint32_t>(columns),
                                            &launch->q_map);
       !s) {
     return s;
@@ -53,7 +53,7 @@ Status prepare_paged_launch(const PagedIndexerProblem& problem, int64_t splits,
   launch->splits = static_cast<unsigned>(splits);
   launch->batch = static_cast<unsigned>(problem.batch);
   launch->heads = static_cast<int>(problem.num_heads);
-  launch->banks = banks;
+  launch->columns = columns;
   return Status::ok();
 }
 
@@ -64,12 +64,16 @@ namespace {
 
 using cuda_indexer::paged_max_tiles;
 
-// Unfused: about two blocks per SM over the batch, at most one per tile.
-int64_t unfused_splits(const PagedIndexerProblem& problem, int sms) {
+// Unfused: one wave of the logits kernel's blocks over the batch, at most one per tile; a batch
+// larger than the wave gets a block per request.
+Status unfused_splits(const PagedIndexerProblem& problem, int64_t* splits) {
+  *splits = 0;
   const int64_t tiles = paged_max_tiles(problem);
-  if (tiles == 0 || problem.batch == 0) return 0;
-  const int64_t wanted = (2 * int64_t{sms} + problem.batch - 1) / problem.batch;
-  return std::clamp<int64_t>(wanted, 1, tiles);
+  if (tiles == 0 || problem.batch == 0) return Status::ok();
+  int wave = 0;
+  if (Status s = cuda_indexer::paged_logits_resident_blocks(problem, &wave); !s) return s;
+  *splits = std::clamp<int64_t>(wave / problem.batch, 1, tiles);
+  return Status::ok();
 }
 
 // Fused: every block resident at once (one per SM), each holding next_n * its tiles * 64 scores.
@@ -81,7 +85,7 @@ Status fused_splits(const PagedIndexerProblem& problem, int sms, int64_t* splits
   const int64_t candidate = std::clamp<int64_t>(sms / problem.batch, 1, tiles);
   const int64_t per_split = (tiles + candidate - 1) / candidate;
   const int64_t capacity = cuda_indexer::paged_fused_score_capacity(
-      static_cast<int>(problem.num_heads), cuda_indexer::paged_banks(problem));
+      static_cast<int>(problem.num_heads), cuda_indexer::paged_columns(problem));
   if (problem.next_n * per_split * cuda_indexer::paged::kTileKeys > capacity) return Status::ok();
   bool fits = false;
   if (Status s = cuda_indexer::paged_fused_fits(problem, problem.batch * candidate, &fits); !s) {
@@ -151,11 +155,11 @@ Status sm_count(int* sms) {
 
 }  // namespace
 
-IndexerAlgo cuda_paged_indexer_dispatch(const PagedIndexerProblem& problem) {
-  int sms = 0;
-  int64_t splits = 0;
-  if (!sm_count(&sms) || !fused_splits(problem, sms, &splits)) return IndexerAlgo::kUnfused;
-  return splits > 0 ? IndexerAlgo::kFused : IndexerAlgo::kUnfused;
+IndexerAlgo cuda_paged_indexer_dispatch(const PagedIndexerProblem&) {
+  // Unfused was faster on every shape measured on the H200 (docs/BENCHMARKS.md): the one-launch
+  // grid-radix select over the logits costs less than the fused kernel's shallower key ring and
+  // its selection inside a 288-thread block.
+  return IndexerAlgo::kUnfused;
 }
 
 Status cuda_paged_indexer_workspace_size(const PagedIndexerProblem& problem, IndexerAlgo algo,
@@ -192,10 +196,9 @@ Status cuda_paged_indexer_topk(const PagedIndexerProblem& problem, IndexerAlgo a
   }
   UnfusedLayout layout;
   if (Status s = lay_out_unfused(problem, workspace, &layout); !s) return s;
-  if (Status s = cuda_indexer::prepare_paged_launch(problem, unfused_splits(problem, sms), &launch);
-      !s) {
-    return s;
-  }
+  int64_t splits = 0;
+  if (Status s = unfused_splits(problem, &splits); !s) return s;
+  if (Status s = cuda_indexer::prepare_paged_launch(problem, splits, &launch); !s) return s;
   if (Status s = cuda_indexer::launch_paged_logits(launch, layout.logits, problem.max_context,
                                                    /*fill_unseen=*/false, layout.row_ends, stream);
       !s) {
@@ -207,13 +210,10 @@ Status cuda_paged_indexer_topk(const PagedIndexerProblem& problem, IndexerAlgo a
 
 Status cuda_paged_indexer_logits(const PagedIndexerProblem& problem, float* logits,
                                  int64_t logits_stride, cudaStream_t stream) {
-  int sms = 0;
-  if (Status s = sm_count(&sms); !s) return s;
+  int64_t splits = 0;
+  if (Status s = unfused_splits(problem, &splits); !s) return s;
   cuda_indexer::PagedLaunch launch;
-  if (Status s = cuda_indexer::prepare_paged_launch(problem, unfused_splits(problem, sms), &launch);
-      !s) {
-    return s;
-  }
+  if (Status s = cuda_indexer::prepare_paged_launch(problem, splits, &launch); !s) return s;
   return cuda_indexer::launch_paged_logits(launch, logits, logits_stride, /*fill_unseen=*/true,
                                            nullptr, stream);
 }

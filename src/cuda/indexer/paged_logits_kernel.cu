@@ -25,6 +25,16 @@ namespace {
 
 using paged::PagedArgs;
 
+// Each key tile is used once, so the bytes in flight set the bandwidth: 16 stages per SM, in one
+// block, or in two blocks of 12 when the registers allow two (64 columns: twice the warps to hide
+// the epilogue).
+template <int kColumns>
+constexpr int kLogitsBlocksPerSm = kColumns == 64 ? 2 : 1;
+template <int kColumns>
+constexpr int kLogitsStages = kColumns == 64 ? 12 : 16;
+template <int kHeads, int kColumns>
+using LogitsStorage = paged::PagedScoringStorage<kHeads, kColumns, kLogitsStages<kColumns>>;
+
 struct PagedLogitsEpilogue {
   const PagedArgs& args;
   float* logits;
@@ -51,19 +61,19 @@ struct PagedLogitsEpilogue {
   }
 };
 
-template <int kHeads, int kBanks>
-__global__ void __launch_bounds__(paged::kThreads, 1)
+template <int kHeads, int kColumns>
+__global__ void __launch_bounds__(paged::kThreads, kLogitsBlocksPerSm<kColumns>)
     paged_logits_kernel(const __grid_constant__ CUtensorMap q_map,
                         const __grid_constant__ CUtensorMap kv_map, const PagedArgs args,
                         float* logits, int64_t stride, bool fill_unseen, int32_t* row_ends) {
   extern __shared__ __align__(1024) unsigned char shared_raw[];
-  auto& storage = *reinterpret_cast<paged::PagedScoringStorage<kHeads, kBanks>*>(shared_raw);
+  auto& storage = *reinterpret_cast<LogitsStorage<kHeads, kColumns>*>(shared_raw);
   const int b = static_cast<int>(blockIdx.y);
   if (threadIdx.x == 0) paged::init_scoring(storage);
   __syncthreads();
   const paged::TileRange range = paged::tile_range(args, b);
   PagedLogitsEpilogue epilogue{args, logits, stride, b};
-  paged::run_scoring<kHeads, kBanks>(&q_map, &kv_map, args, storage, b, range, epilogue);
+  paged::run_scoring<kHeads, kColumns, kLogitsStages<kColumns>>(&q_map, &kv_map, args, storage, b, range, epilogue);
   // 5.
   if (row_ends != nullptr && blockIdx.x == 0 && static_cast<int>(threadIdx.x) < args.next_n) {
     const int j = static_cast<int>(threadIdx.x);
@@ -81,11 +91,11 @@ __global__ void __launch_bounds__(paged::kThreads, 1)
   }
 }
 
-template <int kHeads, int kBanks>
+template <int kHeads, int kColumns>
 Status launch_kernel(const PagedLaunch& launch, float* logits, int64_t stride, bool fill_unseen,
               int32_t* row_ends, cudaStream_t stream) {
-  auto kernel = paged_logits_kernel<kHeads, kBanks>;
-  const int smem = static_cast<int>(sizeof(paged::PagedScoringStorage<kHeads, kBanks>));
+  auto kernel = paged_logits_kernel<kHeads, kColumns>;
+  const int smem = static_cast<int>(sizeof(LogitsStorage<kHeads, kColumns>));
   if (Status s = cuda_common::allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), smem);
       !s) {
     return s;
@@ -99,14 +109,25 @@ Status launch_kernel(const PagedLaunch& launch, float* logits, int64_t stride, b
 
 }  // namespace
 
+Status paged_logits_resident_blocks(const PagedIndexerProblem& problem, int* blocks) {
+  return dispatch_paged_shape(static_cast<int>(problem.num_heads), paged_columns(problem),
+                              [&](auto heads, auto columns) {
+    constexpr int kHeads = decltype(heads)::value;
+    constexpr int kColumns = decltype(columns)::value;
+    const void* kernel = reinterpret_cast<const void*>(paged_logits_kernel<kHeads, kColumns>);
+    const int smem = static_cast<int>(sizeof(LogitsStorage<kHeads, kColumns>));
+    if (Status s = cuda_common::allow_dynamic_shared_memory(kernel, smem); !s) return s;
+    return cuda_common::resident_blocks(kernel, paged::kThreads, smem, blocks);
+  });
+}
+
 Status launch_paged_logits(const PagedLaunch& launch, float* logits, int64_t stride,
                            bool fill_unseen, int32_t* row_ends, cudaStream_t stream) {
   if (launch.batch == 0 || launch.splits == 0) return Status::ok();
-  if (launch.heads == 64) {
-    return launch.banks == 2 ? launch_kernel<64, 2>(launch, logits, stride, fill_unseen, row_ends, stream)
-                             : launch_kernel<64, 1>(launch, logits, stride, fill_unseen, row_ends, stream);
-  }
-  return launch_kernel<32, 1>(launch, logits, stride, fill_unseen, row_ends, stream);
+  return dispatch_paged_shape(launch.heads, launch.columns, [&](auto heads, auto columns) {
+    return launch_kernel<decltype(heads)::value, decltype(columns)::value>(
+        launch, logits, stride, fill_unseen, row_ends, stream);
+  });
 }
 
 }  // namespace litetopk::cuda_indexer

@@ -5,14 +5,15 @@
 // for all next_n queries of the request at once:
 // 1. Producer warp (after the two math warpgroups): lanes stage the request's head weights in
 //    shared memory, lane 0 loads its q [next_n * H, 128] (padded to whole banks of 128 query-head
-//    columns) by TMA, then fills a kStages-deep ring with the range's key tiles: each tile's
-//    block-table entry is read, and a block inside the cache is loaded by TMA from the 3-D map
-//    over kv_cache (formats/paged_kv_layout.h); a block outside it is only announced (its tokens
-//    get NaN scores, its bytes are never read).
-// 2. Math warpgroups take alternate tiles: keys on the M side (64 per tile), query-heads on N, one
-//    or two banks of 4 wgmma m64n128k32 steps each (sm90core::issue_bank).
+//    columns) by TMA, then fills a kStages-deep ring with the range's key tiles: the lanes read 32
+//    block-table entries at a time, and for each tile lane 0 stores the entry with the stage and,
+//    for a block inside the cache, loads its keys by TMA from the 3-D map over kv_cache
+//    (formats/paged_kv_layout.h) and its 64 scales by a bulk copy; a block outside the cache is
+//    only announced (its tokens get NaN scores, its bytes are never read).
+// 2. Math warpgroups take alternate tiles: keys on the M side (64 per tile), query-heads on N: one
+//    bank of 64 columns or one or two of 128, 4 wgmma steps each (sm90core::issue_bank).
 // 3. Epilogue per bank: the prefill core's head_sums (relu keeping NaN, head weights, head sum
-//    times the key's scale read from the block), then Epilogue::consume_bank with the scores of
+//    times the key's scale from the stage), then Epilogue::consume_bank with the scores of
 //    the thread's key rows row0 and row0 + 8 for the bank's queries.
 #pragma once
 
@@ -28,18 +29,20 @@ namespace litetopk::cuda_indexer::paged {
 
 using sm90core::kHeadDim;
 using sm90core::kTileKeys;  // the block size: one tile is one cache block
-constexpr int kStages = 6;
 constexpr int kMathThreads = 256;
 constexpr int kThreads = kMathThreads + 32;  // two math warpgroups and the producer warp
 constexpr int64_t kBlockBytes = kTileKeys * (kHeadDim + paged_kv::kScaleBytes);  // 8448
 constexpr int kScalesOffset = kTileKeys * kHeadDim;  // a block's scales follow its keys
 
-// kBanks banks of 128 query-head columns hold the next_n * H columns of a request.
-template <int kHeads, int kBanks>
+// A request's next_n * H query-head columns, padded to kColumns (64, 128 or 256), in banks of at
+// most 128 columns (one wgmma N each).
+template <int kHeads, int kColumns>
 struct PagedShape {
-  static constexpr int kColumns = kBanks * sm90core::kBankColumns;
-  static constexpr int kBankQueries = sm90core::kBankColumns / kHeads;
-  static constexpr int kMaxQueries = kColumns / kHeads;
+  static constexpr int kBankColumns = kColumns < sm90core::kBankColumns ? kColumns
+                                                                         : sm90core::kBankColumns;
+  static constexpr int kBanks = kColumns / kBankColumns;
+  static constexpr int kBankQueries = kBankColumns / kHeads;
+  static constexpr uint32_t kBankLow = kBankColumns * kHeadDim / 16;  // descriptor units
 };
 
 struct PagedArgs {
@@ -73,11 +76,14 @@ __device__ __forceinline__ TileRange tile_range(const PagedArgs& args, int b) {
   return {begin, max(begin, min(begin + args.tiles_per_split, needed))};
 }
 
-template <int kHeads, int kBanks>
+// kStages: depth of the key-tile ring (the bytes in flight per block).
+template <int kHeads, int kColumns, int kStages>
 struct alignas(1024) PagedScoringStorage {
-  uint8_t q[PagedShape<kHeads, kBanks>::kColumns * kHeadDim];
+  uint8_t q[kColumns * kHeadDim];
   uint8_t kv[kStages][kTileKeys * kHeadDim];
-  float weights[PagedShape<kHeads, kBanks>::kColumns];
+  float scales[kStages][kTileKeys];  // the tile's key scales, copied with its keys
+  int32_t entries[kStages];          // the tile's block-table entry
+  float weights[kColumns];
   uint64_t q_full;
   uint64_t kv_full[kStages];
   uint64_t kv_empty[kStages];
@@ -98,35 +104,47 @@ __device__ __forceinline__ bool block_in_cache(const PagedArgs& args, int32_t en
 }
 
 // 1. The producer warp.
-template <int kHeads, int kBanks>
+template <int kHeads, int kColumns, int kStages>
 __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* kv_map,
-                                        const PagedArgs& args, PagedScoringStorage<kHeads, kBanks>& s,
+                                        const PagedArgs& args, PagedScoringStorage<kHeads, kColumns, kStages>& s,
                                         int b, TileRange range, int lane) {
-  using P = PagedShape<kHeads, kBanks>;
+  using P = PagedShape<kHeads, kColumns>;
   const int columns = args.next_n * kHeads;
-  for (int c = lane; c < P::kColumns; c += 32) {
+  for (int c = lane; c < kColumns; c += 32) {
     s.weights[c] = c < columns ? args.weights[int64_t{b} * columns + c] : 0.0f;
   }
   if (lane == 0) {
     sm90::prefetch_tensor_map(q_map);
     sm90::prefetch_tensor_map(kv_map);
-    sm90::mbarrier_arrive_expect_bytes(&s.q_full, P::kColumns * kHeadDim);
+    sm90::mbarrier_arrive_expect_bytes(&s.q_full, kColumns * kHeadDim);
     sm90::tma_load_2d(s.q, q_map, 0, b * columns, &s.q_full);
   } else {
     sm90::mbarrier_arrive(&s.q_full);
   }
-  if (lane != 0) return;
+  // Lane i reads the table entry of tile base + i; lane 0 issues the copies.
   const int32_t* table = args.block_table + int64_t{b} * args.max_blocks;
-  for (int32_t tile = range.begin; tile < range.end; ++tile) {
-    const uint32_t iter = static_cast<uint32_t>(tile - range.begin);
-    const uint32_t stage = iter % kStages;
-    sm90::mbarrier_wait(&s.kv_empty[stage], ((iter / kStages) & 1) ^ 1);
-    const int32_t entry = table[tile];
-    if (block_in_cache(args, entry)) {
-      sm90::mbarrier_arrive_expect_bytes(&s.kv_full[stage], kTileKeys * kHeadDim);
-      tma_load_block(s.kv[stage], kv_map, entry, &s.kv_full[stage]);
-    } else {
-      sm90::mbarrier_arrive(&s.kv_full[stage]);
+  for (int32_t base = range.begin; base < range.end; base += 32) {
+    const int32_t lane_entry = base + lane < range.end ? table[base + lane] : -1;
+    const int32_t count = min(32, range.end - base);
+    for (int i = 0; i < count; ++i) {
+      const int32_t entry = __shfl_sync(0xffffffffu, lane_entry, i);
+      if (lane == 0) {
+        const uint32_t iter = static_cast<uint32_t>(base + i - range.begin);
+        const uint32_t stage = iter % kStages;
+        sm90::mbarrier_wait(&s.kv_empty[stage], ((iter / kStages) & 1) ^ 1);
+        s.entries[stage] = entry;
+        if (block_in_cache(args, entry)) {
+          sm90::mbarrier_arrive_expect_bytes(&s.kv_full[stage],
+                                             kTileKeys * kHeadDim + kTileKeys * sizeof(float));
+          tma_load_block(s.kv[stage], kv_map, entry, &s.kv_full[stage]);
+          sm90::bulk_copy_global_to_shared(
+              s.scales[stage], args.kv_cache + int64_t{entry} * kBlockBytes + kScalesOffset,
+              kTileKeys * sizeof(float), &s.kv_full[stage]);
+        } else {
+          sm90::mbarrier_arrive(&s.kv_full[stage]);
+        }
+      }
+      __syncwarp();
     }
   }
 }
@@ -134,56 +152,46 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
 // 2.-3. A math warpgroup (group 0 or 1 of the block). Epilogue::consume_bank(tile, row0,
 // first_query, scores0, scores1, in_cache, quad_lane) gets the bank's queries' scores of tokens
 // tile * 64 + row0 and + 8 (in_cache false: the block is outside the cache, the scores are junk).
-template <int kHeads, int kBanks, class Epilogue>
+template <int kHeads, int kColumns, int kStages, class Epilogue>
 __device__ __forceinline__ void score_tiles(const PagedArgs& args,
-                                            PagedScoringStorage<kHeads, kBanks>& s, int b,
+                                            PagedScoringStorage<kHeads, kColumns, kStages>& s, int b,
                                             TileRange range, Epilogue& epilogue, int warp,
                                             int lane) {
-  using P = PagedShape<kHeads, kBanks>;
+  using P = PagedShape<kHeads, kColumns>;
   const int group = __shfl_sync(0xffffffffu, warp / 4, 0);  // warp-uniform
   const int row0 = (warp % 4) * 16 + lane / 4;
   const int quad_lane = lane % 4;
   sm90::mbarrier_wait(&s.q_full, 0);
-  sm90core::BankWeights<kHeads> weights[kBanks];
+  sm90core::BankWeights<kHeads, P::kBankQueries> weights[P::kBanks];
 #pragma unroll
-  for (int bank = 0; bank < kBanks; ++bank) {
-    sm90core::load_bank_weights<kHeads>(s.weights, bank, quad_lane, weights[bank]);
+  for (int bank = 0; bank < P::kBanks; ++bank) {
+    sm90core::load_bank_weights<kHeads, P::kBankQueries>(s.weights, bank, quad_lane,
+                                                         weights[bank]);
   }
   const uint32_t kv_low0 = sm90::swizzled_descriptor_low(s.kv[0]);
   const uint32_t q_low = sm90::swizzled_descriptor_low(s.q);
-  const int32_t* table = args.block_table + int64_t{b} * args.max_blocks;
   for (int32_t tile = range.begin + group; tile < range.end; tile += 2) {
     const uint32_t iter = static_cast<uint32_t>(tile - range.begin);
     const uint32_t stage = iter % kStages;
-    const int32_t entry = __ldg(table + tile);
-    const bool in_cache = block_in_cache(args, entry);
-    float scale0 = 0.0f;
-    float scale1 = 0.0f;
-    if (in_cache) {
-      const auto* scales = reinterpret_cast<const float*>(args.kv_cache + int64_t{entry} * kBlockBytes +
-                                                          kScalesOffset);
-      scale0 = __ldg(scales + row0);
-      scale1 = __ldg(scales + row0 + 8);
-    }
     sm90::mbarrier_wait(&s.kv_full[stage], (iter / kStages) & 1);
+    const bool in_cache = block_in_cache(args, s.entries[stage]);
+    const float scale0 = s.scales[stage][row0];
+    const float scale1 = s.scales[stage][row0 + 8];
     const uint32_t kv_low = kv_low0 + stage * sm90core::kStageLow;
-    float acc[kBanks][64];
+    // One bank at a time (two banks' accumulators and weights would not fit the registers of a
+    // 288-thread block); the other warpgroup's tile overlaps the epilogue.
 #pragma unroll
-    for (int bank = 0; bank < kBanks; ++bank) {
-      sm90core::issue_bank(acc[bank], kv_low, q_low + static_cast<uint32_t>(bank) * sm90core::kBankLow);
-    }
-#pragma unroll
-    for (int bank = 0; bank < kBanks; ++bank) {
-      if (bank + 1 < kBanks) {
-        sm90::wgmma_wait<1>();
-      } else {
-        sm90::wgmma_wait<0>();
-        if (lane == 0) sm90::mbarrier_arrive(&s.kv_empty[stage]);
-      }
-      sm90::fence_accumulators(acc[bank]);
+    for (int bank = 0; bank < P::kBanks; ++bank) {
+      float acc[P::kBankColumns / 2];
+      sm90core::issue_bank<P::kBankColumns>(acc, kv_low,
+                                            q_low + static_cast<uint32_t>(bank) * P::kBankLow);
+      sm90::wgmma_wait<0>();
+      if (bank + 1 == P::kBanks && lane == 0) sm90::mbarrier_arrive(&s.kv_empty[stage]);
+      sm90::fence_accumulators(acc);
       float scores0[P::kBankQueries];
       float scores1[P::kBankQueries];
-      sm90core::head_sums<kHeads>(acc[bank], weights[bank], scale0, scale1, scores0, scores1);
+      sm90core::head_sums<kHeads, P::kBankQueries>(acc, weights[bank], scale0, scale1,
+                                                   scores0, scores1);
       epilogue.consume_bank(tile, row0, bank * P::kBankQueries, scores0, scores1, in_cache,
                             quad_lane);
     }
@@ -191,8 +199,8 @@ __device__ __forceinline__ void score_tiles(const PagedArgs& args,
 }
 
 // Barrier initialization by thread 0 (the caller syncs the block after it).
-template <int kHeads, int kBanks>
-__device__ __forceinline__ void init_scoring(PagedScoringStorage<kHeads, kBanks>& s) {
+template <int kHeads, int kColumns, int kStages>
+__device__ __forceinline__ void init_scoring(PagedScoringStorage<kHeads, kColumns, kStages>& s) {
   sm90::mbarrier_init(&s.q_full, 32);
   for (int i = 0; i < kStages; ++i) {
     sm90::mbarrier_init(&s.kv_full[i], 1);
@@ -203,17 +211,17 @@ __device__ __forceinline__ void init_scoring(PagedScoringStorage<kHeads, kBanks>
 
 // Runs steps 1-3 for request b on the block's threads (kThreads); returns when this thread's part
 // is done (no block-wide synchronization at the end).
-template <int kHeads, int kBanks, class Epilogue>
+template <int kHeads, int kColumns, int kStages, class Epilogue>
 __device__ __forceinline__ void run_scoring(const CUtensorMap* q_map, const CUtensorMap* kv_map,
                                             const PagedArgs& args,
-                                            PagedScoringStorage<kHeads, kBanks>& s, int b,
+                                            PagedScoringStorage<kHeads, kColumns, kStages>& s, int b,
                                             TileRange range, Epilogue& epilogue) {
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   if (warp == kMathThreads / 32) {
-    produce<kHeads, kBanks>(q_map, kv_map, args, s, b, range, lane);
+    produce<kHeads, kColumns, kStages>(q_map, kv_map, args, s, b, range, lane);
   } else {
-    score_tiles<kHeads, kBanks>(args, s, b, range, epilogue, warp, lane);
+    score_tiles<kHeads, kColumns, kStages>(args, s, b, range, epilogue, warp, lane);
   }
 }
 

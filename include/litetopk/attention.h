@@ -1,0 +1,76 @@
+// sparse_attention: MLA attention of each query over the tokens the indexer selected for it, with
+// FlashMLA's sparse prefill interface (flash_mla_sparse_fwd), so that engines can switch.
+//
+// One latent KV head (h_kv = 1), shared by every query head (DeepSeek-V3.2's MLA: keys of 576 =
+// 512 latent + 64 rope columns, values the first 512 columns of the same rows). For query s, head
+// h and slot j of the query's selection, with the token t_j = indices[s, j]:
+//   valid(j)  = 0 <= t_j < s_kv                          (every other value is skipped)
+//   l2_j      = sm_scale * log2(e) * dot(q[s, h, :], kv[t_j, :])     over d_qk columns
+//   max_logits[s, h] = max over valid j of l2_j
+//   lse[s, h]        = log2(sum over valid j of 2^l2_j)
+//   out[s, h, :]     = sum over valid j of 2^(l2_j - lse[s, h]) * kv[t_j, 0 : d_v]
+// The logits, max_logits and lse are in base-2 units (natural-log units times log2(e)), as
+// FlashMLA's Hopper sparse prefill kernel returned them in its first release (its kernel folds
+// log2(e) into the scale and works in exp2): ln-based values are max_logits * ln(2) and lse *
+// ln(2). A query with no valid slot gets out = 0, max_logits = -inf and lse = -inf.
+//
+// Indices. -1 is the usual padding (the indexer pads short rows with it), and any value outside
+// [0, s_kv) is skipped the same way: other negatives, s_kv itself, INT32_MAX. Skipped slots are
+// never read, so they may hold anything. A token that appears several times in one query's row
+// is attended once per occurrence: it is a separate key each time, so a token listed twice gets
+// twice the weight (what FlashMLA does: its kernel gathers every slot on its own and its
+// reference gathers the row with index_select). The indexer's rows hold distinct tokens; a caller
+// that wants set semantics removes repeats first. The order of a row does not matter (up to
+// floating-point rounding).
+//
+// Layouts, all contiguous (no strides): q [s_q, h_q, d_qk] bf16; kv [s_kv, 1, d_qk] bf16;
+// indices [s_q, 1, topk] int32; out [s_q, h_q, d_v] bf16; max_logits and lse [s_q, h_q] fp32.
+// Shapes: h_q in {16, 32, 64, 128} (FlashMLA takes 64 and 128 only), d_qk 576 or 512, d_v 512,
+// topk >= 1 (any value: not a multiple of a tile), s_q >= 0, s_kv >= 0; sm_scale any finite
+// float (typically 1 / sqrt(d_qk)). q and kv are expected finite: a NaN or inf in a selected row
+// makes that query's outputs NaN or inf (it is not checked); rows nobody selects are never read.
+//
+// GPU entry points (raw device pointers, a workspace size query, cudaStream_t) come with the
+// kernel (issue 13); this header has the contract, its validation and the CPU reference.
+#pragma once
+
+#include <cstdint>
+
+#include "litetopk/status.h"
+#include "litetopk/types.h"
+
+namespace litetopk {
+
+struct SparseAttentionProblem {
+  const void* q = nullptr;           // [s_q, h_q, d_qk] bf16
+  const void* kv = nullptr;          // [s_kv, 1, d_qk] bf16: keys; values are its first d_v columns
+  const int32_t* indices = nullptr;  // [s_q, 1, topk]; outside [0, s_kv): skipped
+  int64_t s_q = 0;                   // queries
+  int64_t s_kv = 0;                  // kv rows
+  int64_t h_q = 0;                   // query heads: 16, 32, 64 or 128
+  int64_t d_qk = 0;                  // 576 or 512
+  int64_t d_v = 512;                 // 512
+  int64_t topk = 0;                  // slots per query, >= 1
+  float sm_scale = 0.0f;             // finite; the logits' scale before the base-2 factor
+  void* out = nullptr;               // [s_q, h_q, d_v] bf16, required
+  float* max_logits = nullptr;       // [s_q, h_q] fp32, optional (base 2)
+  float* lse = nullptr;              // [s_q, h_q] fp32, optional (base 2)
+};
+
+// Shapes, sizes (every byte count within int64), pointers and alignment; never reads indices.
+// q, indices and out are required when s_q > 0, kv when s_q > 0 and s_kv > 0 (with s_kv = 0
+// every slot is skipped and kv is not read); max_logits and lse are optional. q, kv and out must
+// be 16-byte aligned (the GPU kernel moves them with TMA), indices, max_logits and lse 4-byte.
+// s_q, s_kv and topk must be at most INT32_MAX (int32 indices and launch grids).
+Status validate_sparse_attention_problem(const SparseAttentionProblem& problem);
+
+// ---- CPU (host pointers) ----
+// The reference, the GPU kernel's test oracle: per query, the valid slots are gathered and each
+// head's logits computed in fp64 (bf16 products are exact in fp64), then max, sum of 2^(l2 - max)
+// and the weighted sum of the value rows in fp64; out is rounded to fp32 and then to bf16 (round
+// to nearest even), max_logits and lse to fp32. Threaded over the queries; the result does not
+// depend on the thread count. A GPU kernel rounds the probabilities to bf16 for its second MMA
+// and accumulates in fp32, so it agrees with this up to bf16 tolerance (docs/attention.md).
+Status sparse_attention_cpu(const SparseAttentionProblem& problem);
+
+}  // namespace litetopk

@@ -300,6 +300,34 @@ typedef struct litetopk_decode_fidelity {
 int litetopk_decode_fidelity_cpu(const litetopk_decode_fidelity_problem* problem,
                                  litetopk_decode_fidelity* fidelity);
 
+/* ---- sparse_attention: MLA attention over each query's selected tokens (see attention.h) ---- */
+
+/* Mirrors litetopk::SparseAttentionProblem (FlashMLA's flash_mla_sparse_fwd interface). For query
+ * s, head h and every slot j whose token t = indices[s * topk + j] is in [0, s_kv) (any other value
+ * is skipped; a token repeated in a row counts once per slot):
+ *   l2_j = sm_scale * log2(e) * dot(q[s, h, :], kv[t, :]) over d_qk columns,
+ *   max_logits = max l2_j, lse = log2(sum 2^l2_j) (base 2), out = sum 2^(l2_j - lse) kv[t, :d_v].
+ * A query with no valid slot: out 0, max_logits and lse -inf. All arrays contiguous. */
+typedef struct litetopk_sparse_attention_problem {
+  const void* q;          /* [s_q, h_q, d_qk] bf16, 16-byte aligned */
+  const void* kv;         /* [s_kv, 1, d_qk] bf16, 16-byte aligned; values: its first d_v columns */
+  const int32_t* indices; /* [s_q, 1, topk] */
+  int64_t s_q;
+  int64_t s_kv;
+  int64_t h_q;        /* 16, 32, 64 or 128 */
+  int64_t d_qk;       /* 576 or 512 */
+  int64_t d_v;        /* 512 (set it: a zeroed struct holds 0) */
+  int64_t topk;       /* >= 1 */
+  float sm_scale;     /* finite, e.g. 1 / sqrt(d_qk) */
+  void* out;          /* [s_q, h_q, d_v] bf16, 16-byte aligned */
+  float* max_logits;  /* [s_q, h_q], may be NULL */
+  float* lse;         /* [s_q, h_q], may be NULL */
+} litetopk_sparse_attention_problem;
+
+/* Host pointers: the CPU reference (fp64, out rounded to bf16). The GPU call comes with the
+ * kernel. */
+int litetopk_sparse_attention_cpu(const litetopk_sparse_attention_problem* problem);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,7 @@
 #include <exception>
 #include <string>
 
+#include "litetopk/attention.h"
 #include "litetopk/device.h"
 #include "litetopk/indexer.h"
 #include "litetopk/select.h"
@@ -113,6 +114,24 @@ litetopk::PagedIndexerProblem to_cpp(const litetopk_paged_indexer_problem& c) {
   p.k = c.k;
   p.indices = c.indices;
   p.values = c.values;
+  return p;
+}
+
+litetopk::SparseAttentionProblem to_cpp(const litetopk_sparse_attention_problem& c) {
+  litetopk::SparseAttentionProblem p;
+  p.q = c.q;
+  p.kv = c.kv;
+  p.indices = c.indices;
+  p.s_q = c.s_q;
+  p.s_kv = c.s_kv;
+  p.h_q = c.h_q;
+  p.d_qk = c.d_qk;
+  p.d_v = c.d_v;
+  p.topk = c.topk;
+  p.sm_scale = c.sm_scale;
+  p.out = c.out;
+  p.max_logits = c.max_logits;
+  p.lse = c.lse;
   return p;
 }
 
@@ -553,6 +572,13 @@ int litetopk_decode_fidelity_cpu(const litetopk_decode_fidelity_problem* problem
     fidelity->top1_block_recall_min = f.top1_block_recall_min;
     fidelity->read_fraction = f.read_fraction;
     return litetopk::Status::ok();
+  });
+}
+
+int litetopk_sparse_attention_cpu(const litetopk_sparse_attention_problem* problem) {
+  return guarded([&] {
+    if (problem == nullptr) return null_problem();
+    return litetopk::sparse_attention_cpu(to_cpp(*problem));
   });
 }
 

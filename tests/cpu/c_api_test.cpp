@@ -1,7 +1,7 @@
 // The C API (liblitetopk_c.so, what ctypes bindings load): the CPU entry points agree with the C++
 // API, flags map to the options, errors come back as codes with a message, nothing throws; the
-// sparse-decode and paged-indexer structs carry every field (the C and C++ calls give identical
-// results), and the GPU calls validate before reaching the backend.
+// sparse-decode, paged-indexer and sparse-attention structs carry every field (the C and C++
+// calls give identical results), and the GPU calls validate before reaching the backend.
 #include "litetopk/c_api.h"
 
 #include <gtest/gtest.h>
@@ -15,9 +15,11 @@
 
 #include "common/select_testing.h"
 #include "common/sparse_decode_testing.h"
+#include "litetopk/attention.h"
 #include "litetopk/indexer.h"
 #include "litetopk/sparse_decode.h"
 #include "testkit/paged_indexer_workload.h"
+#include "testkit/sparse_attention_workload.h"
 
 namespace litetopk::testing {
 namespace {
@@ -606,6 +608,71 @@ TEST(CApi, SparseDecodeErrorsAreCodesWithMessages) {
   EXPECT_EQ(litetopk_sparse_decode(&sp, nullptr, nullptr, 0, nullptr), LITETOPK_NOT_COMPILED);
   EXPECT_EQ(litetopk_dense_decode(&dp, nullptr, nullptr, 0, nullptr), LITETOPK_NOT_COMPILED);
 #endif
+}
+
+// Every field of the sparse attention struct reaches the C++ call: the same bytes out, optional
+// stats, and errors as codes with the argument named.
+TEST(CApi, SparseAttentionCpuMatchesTheCppApi) {
+  testkit::SparseAttentionSpec spec;
+  spec.s_q = 5;
+  spec.s_kv = 300;
+  spec.h_q = 32;
+  spec.d_qk = 576;
+  spec.topk = 45;
+  spec.pattern = testkit::IndexPattern::kGroupShared;
+  spec.group = 2;
+  spec.shared_fraction = 0.5;
+  spec.padding_fraction = 0.2;
+  spec.out_of_range_fraction = 0.1;
+  spec.seed = 47;
+  const testkit::SparseAttentionWorkload w = testkit::make_sparse_attention_workload(spec);
+  SparseAttentionProblem p = w.host_problem();
+  p.sm_scale = -0.07f;  // a field the C struct must carry (not the workload's default)
+  const std::size_t rows = static_cast<std::size_t>(p.s_q * p.h_q);
+  std::vector<uint16_t> cpp_out(rows * 512), c_out(rows * 512, 1);
+  std::vector<float> cpp_max(rows), c_max(rows, 1.0f), cpp_lse(rows), c_lse(rows, 1.0f);
+  p.out = cpp_out.data();
+  p.max_logits = cpp_max.data();
+  p.lse = cpp_lse.data();
+  ASSERT_TRUE(sparse_attention_cpu(p).is_ok());
+
+  litetopk_sparse_attention_problem c{};
+  c.q = p.q;
+  c.kv = p.kv;
+  c.indices = p.indices;
+  c.s_q = p.s_q;
+  c.s_kv = p.s_kv;
+  c.h_q = p.h_q;
+  c.d_qk = p.d_qk;
+  c.d_v = p.d_v;
+  c.topk = p.topk;
+  c.sm_scale = p.sm_scale;
+  c.out = c_out.data();
+  c.max_logits = c_max.data();
+  c.lse = c_lse.data();
+  ASSERT_EQ(litetopk_sparse_attention_cpu(&c), LITETOPK_OK) << litetopk_last_error();
+  EXPECT_STREQ(litetopk_last_error(), "");
+  EXPECT_EQ(c_out, cpp_out);
+  EXPECT_EQ(c_max, cpp_max);
+  EXPECT_EQ(c_lse, cpp_lse);
+
+  std::vector<uint16_t> bare_out(rows * 512, 1);
+  c.out = bare_out.data();
+  c.max_logits = nullptr;
+  c.lse = nullptr;
+  ASSERT_EQ(litetopk_sparse_attention_cpu(&c), LITETOPK_OK) << litetopk_last_error();
+  EXPECT_EQ(bare_out, cpp_out);
+
+  EXPECT_EQ(litetopk_sparse_attention_cpu(nullptr), LITETOPK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(litetopk_last_error()).find("problem"), std::string::npos);
+  c.h_q = 48;
+  EXPECT_EQ(litetopk_sparse_attention_cpu(&c), LITETOPK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(litetopk_last_error()).find("h_q must be 16, 32, 64 or 128, got 48"),
+            std::string::npos);
+  c.h_q = 32;
+  c.d_v = 0;  // a zeroed struct's d_v
+  EXPECT_EQ(litetopk_sparse_attention_cpu(&c), LITETOPK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(litetopk_last_error()).find("d_v must be 512, got 0"), std::string::npos);
 }
 
 }  // namespace

@@ -51,8 +51,10 @@ struct GridRadixPlan {
 };
 Status plan_grid_radix(const SelectProblem& problem, GridRadixPlan* plan);
 struct GridRadixWorkspace {
-  void* rows;         // [batch] per-row histograms, barrier and counters
-  std::size_t bytes;  // zeroed before each launch
+  void* rows;             // [batch] per-row histograms, barrier and counters
+  std::size_t bytes;      // zeroed before each launch
+  uint64_t* candidates;   // [batch, capacity] the k-th key's bin of each row
+  int64_t capacity;
 };
 GridRadixWorkspace carve_grid_radix(cuda_common::WorkspaceCarver& carver,
                                     const SelectProblem& problem);

@@ -56,7 +56,6 @@ Status cuda_paged_indexer_topk(const PagedIndexerProblem&, IndexerAlgo, void*, c
 Status cuda_paged_indexer_logits(const PagedIndexerProblem&, float*, int64_t, cudaStream_t) {
   return not_compiled();
 }
-IndexerAlgo cuda_paged_indexer_dispatch(const PagedIndexerProblem&) { return IndexerAlgo::kUnfused; }
 Status cuda_memset_async(void*, std::size_t bytes, cudaStream_t) {
   return bytes == 0 ? Status::ok() : not_compiled();
 }

@@ -6,12 +6,13 @@
 #include "api/paged_indexer_backend.h"
 #include "api/paged_indexer_validation.h"
 #include "api/workspace.h"
+#include "heuristics/indexer_heuristics.h"
 #include "litetopk/indexer.h"
 
 namespace litetopk {
 
 IndexerAlgo indexer_topk_paged_dispatch(const PagedIndexerProblem& problem) {
-  return detail::cuda_paged_indexer_dispatch(problem);
+  return heuristics::choose_paged_indexer_algo(problem);
 }
 
 namespace {

@@ -15,8 +15,5 @@ Status cuda_paged_indexer_topk(const PagedIndexerProblem& problem, IndexerAlgo a
                                void* workspace, cudaStream_t stream);
 Status cuda_paged_indexer_logits(const PagedIndexerProblem& problem, float* logits,
                                  int64_t logits_stride, cudaStream_t stream);
-// kFused when the fused kernel can run this problem on the current device (its grid must be
-// co-resident), else kUnfused.
-IndexerAlgo cuda_paged_indexer_dispatch(const PagedIndexerProblem& problem);
 
 }  // namespace litetopk::detail

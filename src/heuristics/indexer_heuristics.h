@@ -11,6 +11,10 @@ namespace litetopk::heuristics {
 // The algorithm kAuto runs: fused from S >= 256 k keys, unfused below.
 IndexerAlgo choose_indexer_algo(const IndexerProblem& problem);
 
+// The paged decode indexer's kAuto: unfused on every shape (its one-launch grid-radix select
+// after the logits beat the fused kernel on every shape measured on the H200).
+IndexerAlgo choose_paged_indexer_algo(const PagedIndexerProblem& problem);
+
 // The fused kernel's cold sample: key tiles of `tile_keys` keys per query block. The
 // LITETOPK_COLD_SAMPLE_TILES environment variable (a count of tiles, 0 = none) overrides the
 // model, a tuning knob for benchmarks; other values are ignored.

@@ -240,5 +240,16 @@ TEST(PagedIndexerValidationEdges, TableAndLengthContentsAreNotValidated) {
   EXPECT_TRUE(indexer_topk_paged_cpu(p).is_ok());
 }
 
+// auto's rule (indexer_topk_paged_dispatch): unfused on every shape, the measured winner
+// (docs/BENCHMARKS.md, paged decode indexer); a host-only decision, the same without a GPU.
+TEST(PagedIndexerDispatch, AutoTakesUnfused) {
+  Buffers b;
+  PagedIndexerProblem p = b.problem();
+  EXPECT_EQ(indexer_topk_paged_dispatch(p), IndexerAlgo::kUnfused);
+  p.batch = 1;
+  p.next_n = 4;
+  EXPECT_EQ(indexer_topk_paged_dispatch(p), IndexerAlgo::kUnfused);
+}
+
 }  // namespace
 }  // namespace litetopk

@@ -155,13 +155,6 @@ Status sm_count(int* sms) {
 
 }  // namespace
 
-IndexerAlgo cuda_paged_indexer_dispatch(const PagedIndexerProblem&) {
-  // Unfused was faster on every shape measured on the H200 (docs/BENCHMARKS.md): the one-launch
-  // grid-radix select over the logits costs less than the fused kernel's shallower key ring and
-  // its selection inside a 288-thread block.
-  return IndexerAlgo::kUnfused;
-}
-
 Status cuda_paged_indexer_workspace_size(const PagedIndexerProblem& problem, IndexerAlgo algo,
                                          std::size_t* workspace_bytes) {
   if (algo == IndexerAlgo::kFused) {

@@ -30,10 +30,13 @@
 // float (typically 1 / sqrt(d_qk)). q and kv are expected finite: a NaN or inf in a selected row
 // makes that query's outputs NaN or inf (it is not checked); rows nobody selects are never read.
 //
-// GPU entry points (raw device pointers, a workspace size query, cudaStream_t) come with the
-// kernel (issue 13); this header has the contract, its validation and the CPU reference.
+// GPU: sparse_attention (device pointers, a workspace size query, cudaStream_t). Its kernel is a
+// first, plainly correct one (mma.sync, no pipelining; src/cuda/attention/
+// sparse_attention_kernel.cu), the reference for the LiteDSA kernel; docs/attention.md says what
+// it does not do yet.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "litetopk/status.h"
@@ -63,6 +66,15 @@ struct SparseAttentionProblem {
 // be 16-byte aligned (the GPU kernel moves them with TMA), indices, max_logits and lse 4-byte.
 // s_q, s_kv and topk must be at most INT32_MAX (int32 indices and launch grids).
 Status validate_sparse_attention_problem(const SparseAttentionProblem& problem);
+
+// ---- GPU (device pointers) ----
+// The workspace: 0 bytes for now (the union-packing kernel will need some); the call checks the
+// problem like validate_sparse_attention_problem, launches on `stream`, and neither allocates nor
+// synchronizes (graph-capturable).
+Status sparse_attention_workspace_size(const SparseAttentionProblem& problem,
+                                       std::size_t* workspace_bytes);
+Status sparse_attention(const SparseAttentionProblem& problem, void* workspace,
+                        std::size_t workspace_bytes, cudaStream_t stream);
 
 // ---- CPU (host pointers) ----
 // The reference, the GPU kernel's test oracle: per query, the valid slots are gathered and each

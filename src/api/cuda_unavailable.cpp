@@ -3,6 +3,7 @@
 #include "api/decode_backend.h"
 #include "api/indexer_backend.h"
 #include "api/paged_indexer_backend.h"
+#include "api/sparse_attention_backend.h"
 #include "litetopk/device.h"
 
 namespace litetopk::detail {
@@ -56,6 +57,7 @@ Status cuda_paged_indexer_topk(const PagedIndexerProblem&, IndexerAlgo, void*, c
 Status cuda_paged_indexer_logits(const PagedIndexerProblem&, float*, int64_t, cudaStream_t) {
   return not_compiled();
 }
+Status cuda_sparse_attention(const SparseAttentionProblem&, cudaStream_t) { return not_compiled(); }
 Status cuda_memset_async(void*, std::size_t bytes, cudaStream_t) {
   return bytes == 0 ? Status::ok() : not_compiled();
 }

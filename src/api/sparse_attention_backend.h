@@ -1,0 +1,12 @@
+// The CUDA backend of sparse_attention as seen from src/api. Implemented in src/cuda/attention/
+// when the build has CUDA, else by src/api/cuda_unavailable.cpp (kNotCompiled). Callers have
+// validated the problem.
+#pragma once
+
+#include "litetopk/attention.h"
+
+namespace litetopk::detail {
+
+Status cuda_sparse_attention(const SparseAttentionProblem& problem, cudaStream_t stream);
+
+}  // namespace litetopk::detail

@@ -324,8 +324,16 @@ typedef struct litetopk_sparse_attention_problem {
   float* lse;         /* [s_q, h_q], may be NULL */
 } litetopk_sparse_attention_problem;
 
-/* Host pointers: the CPU reference (fp64, out rounded to bf16). The GPU call comes with the
- * kernel. */
+/* The workspace of litetopk_sparse_attention: 0 bytes for now (later kernels may need some); the
+ * problem is checked as the call checks it (pointers are not dereferenced). */
+int litetopk_sparse_attention_workspace_size(const litetopk_sparse_attention_problem* problem,
+                                             size_t* workspace_bytes);
+/* Device pointers; stream is a cudaStream_t (NULL: the default stream). No allocation, no
+ * synchronization, indices never read on the host: graph-capturable. LITETOPK_NOT_COMPILED in a
+ * build without CUDA (after the problem's checks). */
+int litetopk_sparse_attention(const litetopk_sparse_attention_problem* problem, void* workspace,
+                              size_t workspace_bytes, void* stream);
+/* Host pointers: the CPU reference (fp64, out rounded to bf16), the GPU call's test oracle. */
 int litetopk_sparse_attention_cpu(const litetopk_sparse_attention_problem* problem);
 
 #ifdef __cplusplus

@@ -575,6 +575,23 @@ int litetopk_decode_fidelity_cpu(const litetopk_decode_fidelity_problem* problem
   });
 }
 
+int litetopk_sparse_attention_workspace_size(const litetopk_sparse_attention_problem* problem,
+                                             size_t* workspace_bytes) {
+  return guarded([&] {
+    if (problem == nullptr) return null_problem();
+    return litetopk::sparse_attention_workspace_size(to_cpp(*problem), workspace_bytes);
+  });
+}
+
+int litetopk_sparse_attention(const litetopk_sparse_attention_problem* problem, void* workspace,
+                              size_t workspace_bytes, void* stream) {
+  return guarded([&] {
+    if (problem == nullptr) return null_problem();
+    return litetopk::sparse_attention(to_cpp(*problem), workspace, workspace_bytes,
+                                      static_cast<cudaStream_t>(stream));
+  });
+}
+
 int litetopk_sparse_attention_cpu(const litetopk_sparse_attention_problem* problem) {
   return guarded([&] {
     if (problem == nullptr) return null_problem();

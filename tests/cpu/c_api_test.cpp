@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -673,6 +674,98 @@ TEST(CApi, SparseAttentionCpuMatchesTheCppApi) {
   c.d_v = 0;  // a zeroed struct's d_v
   EXPECT_EQ(litetopk_sparse_attention_cpu(&c), LITETOPK_INVALID_ARGUMENT);
   EXPECT_NE(std::string(litetopk_last_error()).find("d_v must be 512, got 0"), std::string::npos);
+}
+
+// The GPU entry points of sparse attention: null problems and bad shapes come back as codes with
+// messages before any device work; the workspace query answers 0 bytes for a valid problem (in
+// every build: it only validates); with valid arguments a build without CUDA answers
+// LITETOPK_NOT_COMPILED (with CUDA the valid call would run the kernel on host pointers, so only
+// errors are tried).
+TEST(CApi, SparseAttentionGpuCallsValidateFirst) {
+  testkit::SparseAttentionSpec spec;
+  spec.s_q = 3;
+  spec.s_kv = 100;
+  spec.h_q = 16;
+  spec.d_qk = 512;
+  spec.topk = 20;
+  spec.seed = 48;
+  const testkit::SparseAttentionWorkload w = testkit::make_sparse_attention_workload(spec);
+  SparseAttentionProblem p = w.host_problem();
+  const std::size_t rows = static_cast<std::size_t>(p.s_q * p.h_q);
+  std::vector<uint16_t> out(rows * 512);
+  std::vector<float> lse(rows);
+  p.out = out.data();
+  p.lse = lse.data();
+
+  litetopk_sparse_attention_problem c{};
+  c.q = p.q;
+  c.kv = p.kv;
+  c.indices = p.indices;
+  c.s_q = p.s_q;
+  c.s_kv = p.s_kv;
+  c.h_q = p.h_q;
+  c.d_qk = p.d_qk;
+  c.d_v = p.d_v;
+  c.topk = p.topk;
+  c.sm_scale = p.sm_scale;
+  c.out = p.out;
+  c.lse = p.lse;
+  const auto message_has = [](const char* what) {
+    return std::string(litetopk_last_error()).find(what) != std::string::npos;
+  };
+
+  std::size_t bytes = 7;
+  EXPECT_EQ(litetopk_sparse_attention_workspace_size(nullptr, &bytes), LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("problem must not be null")) << litetopk_last_error();
+  EXPECT_EQ(litetopk_sparse_attention(nullptr, nullptr, 0, nullptr), LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("problem must not be null")) << litetopk_last_error();
+  EXPECT_EQ(litetopk_sparse_attention_workspace_size(&c, nullptr), LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("workspace_bytes")) << litetopk_last_error();
+
+  ASSERT_EQ(litetopk_sparse_attention_workspace_size(&c, &bytes), LITETOPK_OK)
+      << litetopk_last_error();
+  EXPECT_EQ(bytes, 0u);
+  std::size_t cpp_bytes = 7;
+  ASSERT_TRUE(sparse_attention_workspace_size(p, &cpp_bytes).is_ok());
+  EXPECT_EQ(bytes, cpp_bytes);
+
+  litetopk_sparse_attention_problem bad = c;
+  bad.h_q = 48;
+  bytes = 7;
+  EXPECT_EQ(litetopk_sparse_attention_workspace_size(&bad, &bytes), LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("h_q must be 16, 32, 64 or 128, got 48")) << litetopk_last_error();
+  EXPECT_EQ(bytes, 0u);  // cleared on failure
+  EXPECT_EQ(litetopk_sparse_attention(&bad, nullptr, 0, nullptr), LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("h_q must be 16, 32, 64 or 128, got 48")) << litetopk_last_error();
+  bad = c;
+  bad.d_qk = 128;
+  EXPECT_EQ(litetopk_sparse_attention(&bad, nullptr, 0, nullptr), LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("d_qk")) << litetopk_last_error();
+  bad = c;
+  bad.d_v = 0;  // a zeroed struct's d_v
+  EXPECT_EQ(litetopk_sparse_attention(&bad, nullptr, 0, nullptr), LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("d_v must be 512, got 0")) << litetopk_last_error();
+  bad = c;
+  bad.topk = 0;
+  EXPECT_EQ(litetopk_sparse_attention_workspace_size(&bad, &bytes), LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("topk")) << litetopk_last_error();
+  bad = c;
+  bad.out = nullptr;
+  EXPECT_EQ(litetopk_sparse_attention(&bad, nullptr, 0, nullptr), LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("out must not be null")) << litetopk_last_error();
+  bad = c;
+  bad.sm_scale = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(litetopk_sparse_attention(&bad, nullptr, 0, nullptr), LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("sm_scale")) << litetopk_last_error();
+  bad = c;
+  bad.q = static_cast<const char*>(c.q) + 2;  // bf16-aligned, not 16-byte aligned
+  EXPECT_EQ(litetopk_sparse_attention(&bad, nullptr, 0, nullptr), LITETOPK_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_has("q must be 16-byte aligned")) << litetopk_last_error();
+
+#ifndef LITETOPK_WITH_CUDA
+  EXPECT_EQ(litetopk_sparse_attention(&c, nullptr, 0, nullptr), LITETOPK_NOT_COMPILED);
+  EXPECT_TRUE(message_has("CUDA")) << litetopk_last_error();
+#endif
 }
 
 }  // namespace

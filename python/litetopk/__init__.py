@@ -3,12 +3,14 @@
 - numpy on the CPU, no torch needed (the library's CPU backend): `select_topk`, `indexer_topk`,
   `indexer_logits`, `indexer_topk_paged`, `indexer_logits_paged`, `SparseKvCache`,
   `sparse_kv_from_dense`, `sparse_kv_append`, `sparse_decode`, `dense_decode`,
-  `sparse_kv_rebuild` (litetopk.cpu), fp8 e4m3 bytes in litetopk.fp8.
+  `sparse_kv_rebuild`, `sparse_attention` (litetopk.cpu), fp8 e4m3 bytes in litetopk.fp8, bf16
+  bits in litetopk.bf16.
 - torch (when importable): ops under `torch.ops.litetopk` (topk, fp8_mqa_logits, fp8_mqa_topk,
-  fp8_paged_mqa_logits, fp8_paged_mqa_topk, the sparse decoding ops, each with an `_out` variant)
-  registered on import, and the functions engines call in `litetopk.ops`: `topk`,
-  `fp8_mqa_logits`, `fp8_mqa_topk`, `fp8_paged_mqa_logits` and `fp8_paged_mqa_topk` with
-  DeepGEMM's arguments, `IndexerState`, `SparseKvCache`, `dense_decode`.
+  fp8_paged_mqa_logits, fp8_paged_mqa_topk, the sparse decoding ops, sparse_attention, each with
+  an `_out` variant) registered on import, and the functions engines call in `litetopk.ops`:
+  `topk`, `fp8_mqa_logits`, `fp8_mqa_topk`, `fp8_paged_mqa_logits` and `fp8_paged_mqa_topk` with
+  DeepGEMM's arguments, `sparse_attention` (alias `flash_mla_sparse_fwd`) with FlashMLA's,
+  `IndexerState`, `SparseKvCache`, `dense_decode`.
 
 The binding is nanobind over the C++ API (include/litetopk), chosen over ctypes and the C ABI:
 typed signatures checked by the binding, sub-microsecond calls (the eager ops aim at <= 5 us of host
@@ -17,11 +19,11 @@ specific to one Python version; the package imports without it and raises Import
 build it) only when a call needs the library. The C ABI (include/litetopk/c_api.h) stays for other
 languages' bindings.
 """
-from . import fp8
+from . import bf16, fp8
 from ._ext import available as extension_available
 from .cpu import (SparseKvCache, dense_decode, indexer_logits, indexer_logits_paged, indexer_topk,
-                  indexer_topk_paged, select_topk, sparse_decode, sparse_kv_append,
-                  sparse_kv_from_dense, sparse_kv_rebuild)
+                  indexer_topk_paged, select_topk, sparse_attention, sparse_decode,
+                  sparse_kv_append, sparse_kv_from_dense, sparse_kv_rebuild)
 
 __version__ = "0.1.0"
 
@@ -42,7 +44,8 @@ def build_info():
 
 
 __all__ = [
-    "SparseKvCache", "build_info", "dense_decode", "extension_available", "fp8", "indexer_logits",
-    "indexer_logits_paged", "indexer_topk", "indexer_topk_paged", "ops", "select_topk",
-    "sparse_decode", "sparse_kv_append", "sparse_kv_from_dense", "sparse_kv_rebuild",
+    "SparseKvCache", "bf16", "build_info", "dense_decode", "extension_available", "fp8",
+    "indexer_logits", "indexer_logits_paged", "indexer_topk", "indexer_topk_paged", "ops",
+    "select_topk", "sparse_attention", "sparse_decode", "sparse_kv_append",
+    "sparse_kv_from_dense", "sparse_kv_rebuild",
 ]

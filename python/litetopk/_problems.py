@@ -286,3 +286,48 @@ class SparseKvCacheArrays:
 
     def arrays(self):
         return tuple(getattr(self, name) for name in self.FIELDS)
+
+
+# ---- sparse attention (FlashMLA's sparse prefill layouts) ----
+
+BF16_DTYPES = ("bfloat16",)
+SPARSE_ATTENTION_D_V = 512
+
+
+def sparse_attention_shapes(q, kv, indices):
+    """(s_q, h_q, d_qk, s_kv, topk) from q [s_q, h_q, d_qk], kv [s_kv, 1, d_qk] and indices
+    [s_q, 1, topk] (or [s_q, topk])."""
+    if q is None or len(q[1]) != 3:
+        _fail("q", "a 3-D array [s_q, h_q, d_qk]", q)
+    if kv is None or len(kv[1]) != 3:
+        _fail("kv", "a 3-D array [s_kv, 1, d_qk]", kv)
+    if indices is None or len(indices[1]) not in (2, 3):
+        _fail("indices", "a 3-D array [s_q, 1, topk]", indices)
+    s_q, h_q, d_qk = q[1]
+    return s_q, h_q, d_qk, kv[1][0], indices[1][-1]
+
+
+def sparse_attention_args(q, kv, indices, sm_scale, out, max_logits=None, lse=None,
+                          bf16=BF16_DTYPES):
+    """The extension's sparse attention tuple (include/litetopk/attention.h): q [s_q, h_q, d_qk]
+    bf16, kv [s_kv, 1, d_qk] bf16 (one latent head), indices [s_q, 1, topk] int32 (or
+    [s_q, topk]), out [s_q, h_q, d_v] bf16, max_logits and lse [s_q, h_q] fp32 or None; every
+    array contiguous. `bf16`: the dtype names that hold bf16 (numpy passes its uint16 bits).
+    The library then checks the sizes (h_q, d_qk, d_v, topk, sm_scale) and the alignment."""
+    s_q, h_q, d_qk, s_kv, topk = sparse_attention_shapes(q, kv, indices)
+    device = q[4]
+    check("q", q, dtypes=bf16)
+    check("kv", kv, (s_kv, 1, d_qk), bf16, device=device)
+    if len(indices[1]) == 3:
+        check("indices", indices, (s_q, 1, topk), ("int32",), device=device)
+    else:
+        check("indices", indices, (s_q, topk), ("int32",), device=device)
+    if out is None or len(out[1]) != 3:
+        _fail("out", "a 3-D array [s_q, h_q, d_v]", out)
+    d_v = out[1][2]
+    check("out", out, (s_q, h_q, d_v), bf16, device=device)
+    for name, view in (("max_logits", max_logits), ("lse", lse)):
+        if view is not None:
+            check(name, view, (s_q, h_q), ("float32",), device=device)
+    return (q[0], kv[0], indices[0], s_q, s_kv, h_q, d_qk, d_v, topk, float(sm_scale), out[0],
+            address(max_logits), address(lse))

@@ -7,6 +7,7 @@ and returns new arrays; the library's own errors come back as ValueError with it
 import numpy as np
 
 from . import _problems as P
+from . import bf16 as _bf16
 from ._ext import ext
 
 _view = P.numpy_view
@@ -113,6 +114,49 @@ def indexer_topk_paged(q, kv_cache, weights, context_lens, block_table, max_cont
     ext().indexer_topk_paged_cpu(P.paged_indexer_args(*views, max_context, k, _view(indices),
                                                       _view(values)))
     return indices, values
+
+
+def _aligned(x, alignment=16):
+    """x, or a copy when its address is not `alignment`-byte aligned (the library moves q, kv and
+    out with TMA on the GPU and checks the same alignment on the CPU)."""
+    return x.copy() if x.ctypes.data % alignment else x
+
+
+def sparse_attention(q, kv, indices, sm_scale, d_v=512, out_dtype=np.float32):
+    """MLA attention over each query's selected tokens (include/litetopk/attention.h; FlashMLA's
+    flash_mla_sparse_fwd), the CPU reference: q [s_q, h_q, d_qk] and kv [s_kv, 1, d_qk] as bf16
+    bits (uint16), ml_dtypes.bfloat16 or float32 (rounded to bf16, nearest even); indices
+    [s_q, 1, topk] (or [s_q, topk]) int32, an index outside [0, s_kv) skipped, a repeated token
+    counted once per slot. h_q 16, 32, 64 or 128, d_qk 576 or 512, d_v 512. Logits in fp64, out
+    rounded to bf16. Returns (out [s_q, h_q, d_v] of out_dtype: float32 (the bf16 values, exact)
+    or uint16 (the bf16 bits); max_logits [s_q, h_q] and lse [s_q, h_q] fp32 in base 2); a query
+    with nothing to attend gets out 0, max_logits and lse -inf."""
+    out_dtype = np.dtype(out_dtype)
+    if out_dtype not in (np.dtype(np.float32), np.dtype(np.uint16)):
+        raise ValueError(f"out_dtype must be float32 or uint16 (bf16 bits), got {out_dtype.name}")
+    d_v = int(d_v)
+    if d_v != P.SPARSE_ATTENTION_D_V:
+        raise ValueError(f"d_v must be {P.SPARSE_ATTENTION_D_V}, got {d_v}")
+    q = _aligned(_bf16.as_bf16_bits(q, "q"))
+    kv = _aligned(_bf16.as_bf16_bits(kv, "kv"))
+    indices = np.asarray(indices)
+    if indices.dtype.kind not in "iu":
+        raise ValueError(f"indices must be an integer array (int32), got dtype "
+                         f"{indices.dtype.name}")
+    indices = _int32(indices)
+    if q.ndim != 3:
+        raise ValueError(f"q must be a 3-D array [s_q, h_q, d_qk], got shape {q.shape}")
+    s_q, h_q = q.shape[0], q.shape[1]
+    out = np.empty((s_q, h_q, d_v), dtype=np.uint16)
+    max_logits = np.empty((s_q, h_q), dtype=np.float32)
+    lse = np.empty((s_q, h_q), dtype=np.float32)
+    problem = P.sparse_attention_args(_view(q), _view(kv), _view(indices), float(sm_scale),
+                                      _view(out), _view(max_logits), _view(lse),
+                                      bf16=("uint16",))
+    ext().sparse_attention_cpu(problem)
+    if out_dtype == np.float32:
+        out = _bf16.from_bf16_bits(out)
+    return out, max_logits, lse
 
 
 class SparseKvCache(P.SparseKvCacheArrays):

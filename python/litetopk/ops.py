@@ -46,6 +46,7 @@ __all__ = [
     "topk", "topk_plan", "fp8_mqa_logits", "fp8_mqa_topk", "fp8_mqa_topk_plan",
     "fp8_paged_mqa_logits", "fp8_paged_mqa_topk", "fp8_paged_mqa_topk_plan", "IndexerState",
     "SparseKvCache", "sparse_kv_append", "sparse_kv_from_dense", "sparse_decode", "dense_decode",
+    "sparse_attention", "flash_mla_sparse_fwd",
 ]
 
 _NAMES = {
@@ -721,6 +722,69 @@ _register("dense_decode_out(Tensor q, Tensor keys, Tensor values, Tensor lengths
           _dense_decode_out, lambda *args, **kwargs: None)
 
 
+# ---------------------------------------------------------------- sparse attention
+
+def _sparse_attention_problem(q, kv, indices, sm_scale, out, max_logits, lse):
+    return P.sparse_attention_args(_view(q), _view(kv), _view(indices), sm_scale, _view(out),
+                                   _opt(max_logits), _opt(lse))
+
+
+def _sparse_attention_launch(plan, device, q, kv, indices, out, max_logits, lse):
+    launch, sizes, size = plan
+    stream = _stream(device)
+    workspace, owner = _workspace(size, device, stream)
+    launch((q.data_ptr(), kv.data_ptr(), indices.data_ptr()) + sizes
+           + (out.data_ptr(), _ptr(max_logits), _ptr(lse)), workspace, size, stream)
+
+
+def _sparse_attention_select(q, kv, indices, sm_scale, out, max_logits, lse, outputs):
+    """sparse_attention into out (max_logits, lse); `outputs` is their part of the signature
+    ("new" for outputs _sparse_attention_fake made). The library validates every GPU call (the
+    addresses' alignment included); the plan only saves the Python checks and the size query."""
+    device = q.get_device()
+    key = ("sparse_attention", _meta(q), _meta(kv), _meta(indices), float(sm_scale), outputs)
+    plan = None if device < 0 else _plans.get(key)
+    if plan is None:
+        problem = _sparse_attention_problem(q, kv, indices, sm_scale, out, max_logits, lse)
+        lib = ext()
+        if device < 0:
+            lib.sparse_attention_cpu(problem)
+            return
+        size = _launch(device, lib.sparse_attention_workspace_size, problem)
+        plan = _remember(key, (lib.sparse_attention, problem[3:10], size))
+    _launch(device, _sparse_attention_launch, plan, device, q, kv, indices, out, max_logits, lse)
+
+
+def _sparse_attention_out(q, kv, indices, sm_scale, out, max_logits=None, lse=None):
+    _sparse_attention_select(q, kv, indices, sm_scale, out, max_logits, lse,
+                             (_meta(out), _meta(max_logits), _meta(lse)))
+
+
+def _sparse_attention_fake(q, kv, indices, sm_scale, d_v=P.SPARSE_ATTENTION_D_V):
+    if d_v != P.SPARSE_ATTENTION_D_V:
+        raise ValueError(f"d_v must be {P.SPARSE_ATTENTION_D_V}, got {d_v}")
+    if q.dim() != 3:
+        raise ValueError(f"q must be a 3-D array [s_q, h_q, d_qk], got shape {tuple(q.shape)}")
+    s_q, h_q = q.shape[0], q.shape[1]
+    return (q.new_empty((s_q, h_q, d_v), dtype=torch.bfloat16),
+            q.new_empty((s_q, h_q), dtype=torch.float32),
+            q.new_empty((s_q, h_q), dtype=torch.float32))
+
+
+def _sparse_attention(q, kv, indices, sm_scale, d_v=P.SPARSE_ATTENTION_D_V):
+    out, max_logits, lse = _sparse_attention_fake(q, kv, indices, sm_scale, d_v)
+    _sparse_attention_select(q, kv, indices, sm_scale, out, max_logits, lse, ("new", d_v))
+    return out, max_logits, lse
+
+
+_register("sparse_attention(Tensor q, Tensor kv, Tensor indices, float sm_scale, int d_v=512) "
+          "-> (Tensor out, Tensor max_logits, Tensor lse)",
+          _sparse_attention, _sparse_attention_fake)
+_register("sparse_attention_out(Tensor q, Tensor kv, Tensor indices, float sm_scale, "
+          "Tensor(a!) out, Tensor(b!)? max_logits=None, Tensor(c!)? lse=None) -> ()",
+          _sparse_attention_out, lambda *args, **kwargs: None)
+
+
 # ---------------------------------------------------------------- the Python front
 # The functions below call the ops' implementation directly when nothing traces them (real
 # tensors, no torch.compile, no dispatch mode such as FakeTensorMode): the same code the op runs,
@@ -1009,3 +1073,44 @@ def dense_decode(q, keys, values, lengths, softmax_scale=0.0, out_dtype=None, ou
     op = _dense_decode_out if direct else torch.ops.litetopk.dense_decode_out
     op(q, keys, values, lengths, *out, softmax_scale, blocks_per_split)
     return out
+
+
+def sparse_attention(q, kv, indices, sm_scale, d_v=512, out=None):
+    """MLA attention of each query over the tokens its row of indices selects, FlashMLA's sparse
+    prefill (flash_mla_sparse_fwd): returns (out [s_q, h_q, d_v] bf16, max_logits [s_q, h_q]
+    fp32, lse [s_q, h_q] fp32), max_logits and lse in base 2 (natural-log values times log2(e),
+    as FlashMLA's first release). q [s_q, h_q, d_qk] bf16 (h_q 16, 32, 64 or 128; d_qk 576 or
+    512), kv [s_kv, 1, d_qk] bf16 (values: its first d_v = 512 columns), indices [s_q, 1, topk]
+    int32 (or [s_q, topk]); every tensor contiguous. An index outside [0, s_kv) (-1 padding
+    included) is skipped; a token listed twice counts twice; a query with nothing to attend gets
+    out 0, max_logits and lse -inf. out=(out, max_logits or None, lse or None) writes there
+    (sparse_attention_out) and returns out. CUDA tensors run the GPU kernel on the current stream
+    (graph-capturable; today a correctness-first kernel, several times slower than FlashMLA's),
+    CPU tensors the fp64 reference (include/litetopk/attention.h)."""
+    direct = _direct(q, kv, indices, *(out or ()))
+    if out is None:
+        op = _sparse_attention if direct else torch.ops.litetopk.sparse_attention
+        return op(q, kv, indices, float(sm_scale), int(d_v))
+    if len(out) != 3:
+        raise ValueError(f"out must be (out, max_logits or None, lse or None), got {len(out)} "
+                         "items")
+    if out[0] is not None and out[0].dim() == 3 and out[0].shape[2] != d_v:
+        raise ValueError(f"out must be of shape [s_q, h_q, d_v = {d_v}], got shape "
+                         f"{tuple(out[0].shape)}")
+    op = _sparse_attention_out if direct else torch.ops.litetopk.sparse_attention_out
+    op(q, kv, indices, float(sm_scale), *out)
+    return out
+
+
+def flash_mla_sparse_fwd(q, kv, indices, sm_scale, d_v=512, attn_sink=None, topk_length=None):
+    """FlashMLA's flash_mla_sparse_fwd(q, kv, indices, sm_scale, d_v=512) on litetopk's kernel:
+    sparse_attention's (out, max_logits, lse), base 2. The later FlashMLA arguments attn_sink and
+    topk_length are not supported (ValueError unless None; topk_length's effect is had by -1 past
+    each row's length)."""
+    if attn_sink is not None:
+        raise ValueError("attn_sink is not supported by litetopk's sparse_attention (pass None)")
+    if topk_length is not None:
+        raise ValueError("topk_length is not supported by litetopk's sparse_attention (pass None "
+                         "and pad each row of indices with -1 past its length)")
+    return sparse_attention(q, kv, indices, sm_scale, d_v)
+

@@ -16,6 +16,7 @@
 #include <string>
 #include <tuple>
 
+#include "litetopk/attention.h"
 #include "litetopk/device.h"
 #include "litetopk/indexer.h"
 #include "litetopk/select.h"
@@ -263,6 +264,30 @@ nb::dict device_info() {
   d["driver_version"] = info.driver_version;
   d["runtime_version"] = info.runtime_version;
   return d;
+}
+
+// ---- sparse_attention: (q, kv, indices, s_q, s_kv, h_q, d_qk, d_v, topk, sm_scale, out,
+//      max_logits, lse) ----
+
+using SparseAttentionArgs = std::tuple<Address, Address, Address, int64_t, int64_t, int64_t,
+                                       int64_t, int64_t, int64_t, float, Address, Address, Address>;
+
+litetopk::SparseAttentionProblem sparse_attention_problem(const SparseAttentionArgs& a) {
+  litetopk::SparseAttentionProblem p;
+  p.q = as<const void>(std::get<0>(a));
+  p.kv = as<const void>(std::get<1>(a));
+  p.indices = as<const int32_t>(std::get<2>(a));
+  p.s_q = std::get<3>(a);
+  p.s_kv = std::get<4>(a);
+  p.h_q = std::get<5>(a);
+  p.d_qk = std::get<6>(a);
+  p.d_v = std::get<7>(a);
+  p.topk = std::get<8>(a);
+  p.sm_scale = std::get<9>(a);
+  p.out = as<void>(std::get<10>(a));
+  p.max_logits = as<float>(std::get<11>(a));
+  p.lse = as<float>(std::get<12>(a));
+  return p;
 }
 
 }  // namespace
@@ -534,4 +559,28 @@ NB_MODULE(_C, m) {
         check(litetopk::dense_decode_cpu(dense_decode_problem(cache, attention)));
       },
       "cache"_a, "attention"_a, ReleaseGil());
+
+  // ---- sparse_attention ----
+  m.def(
+      "sparse_attention_workspace_size",
+      [](const SparseAttentionArgs& args) {
+        std::size_t bytes = 0;
+        check(litetopk::sparse_attention_workspace_size(sparse_attention_problem(args), &bytes));
+        return bytes;
+      },
+      "problem"_a, ReleaseGil());
+  m.def(
+      "sparse_attention",
+      [](const SparseAttentionArgs& args, Address workspace, std::size_t workspace_bytes,
+         Address stream) {
+        check(litetopk::sparse_attention(sparse_attention_problem(args), as<void>(workspace),
+                                         workspace_bytes, as_stream(stream)));
+      },
+      "problem"_a, "workspace"_a, "workspace_bytes"_a, "stream"_a, ReleaseGil());
+  m.def(
+      "sparse_attention_cpu",
+      [](const SparseAttentionArgs& args) {
+        check(litetopk::sparse_attention_cpu(sparse_attention_problem(args)));
+      },
+      "problem"_a, ReleaseGil());
 }

@@ -1,9 +1,9 @@
 """numpy references for the package tests: top-k, the indexer's scores (prefill, and decode over
-DeepGEMM's paged cache), the sparse cache's quantization rule (include/litetopk/sparse_decode.h)
-and softmax attention."""
+DeepGEMM's paged cache), the sparse cache's quantization rule (include/litetopk/sparse_decode.h),
+softmax attention, and sparse MLA attention over selected tokens (include/litetopk/attention.h)."""
 import numpy as np
 
-from litetopk import fp8
+from litetopk import bf16, fp8
 
 
 def topk_values(scores, k, start=0, end=None, largest=True):
@@ -165,3 +165,63 @@ def attention(q, keys, values, lengths, scale=None):
             out[b, h] = (w @ v) / w.sum()
             lse[b, h] = top + np.log(w.sum())
     return out, lse
+
+
+def sparse_attention(q, kv, indices, sm_scale, d_v=512):
+    """FlashMLA's sparse prefill in fp64, written from its definition (natural-log softmax over
+    the gathered rows, then converted to base 2): q [s_q, h_q, d_qk] and kv [s_kv, 1, d_qk] float
+    values, indices [s_q, 1, topk]. An index outside [0, s_kv) is skipped; a repeated index is
+    gathered once per slot. Returns (out [s_q, h_q, d_v], max_logits [s_q, h_q], lse [s_q, h_q]),
+    max_logits and lse in base 2; a query with nothing valid: out 0, -inf, -inf. sm_scale is
+    taken as the float32 the op receives."""
+    sm_scale = float(np.float32(sm_scale))
+    q = np.asarray(q, dtype=np.float64)
+    kv = np.asarray(kv, dtype=np.float64).reshape(kv.shape[0], -1)
+    rows = np.asarray(indices).reshape(q.shape[0], -1)
+    s_q, h_q, _ = q.shape
+    out = np.zeros((s_q, h_q, d_v))
+    max_logits = np.full((s_q, h_q), -np.inf)
+    lse = np.full((s_q, h_q), -np.inf)
+    for s in range(s_q):
+        tokens = rows[s][(rows[s] >= 0) & (rows[s] < kv.shape[0])]
+        if tokens.size == 0:
+            continue
+        keys = kv[tokens]                                  # [n, d_qk], repeats kept
+        logits = sm_scale * (q[s] @ keys.T)               # [h_q, n], natural-log units
+        top = logits.max(axis=1, keepdims=True)
+        weights = np.exp(logits - top)
+        total = weights.sum(axis=1, keepdims=True)
+        out[s] = (weights / total) @ keys[:, :d_v]
+        max_logits[s] = top[:, 0] / np.log(2.0)
+        lse[s] = (top[:, 0] + np.log(total[:, 0])) / np.log(2.0)
+    return out, max_logits, lse
+
+
+def make_sparse_attention_inputs(s_q=6, s_kv=300, h_q=16, d_qk=576, topk=37, seed=0,
+                                 scale=1.0):
+    """bf16 q [s_q, h_q, d_qk] and kv [s_kv, 1, d_qk] as uint16 bits, and indices [s_q, 1, topk]
+    int32 exercising the contract: distinct tokens, then -1 padding (query 0), every kind of
+    out-of-range index (query 1), a token listed twice and three times (query 2), nothing valid
+    (query 3: -1 and out-of-range only), one valid slot (query 4); the others plain."""
+    rng = np.random.default_rng(seed)
+    q = bf16.to_bf16_bits(rng.standard_normal((s_q, h_q, d_qk)) * scale)
+    kv = bf16.to_bf16_bits(rng.standard_normal((s_kv, 1, d_qk)) * scale)
+    indices = np.stack([rng.choice(s_kv, topk, replace=False) for _ in range(s_q)])
+    indices = indices.astype(np.int32)
+    if s_q > 0:
+        indices[0, topk // 2:] = -1
+    if s_q > 1:
+        odd = [s_kv, s_kv + 7, np.iinfo(np.int32).max, -2, np.iinfo(np.int32).min]
+        slots = np.arange(1, topk, 2)[:len(odd)]
+        indices[1, slots] = odd[:len(slots)]
+    if s_q > 2 and topk >= 5:
+        indices[2, 1] = indices[2, 0]
+        indices[2, 3] = indices[2, 2]
+        indices[2, 4] = indices[2, 2]
+    if s_q > 3:
+        indices[3] = -1
+        indices[3, ::3] = s_kv
+    if s_q > 4:
+        indices[4, 1:] = -1
+    return q, kv, indices[:, None, :]
+

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 import litetopk
-from litetopk import fp8
+from litetopk import bf16, fp8
 from reference import (attention, check_selection, indexer_scores, make_paged_inputs,
-                       paged_scores, quantize_blocks, visible_tokens)
+                       make_sparse_attention_inputs, paged_scores, quantize_blocks,
+                       sparse_attention, visible_tokens)
 
 RNG = np.random.default_rng(1234)
 
@@ -304,6 +305,131 @@ def test_decode_bad_input():
     cache = litetopk.SparseKvCache.empty(2, 2, max_blocks=3)
     with pytest.raises(ValueError, match="lengths must be of shape"):
         litetopk.sparse_kv_from_dense(cache, keys, values, lengths[:1])
+
+
+# ---------------------------------------------------------------- sparse attention
+
+def test_bf16_bits_round_to_nearest_even():
+    x = np.array([1.0, 1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8, 1.0 + 2.0 ** -8 + 2.0 ** -20,
+                  -2.5, 0.0, -0.0, np.inf, -np.inf, 3.4e38, 1e-40], np.float32)
+    bits = bf16.to_bf16_bits(x)
+    np.testing.assert_array_equal(
+        bits, np.array([0x3F80, 0x3F80, 0x3F82, 0x3F81, 0xC020, 0x0000, 0x8000, 0x7F80, 0xFF80,
+                        0x7F80, 0x0001], np.uint16))
+    assert np.isnan(bf16.from_bf16_bits(bf16.to_bf16_bits(np.float32(np.nan))))
+    assert bf16.from_bf16_bits(bits).dtype == np.float32
+    np.testing.assert_array_equal(bf16.to_bf16_bits(bf16.from_bf16_bits(bits)), bits)
+
+
+def check_sparse_attention(got, want):
+    """litetopk's (out, max_logits, lse) against the fp64 reference's: out within half a bf16 ulp
+    (its last rounding), the stats within fp32 rounding, -inf exactly where the reference has
+    it."""
+    out, max_logits, lse = got
+    want_out, want_max, want_lse = want
+    assert out.shape == want_out.shape and out.dtype == np.float32
+    error = np.abs(out.astype(np.float64) - want_out)
+    assert (error <= 2.0 ** -8 * np.abs(want_out) + 1e-12).all(), error.max()
+    for name, g, w in (("max_logits", max_logits, want_max), ("lse", lse, want_lse)):
+        assert g.dtype == np.float32 and g.shape == w.shape, name
+        np.testing.assert_array_equal(np.isneginf(g), np.isneginf(w), err_msg=name)
+        finite = np.isfinite(w)
+        np.testing.assert_allclose(g[finite], w[finite], rtol=2e-7, atol=1e-7, err_msg=name)
+
+
+@pytest.mark.parametrize("h_q,d_qk", [(16, 576), (32, 576), (64, 576), (128, 576), (16, 512),
+                                      (64, 512)])
+def test_sparse_attention_matches_numpy(h_q, d_qk):
+    q, kv, indices = make_sparse_attention_inputs(h_q=h_q, d_qk=d_qk, topk=37, seed=h_q + d_qk)
+    scale = 1.0 / np.sqrt(d_qk)
+    got = litetopk.sparse_attention(q, kv, indices, scale)
+    want = sparse_attention(bf16.from_bf16_bits(q), bf16.from_bf16_bits(kv), indices, scale)
+    check_sparse_attention(got, want)
+    out, max_logits, lse = got
+    assert (out[3] == 0).all() and np.isneginf(max_logits[3]).all() and np.isneginf(lse[3]).all()
+    assert np.isfinite(lse[[0, 1, 2, 4, 5]]).all()
+    # One valid slot: its value row, and lse = max_logits = its logit.
+    token = indices[4, 0, 0]
+    np.testing.assert_array_equal(out[4], np.broadcast_to(bf16.from_bf16_bits(kv[token, 0, :512]),
+                                                          out[4].shape))
+    np.testing.assert_array_equal(lse[4], max_logits[4])
+
+
+def test_sparse_attention_hand_cases():
+    """Equal logits (q = 0): out is the mean of the slots' value rows, a repeated token weighed
+    once per slot, lse = log2 of the valid slot count; a scale of 0 gives the same."""
+    s_kv, d_qk = 5, 576
+    kv = np.zeros((s_kv, 1, d_qk), np.float32)
+    kv[:, 0, :512] = np.arange(s_kv, dtype=np.float32)[:, None] * 3.0  # row t holds 3t
+    q = np.zeros((2, 16, d_qk), np.float32)
+    indices = np.array([[[1, 3, 3, -1, s_kv]], [[0, 4, 2, 2, 2]]], np.int32)
+    out, max_logits, lse = litetopk.sparse_attention(q, kv, indices, 0.5)
+    np.testing.assert_array_equal(out[0], np.full((16, 512), (3 + 9 + 9) / 3, np.float32))
+    np.testing.assert_array_equal(out[1], np.full((16, 512), (0 + 12 + 3 * 6) / 5, np.float32))
+    np.testing.assert_array_equal(max_logits, np.zeros((2, 16), np.float32))
+    np.testing.assert_allclose(lse[0], np.log2(3), rtol=1e-7)
+    np.testing.assert_allclose(lse[1], np.log2(5), rtol=1e-7)
+    # Logits two apart in base 2 weigh 4:1: q . k = 2 / log2(e) at scale 1 on row 1.
+    kv2 = np.zeros((2, 1, d_qk), np.float32)
+    kv2[0, 0, 0], kv2[1, 0, 0] = 0.0, 1.0
+    kv2[0, 0, 1], kv2[1, 0, 1] = 5.0, 10.0   # values: 5 and 10
+    q2 = np.zeros((1, 16, d_qk), np.float32)
+    q2[0, :, 0] = 1.0
+    out2, max2, lse2 = litetopk.sparse_attention(q2, kv2, np.array([[[0, 1]]], np.int32),
+                                                 2.0 / np.log2(np.e))
+    np.testing.assert_allclose(max2, 2.0, rtol=1e-6)
+    np.testing.assert_allclose(lse2, np.log2(5.0), rtol=1e-6)
+    np.testing.assert_allclose(out2[0, :, 1], (5.0 * 1 + 10.0 * 4) / 5, rtol=2.0 ** -8)
+
+
+def test_sparse_attention_input_forms():
+    q, kv, indices = make_sparse_attention_inputs(s_q=5, h_q=32, topk=20, seed=3)
+    want = litetopk.sparse_attention(q, kv, indices, 0.05)
+    # float32 holding bf16 values, 2-D indices, uint16 output bits.
+    same = litetopk.sparse_attention(bf16.from_bf16_bits(q), bf16.from_bf16_bits(kv),
+                                     indices[:, 0, :], 0.05)
+    for got, w in zip(same, want):
+        np.testing.assert_array_equal(got, w)
+    bits, _, _ = litetopk.sparse_attention(q, kv, indices, 0.05, out_dtype=np.uint16)
+    assert bits.dtype == np.uint16
+    np.testing.assert_array_equal(bf16.from_bf16_bits(bits), want[0])
+    # float32 values are rounded to bf16 first.
+    rough = bf16.from_bf16_bits(q) * np.float32(1.0 + 2.0 ** -12)
+    for got, w in zip(litetopk.sparse_attention(rough, kv, indices, 0.05), want):
+        np.testing.assert_array_equal(got, w)
+    # Arrays at addresses that are not 16-byte aligned are copied.
+    buffer = np.empty(q.size + 1, np.uint16)
+    shifted = buffer[1:].reshape(q.shape)
+    shifted[...] = q
+    for got, w in zip(litetopk.sparse_attention(shifted, kv, indices, 0.05), want):
+        np.testing.assert_array_equal(got, w)
+
+
+def test_sparse_attention_empty_shapes():
+    q, kv, indices = make_sparse_attention_inputs(s_q=3, h_q=16, topk=8, seed=4)
+    out, max_logits, lse = litetopk.sparse_attention(q, kv[:0], indices, 0.1)  # s_kv = 0
+    assert (out == 0).all() and np.isneginf(max_logits).all() and np.isneginf(lse).all()
+    out, max_logits, lse = litetopk.sparse_attention(q[:0], kv, indices[:0], 0.1)  # s_q = 0
+    assert out.shape == (0, 16, 512) and max_logits.shape == (0, 16) and lse.shape == (0, 16)
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda a: dict(a, q=a["q"].astype(np.float64)), "q must be bf16 bits"),
+    (lambda a: dict(a, q=a["q"][:, :12]), "h_q must be 16, 32, 64 or 128, got 12"),
+    (lambda a: dict(a, q=a["q"][:, :, :512]), r"kv must be of shape \[300, 1, 512\]"),
+    (lambda a: dict(a, kv=a["kv"][:, 0]), r"kv must be a 3-D array \[s_kv, 1, d_qk\]"),
+    (lambda a: dict(a, indices=a["indices"][:4]), r"indices must be of shape \[6, 1, 37\]"),
+    (lambda a: dict(a, indices=a["indices"].astype(np.float32)), "indices must be an integer"),
+    (lambda a: dict(a, indices=a["indices"][:, :, :0]), "topk must be in"),
+    (lambda a: dict(a, sm_scale=np.inf), "sm_scale must be finite"),
+    (lambda a: dict(a, d_v=256), "d_v must be 512, got 256"),
+    (lambda a: dict(a, out_dtype=np.float16), "out_dtype must be float32 or uint16"),
+])
+def test_sparse_attention_bad_input(change, message):
+    q, kv, indices = make_sparse_attention_inputs()
+    args = change(dict(q=q, kv=kv, indices=indices, sm_scale=0.1))
+    with pytest.raises(ValueError, match=message):
+        litetopk.sparse_attention(**args)
 
 
 # ---------------------------------------------------------------- without the extension

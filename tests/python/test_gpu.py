@@ -1,9 +1,10 @@
 """GPU-only checks of the torch ops (skipped without CUDA): the example DSA indexer module under
 torch.compile(fullgraph=True) and in a CUDA graph, graph capture and replay of every op, a chunk
 at a real shape, the paged decode indexer against the CPU op (every algorithm, next_n 1 to 4),
-compiled, and in one CUDA graph replayed as the contexts grow, and the host time per eager call
-(printed, not asserted; the target is <= 5 us). test_torch.py runs every op against its
-reference on the GPU as well."""
+compiled, and in one CUDA graph replayed as the contexts grow, sparse attention against the CPU
+op (every h_q, both d_qk, topk up to 2048), compiled and in a CUDA graph, and the host time per
+eager call (printed, not asserted; the target is <= 5 us). test_torch.py runs every op against
+its reference on the GPU as well."""
 import time
 
 import pytest
@@ -14,11 +15,13 @@ pytestmark = needs_cuda
 
 if torch is not None:
     import litetopk
-    from litetopk.ops import (IndexerState, SparseKvCache, dense_decode, fp8_mqa_logits,
-                              fp8_mqa_topk, fp8_paged_mqa_logits, fp8_paged_mqa_topk, topk)
+    from litetopk.ops import (IndexerState, SparseKvCache, dense_decode, flash_mla_sparse_fwd,
+                              fp8_mqa_logits, fp8_mqa_topk, fp8_paged_mqa_logits,
+                              fp8_paged_mqa_topk, sparse_attention, topk)
     from dsa_indexer import DSAIndexer, capture, make_inputs, same_selection
-    from test_torch import (check_paged_selection, dense_cache, indexer_inputs, paged_inputs,
-                            paged_row_ends, paged_tolerance)
+    from test_torch import (attention_inputs, check_attention_close, check_paged_selection,
+                            dense_cache, indexer_inputs, paged_inputs, paged_row_ends,
+                            paged_tolerance)
 
 
 def modules(k=64):
@@ -221,6 +224,78 @@ def test_paged_cuda_graph_replay_as_contexts_grow(algo):
         assert same_selection(indices.cpu(), want.cpu(), want_logits.cpu()), step
         row_ends = paged_row_ends(lens.cpu(), next_n, max_context)
         check_paged_selection(indices, values, want_logits, row_ends, k)
+
+
+# ---------------------------------------------------------------- sparse attention
+
+def cpu_attention(q, kv, indices, sm_scale):
+    """The CPU op (the reference) on copies of CUDA tensors."""
+    return torch.ops.litetopk.sparse_attention(q.cpu(), kv.cpu(), indices.cpu(), sm_scale)
+
+
+@pytest.mark.parametrize("h_q", [16, 32, 64, 128])
+@pytest.mark.parametrize("d_qk", [576, 512])
+@pytest.mark.parametrize("topk", [1, 100, 2048])
+def test_sparse_attention_gpu_matches_cpu(h_q, d_qk, topk):
+    s_q = 4 if topk == 2048 and h_q == 128 else 8
+    q, kv, indices = attention_inputs("cuda", s_q=s_q, s_kv=4096, h_q=h_q, d_qk=d_qk, topk=topk,
+                                      seed=h_q + d_qk + topk)
+    scale = 1.0 / d_qk ** 0.5
+    got = sparse_attention(q, kv, indices, scale)
+    check_attention_close(got, cpu_attention(q, kv, indices, scale), kv, indices)
+
+
+def test_sparse_attention_gpu_empty_and_neighbour_rows():
+    q, kv, indices = attention_inputs("cuda", s_q=16, s_kv=1000, h_q=64, topk=300, seed=50)
+    indices[8:] = indices[0]           # neighbours sharing a row, a repeated token included
+    indices[9, 0, :5] = indices[9, 0, 5]
+    got = sparse_attention(q, kv, indices, 0.04)
+    check_attention_close(got, cpu_attention(q, kv, indices, 0.04), kv, indices)
+    out, max_logits, lse = sparse_attention(q, kv[:0], indices, 0.04)  # s_kv = 0
+    assert (out == 0).all() and max_logits.isneginf().all() and lse.isneginf().all()
+    out, _, lse = sparse_attention(q[:0], kv, indices[:0], 0.04)       # s_q = 0
+    assert out.shape == (0, 64, 512) and lse.shape == (0, 64)
+
+
+def test_sparse_attention_compiled_fullgraph():
+    q, kv, indices = attention_inputs("cuda", s_q=32, s_kv=2048, h_q=64, topk=512, seed=51)
+
+    def layer(q, kv, indices):
+        out, max_logits, lse = flash_mla_sparse_fwd(q, kv, indices, 0.05)
+        return out.float() * 2, max_logits, lse * 0.6931471805599453
+
+    eager = layer(q, kv, indices)
+    compiled = torch.compile(layer, fullgraph=True)(q, kv, indices)
+    for a, b in zip(eager, compiled):
+        assert torch.allclose(a, b, rtol=1e-6, atol=0, equal_nan=True)
+
+
+def test_sparse_attention_cuda_graph_replay():
+    """One captured graph (the functional op and the _out variant) replayed on new q, kv and
+    indices written into the captured tensors: each replay equals an eager call on them."""
+    q, kv, indices = attention_inputs("cuda", s_q=16, s_kv=4096, h_q=32, topk=777, seed=52)
+    out = torch.empty(16, 32, 512, dtype=torch.bfloat16, device="cuda")
+    lse = torch.empty(16, 32, device="cuda")
+
+    def run():
+        sparse_attention(q, kv, indices, 0.06, out=(out, None, lse))
+        return sparse_attention(q, kv, indices, 0.06)
+
+    graph, outputs = capture(run)
+    for seed in (53, 54, 55):
+        new_q, new_kv, new_indices = attention_inputs("cuda", s_q=16, s_kv=4096, h_q=32,
+                                                      topk=777, seed=seed)
+        q.copy_(new_q)
+        kv.copy_(new_kv)
+        indices.copy_(new_indices)
+        out.fill_(7.0)
+        graph.replay()
+        torch.cuda.synchronize()
+        want = sparse_attention(q, kv, indices, 0.06)
+        assert torch.equal(out, want[0]) and torch.equal(lse, want[2]), seed
+        for got, w in zip(outputs, want):
+            assert torch.equal(got, w), seed
+        check_attention_close(want, cpu_attention(q, kv, indices, 0.06), kv, indices)
 
 
 def host_us(call, repeats=2000):

@@ -13,10 +13,12 @@ DEVICES = ["cpu"] + (["cuda"] if has_cuda else [])
 
 if torch is not None:
     import litetopk
-    from litetopk.ops import (IndexerState, SparseKvCache, fp8_mqa_logits, fp8_mqa_topk,
-                              fp8_paged_mqa_logits, fp8_paged_mqa_topk, topk)
+    from litetopk.ops import (IndexerState, SparseKvCache, flash_mla_sparse_fwd, fp8_mqa_logits,
+                              fp8_mqa_topk, fp8_paged_mqa_logits, fp8_paged_mqa_topk,
+                              sparse_attention, topk)
     from dsa_indexer import DSAIndexer, make_inputs, same_selection
-from reference import make_paged_inputs, unpack_paged_cache, visible_tokens
+from reference import (make_paged_inputs, make_sparse_attention_inputs, unpack_paged_cache,
+                       visible_tokens)
 
 
 def check_rows(scores, indices, values, k, starts=None, ends=None, largest=True):
@@ -437,3 +439,167 @@ def test_dsa_indexer_compiles_fullgraph_cpu():
         compiled_unfused = torch.compile(unfused, fullgraph=True, backend="aot_eager")(*inputs)
     assert torch.equal(eager, compiled)
     assert same_selection(compiled, compiled_unfused)
+
+
+# ---------------------------------------------------------------- sparse attention
+
+def attention_inputs(device, s_q=6, s_kv=300, h_q=16, d_qk=576, topk=37, seed=0):
+    """(q, kv, indices) torch tensors, FlashMLA's layouts (reference.make_sparse_attention_inputs:
+    -1 padding, out-of-range indices, repeated tokens, a query with nothing to attend)."""
+    q, kv, indices = make_sparse_attention_inputs(s_q, s_kv, h_q, d_qk, topk, seed)
+    tensors = (torch.from_numpy(q.view(np.int16)).view(torch.bfloat16),
+               torch.from_numpy(kv.view(np.int16)).view(torch.bfloat16),
+               torch.from_numpy(indices))
+    return [x.to(device) for x in tensors]
+
+
+def numpy_attention(q, kv, indices, sm_scale):
+    """The numpy CPU function on torch tensors: (out bf16, max_logits, lse) as CPU tensors."""
+    bits = [x.cpu().view(torch.int16).numpy().view(np.uint16) for x in (q, kv)]
+    out, max_logits, lse = litetopk.sparse_attention(*bits, indices.cpu().numpy(), sm_scale,
+                                                     out_dtype=np.uint16)
+    return (torch.from_numpy(out.view(np.int16)).view(torch.bfloat16),
+            torch.from_numpy(max_logits), torch.from_numpy(lse))
+
+
+def check_attention_close(got, want, kv, indices, d_v=512):
+    """A GPU answer against the CPU reference's with tests/gpu/sparse_attention_gpu_test.cpp's
+    tolerance: out within 2^-8 (max |v| + |out|) per element (max |v| over the query's valid value
+    rows: bf16 probabilities and the bf16 rounding of out, twice over), max_logits and lse within
+    1e-4 (1 + |x|), -inf exactly where the CPU has it."""
+    out, max_logits, lse = (x.cpu() for x in got)
+    want_out, want_max, want_lse = (x.cpu() for x in want)
+    assert out.shape == want_out.shape and out.dtype == torch.bfloat16
+    row_max = kv.cpu()[:, 0, :d_v].double().abs().amax(dim=1) if kv.shape[0] else None
+    rows = indices.cpu().reshape(indices.shape[0], -1).long()
+    valid = (rows >= 0) & (rows < kv.shape[0])
+    for s in range(out.shape[0]):
+        max_v = row_max[rows[s][valid[s]]].max().item() if valid[s].any() else 0.0
+        error = (out[s].double() - want_out[s].double()).abs()
+        tol = (max_v + want_out[s].double().abs()) * 2.0 ** -8
+        assert (error <= tol).all(), (s, error.max().item())
+    for name, g, w in (("max_logits", max_logits, want_max), ("lse", lse, want_lse)):
+        assert g.dtype == torch.float32, name
+        assert torch.equal(g.isneginf(), w.isneginf()), name
+        finite = w.isfinite()
+        error = (g[finite].double() - w[finite].double()).abs()
+        assert (error <= 1e-4 * (1 + w[finite].double().abs())).all(), name
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("h_q,d_qk", [(16, 576), (64, 576), (128, 512)])
+def test_sparse_attention(device, h_q, d_qk):
+    q, kv, indices = attention_inputs(device, h_q=h_q, d_qk=d_qk, seed=h_q)
+    scale = 1.0 / math.sqrt(d_qk)
+    out, max_logits, lse = sparse_attention(q, kv, indices, scale)
+    assert out.shape == (6, h_q, 512) and out.dtype == torch.bfloat16
+    assert max_logits.shape == lse.shape == (6, h_q) and lse.dtype == torch.float32
+    assert out.device == q.device
+    want = numpy_attention(q, kv, indices, scale)
+    if device == "cpu":  # the same library code
+        for got, w in zip((out, max_logits, lse), want):
+            assert torch.equal(got, w)
+    else:
+        check_attention_close((out, max_logits, lse), want, kv, indices)
+    assert (out[3] == 0).all() and lse[3].isneginf().all() and max_logits[3].isneginf().all()
+    # The op, FlashMLA's name and the _out variant (stats optional) agree.
+    again = torch.ops.litetopk.sparse_attention(q, kv, indices, scale)
+    flash = flash_mla_sparse_fwd(q, kv, indices, scale, 512)
+    for a, b, c in zip((out, max_logits, lse), again, flash):
+        assert torch.equal(a, b) and torch.equal(a, c)
+    out2 = torch.full_like(out, 7.0)
+    lse2 = torch.zeros_like(lse)
+    result = sparse_attention(q, kv, indices, scale, out=(out2, None, lse2))
+    assert result[0] is out2 and result[1] is None
+    assert torch.equal(out2, out) and torch.equal(lse2, lse)
+    torch.ops.litetopk.sparse_attention_out(q, kv, indices[:, 0], scale, out2)  # 2-D indices
+    assert torch.equal(out2, out)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_sparse_attention_empty(device):
+    q, kv, indices = attention_inputs(device, s_q=3, h_q=32, topk=9)
+    out, max_logits, lse = sparse_attention(q, kv[:0], indices, 0.1)  # s_kv = 0
+    assert (out == 0).all() and max_logits.isneginf().all() and lse.isneginf().all()
+    out, max_logits, lse = sparse_attention(q[:0], kv, indices[:0], 0.1)  # s_q = 0
+    assert out.shape == (0, 32, 512) and lse.shape == (0, 32)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_sparse_attention_bad_input(device):
+    q, kv, indices = attention_inputs(device)
+    with pytest.raises(ValueError, match="q must be of dtype bfloat16"):
+        sparse_attention(q.float(), kv, indices, 0.1)
+    with pytest.raises(ValueError, match=r"kv must be of shape \[300, 1, 576\]"):
+        sparse_attention(q, kv.expand(300, 2, 576).contiguous(), indices, 0.1)
+    with pytest.raises(ValueError, match="kv must be a 3-D array"):
+        sparse_attention(q, kv[:, 0], indices, 0.1)
+    with pytest.raises(ValueError, match="indices must be of dtype int32"):
+        sparse_attention(q, kv, indices.long(), 0.1)
+    with pytest.raises(ValueError, match=r"indices must be of shape \[6, 1, 37\]"):
+        sparse_attention(q, kv, indices[:5], 0.1)
+    with pytest.raises(ValueError, match="q must be contiguous"):
+        sparse_attention(q.transpose(0, 1).contiguous().transpose(0, 1), kv, indices, 0.1)
+    with pytest.raises(ValueError, match="h_q must be 16, 32, 64 or 128, got 8"):
+        sparse_attention(q[:, :8].contiguous(), kv, indices, 0.1)
+    with pytest.raises(ValueError, match="d_qk must be 576 or 512, got 128"):
+        sparse_attention(q[..., :128].contiguous(), kv[..., :128].contiguous(), indices, 0.1)
+    with pytest.raises(ValueError, match="d_v must be 512, got 256"):
+        sparse_attention(q, kv, indices, 0.1, d_v=256)
+    with pytest.raises(ValueError, match="sm_scale must be finite"):
+        sparse_attention(q, kv, indices, float("nan"))
+    with pytest.raises(ValueError, match="topk must be in"):
+        sparse_attention(q, kv, indices[..., :0], 0.1)
+    with pytest.raises(ValueError, match="attn_sink is not supported"):
+        flash_mla_sparse_fwd(q, kv, indices, 0.1, 512, torch.zeros(16, device=device))
+    with pytest.raises(ValueError, match="topk_length is not supported"):
+        flash_mla_sparse_fwd(q, kv, indices, 0.1, topk_length=indices[:, 0, 0])
+    out = torch.empty(6, 16, 512, dtype=torch.bfloat16, device=device)
+    with pytest.raises(ValueError, match=r"lse must be of shape \[6, 16\]"):
+        sparse_attention(q, kv, indices, 0.1, out=(out, None, torch.empty(6, device=device)))
+    with pytest.raises(ValueError, match="out must be of dtype bfloat16"):
+        sparse_attention(q, kv, indices, 0.1, out=(out.float(), None, None))
+    if device != "cpu":
+        with pytest.raises(ValueError, match="kv must be on cuda:0 like the other inputs"):
+            sparse_attention(q, kv.cpu(), indices, 0.1)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_sparse_attention_fake_tensor_shapes(device):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    inputs = attention_inputs(device, s_q=5, h_q=64, topk=11)
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        fake = [mode.from_tensor(x) for x in inputs]
+        out, max_logits, lse = torch.ops.litetopk.sparse_attention(*fake, 0.04)
+        assert out.shape == (5, 64, 512) and out.dtype == torch.bfloat16
+        assert max_logits.shape == lse.shape == (5, 64) and lse.dtype == torch.float32
+        assert out.device == inputs[0].device
+        out, _, _ = flash_mla_sparse_fwd(*fake, 0.04)  # the Python front
+        assert out.shape == (5, 64, 512)
+        torch.ops.litetopk.sparse_attention_out(*fake, 0.04, out)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_sparse_attention_opcheck(device):
+    opcheck = torch.library.opcheck
+    inputs = tuple(attention_inputs(device, s_q=5, h_q=16, topk=20, seed=5))
+    opcheck(torch.ops.litetopk.sparse_attention.default, (*inputs, 0.06))
+    out = torch.empty(5, 16, 512, dtype=torch.bfloat16, device=device)
+    lse = torch.empty(5, 16, device=device)
+    opcheck(torch.ops.litetopk.sparse_attention_out.default, (*inputs, 0.06, out, None, lse))
+
+
+def test_sparse_attention_compiles_fullgraph_cpu():
+    """fullgraph tracing through the op and its FlashMLA-named front (aot_eager keeps the CPU
+    test short; the GPU test compiles with inductor)."""
+    q, kv, indices = attention_inputs("cpu", s_q=6, h_q=16, topk=25, seed=8)
+
+    def layer(q, kv, indices):
+        out, _, lse = flash_mla_sparse_fwd(q, kv, indices, 0.05)
+        return out.float().sum(-1), lse * math.log(2)
+
+    eager = layer(q, kv, indices)
+    compiled = torch.compile(layer, fullgraph=True, backend="aot_eager")(q, kv, indices)
+    for a, b in zip(eager, compiled):
+        assert torch.equal(a, b)
+

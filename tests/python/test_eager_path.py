@@ -13,7 +13,7 @@ if torch is not None:
     from litetopk import _problems as P
     from litetopk import ops
     from litetopk._ext import ext as real_ext
-    from test_torch import indexer_inputs
+    from test_torch import attention_inputs, indexer_inputs, numpy_attention
 
 STREAM = 0  # the default stream
 
@@ -96,6 +96,19 @@ class StandIn:
 
     def indexer_logits(self, problem, logits, logits_stride, stream):
         self.calls.append(("logits", problem, logits, logits_stride))
+
+    # ---- sparse_attention(problem, workspace, workspace_bytes, stream): the library's rules
+    # (no workspace, validation on every call); the tensors are on the CPU, so the stand-in runs
+    # the CPU reference on the addresses it is given.
+    def sparse_attention_workspace_size(self, problem):
+        self.size_queries.append(("sparse_attention", problem))
+        real_ext().sparse_attention_workspace_size(problem)
+        return 0
+
+    def sparse_attention(self, problem, workspace, workspace_bytes, stream):
+        assert workspace == 0 and workspace_bytes == 0 and stream == STREAM
+        self.calls.append(("sparse_attention", problem))
+        real_ext().sparse_attention_cpu(problem)
 
 
 @pytest.fixture
@@ -200,3 +213,32 @@ def test_workspace_is_kept_on_the_default_stream_only(lib, monkeypatch):
     monkeypatch.setattr(ops, "_raw_stream", lambda device: 0x5EED)
     ops.topk(torch.randn(4, 300), 100)  # a side stream
     assert not ops._scratch and lib.calls[-1][1][14] == 0x5EED
+
+
+def test_sparse_attention_plan_and_addresses(lib):
+    """The eager CUDA path of sparse_attention: one size query per signature, then each call
+    passes the problem's sizes and the new tensors' addresses in the binding's order (the
+    stand-in computes on them with the CPU reference, so the answers must equal the numpy
+    function's)."""
+    q, kv, indices = attention_inputs("cpu", s_q=5, h_q=32, topk=20, seed=61)
+    first = ops.sparse_attention(q, kv, indices, 0.07)
+    second = ops.sparse_attention(q, kv, indices, 0.07)
+    assert len(lib.size_queries) == 1 and len(lib.calls) == 2
+    problem = lib.calls[1][1]
+    assert problem[:3] == (q.data_ptr(), kv.data_ptr(), indices.data_ptr())
+    assert problem[3:10] == (5, 300, 32, 576, 512, 20, pytest.approx(0.07))
+    assert problem[10:] == (second[0].data_ptr(), second[1].data_ptr(), second[2].data_ptr())
+    want = numpy_attention(q, kv, indices, 0.07)
+    for got in (first, second):
+        for g, w in zip(got, want):
+            assert torch.equal(g, w)
+    out = torch.empty(5, 32, 512, dtype=torch.bfloat16)
+    ops.sparse_attention(q, kv, indices, 0.07, out=(out, None, None))
+    assert len(lib.size_queries) == 2  # the _out signature
+    assert lib.calls[-1][1][10:] == (out.data_ptr(), 0, 0)
+    assert torch.equal(out, want[0])
+    ops.sparse_attention(q, kv, indices, 0.08)  # another scale: another plan
+    assert len(lib.size_queries) == 3 and lib.calls[-1][1][9] == pytest.approx(0.08)
+    with pytest.raises(ValueError, match="h_q must be 16, 32, 64 or 128, got 8"):
+        ops.sparse_attention(q[:, :8].contiguous(), kv, indices, 0.07)
+    assert len(lib.calls) == 4  # a bad signature keeps no plan and calls nothing

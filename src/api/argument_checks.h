@@ -3,7 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
+
+#include "api/format.h"
+#include "litetopk/status.h"
 
 namespace litetopk::detail {
 
@@ -16,6 +20,24 @@ inline bool misaligned(const void* pointer, std::uintptr_t alignment) {
 
 inline std::uintptr_t address(const void* pointer) {
   return reinterpret_cast<std::uintptr_t>(pointer);
+}
+
+struct NamedPointer {
+  const char* name;
+  const void* pointer;
+};
+
+// kInvalidArgument "<name> must be <alignment>-byte aligned<why>, got address 0x..." for the
+// first of `arrays` that is misaligned (null counts as aligned); ok when none is.
+inline Status check_alignment(std::initializer_list<NamedPointer> arrays,
+                              std::uintptr_t alignment, const char* why = "") {
+  for (const NamedPointer& array : arrays) {
+    if (misaligned(array.pointer, alignment)) {
+      return invalid_argument(array.name, " must be ", alignment, "-byte aligned", why,
+                              ", got address 0x", std::hex, address(array.pointer));
+    }
+  }
+  return Status::ok();
 }
 
 // a * b * c fits in int64 (all >= 0).

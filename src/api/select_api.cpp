@@ -53,8 +53,9 @@ Status resolve_algo(const SelectProblem& problem, SelectAlgo requested, SelectAl
       *resolved = requested;
       return Status::ok();
   }
-  return detail::invalid_argument("options.algo must be auto, radix, sample-filter or grid-radix, got ",
-                                  static_cast<int>(requested));
+  return detail::invalid_argument(
+      "options.algo must be auto, radix, sample-filter or grid-radix, got ",
+      static_cast<int>(requested));
 }
 
 }  // namespace

@@ -9,11 +9,10 @@
 
 namespace litetopk {
 
-using detail::address;
+using detail::check_alignment;
 using detail::invalid_argument;
 using detail::kMaxInt32;
 using detail::kMaxInt64;
-using detail::misaligned;
 
 namespace {
 
@@ -54,31 +53,15 @@ Status validate_indexer_inputs(const IndexerProblem& p) {
     if (p.kv == nullptr) return invalid_argument("kv must not be null");
     if (p.kv_scale == nullptr) return invalid_argument("kv_scale must not be null");
   }
-  if (misaligned(p.q, kTmaAlignment)) {
-    return invalid_argument("q must be ", kTmaAlignment, "-byte aligned (TMA), got address 0x",
-                            std::hex, address(p.q));
+  if (Status s = check_alignment({{"q", p.q}, {"kv", p.kv}}, kTmaAlignment, " (TMA)"); !s) {
+    return s;
   }
-  if (misaligned(p.kv, kTmaAlignment)) {
-    return invalid_argument("kv must be ", kTmaAlignment, "-byte aligned (TMA), got address 0x",
-                            std::hex, address(p.kv));
+  if (Status s = check_alignment({{"kv_scale", p.kv_scale}, {"weights", p.weights}},
+                                 alignof(float));
+      !s) {
+    return s;
   }
-  if (misaligned(p.kv_scale, alignof(float))) {
-    return invalid_argument("kv_scale must be 4-byte aligned, got address 0x", std::hex,
-                            address(p.kv_scale));
-  }
-  if (misaligned(p.weights, alignof(float))) {
-    return invalid_argument("weights must be 4-byte aligned, got address 0x", std::hex,
-                            address(p.weights));
-  }
-  if (misaligned(p.ks, alignof(int32_t))) {
-    return invalid_argument("ks must be 4-byte aligned, got address 0x", std::hex,
-                            address(p.ks));
-  }
-  if (misaligned(p.ke, alignof(int32_t))) {
-    return invalid_argument("ke must be 4-byte aligned, got address 0x", std::hex,
-                            address(p.ke));
-  }
-  return Status::ok();
+  return check_alignment({{"ks", p.ks}, {"ke", p.ke}}, alignof(int32_t));
 }
 
 Status validate_indexer_problem(const IndexerProblem& p) {
@@ -93,15 +76,7 @@ Status validate_indexer_problem(const IndexerProblem& p) {
   }
   if (p.num_queries == 0) return Status::ok();
   if (p.indices == nullptr) return invalid_argument("indices must not be null");
-  if (misaligned(p.indices, alignof(int32_t))) {
-    return invalid_argument("indices must be 4-byte aligned, got address 0x", std::hex,
-                            address(p.indices));
-  }
-  if (misaligned(p.values, alignof(float))) {
-    return invalid_argument("values must be 4-byte aligned, got address 0x", std::hex,
-                            address(p.values));
-  }
-  return Status::ok();
+  return check_alignment({{"indices", p.indices}, {"values", p.values}}, 4);
 }
 
 Status validate_indexer_ranges(const IndexerProblem& p, const int32_t* ks, const int32_t* ke) {
@@ -138,11 +113,7 @@ Status validate_indexer_logits_output(const IndexerProblem& p, const float* logi
   }
   if (p.num_queries == 0 || p.num_keys == 0) return Status::ok();
   if (logits == nullptr) return invalid_argument("logits must not be null");
-  if (misaligned(logits, alignof(float))) {
-    return invalid_argument("logits must be 4-byte aligned, got address 0x", std::hex,
-                            address(logits));
-  }
-  return Status::ok();
+  return check_alignment({{"logits", logits}}, alignof(float));
 }
 
 }  // namespace litetopk

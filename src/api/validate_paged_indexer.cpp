@@ -11,10 +11,9 @@
 
 namespace litetopk {
 
-using detail::address;
+using detail::check_alignment;
 using detail::invalid_argument;
 using detail::kMaxInt32;
-using detail::misaligned;
 using detail::product_fits;
 
 namespace {
@@ -84,28 +83,13 @@ Status check_pointers(const PagedIndexerProblem& p) {
       return invalid_argument("kv_cache must not be null");
     }
   }
-  if (misaligned(p.q, kTmaAlignment)) {
-    return invalid_argument("q must be ", kTmaAlignment, "-byte aligned (TMA), got address 0x",
-                            std::hex, address(p.q));
+  if (Status s = check_alignment({{"q", p.q}, {"kv_cache", p.kv_cache}}, kTmaAlignment, " (TMA)");
+      !s) {
+    return s;
   }
-  if (misaligned(p.kv_cache, kTmaAlignment)) {
-    return invalid_argument("kv_cache must be ", kTmaAlignment,
-                            "-byte aligned (TMA), got address 0x", std::hex,
-                            address(p.kv_cache));
-  }
-  const struct {
-    const char* name;
-    const void* pointer;
-  } four_byte[] = {{"weights", p.weights},
-                   {"context_lens", p.context_lens},
-                   {"block_table", p.block_table}};
-  for (const auto& array : four_byte) {
-    if (misaligned(array.pointer, 4)) {
-      return invalid_argument(array.name, " must be 4-byte aligned, got address 0x", std::hex,
-                              address(array.pointer));
-    }
-  }
-  return Status::ok();
+  return check_alignment(
+      {{"weights", p.weights}, {"context_lens", p.context_lens}, {"block_table", p.block_table}},
+      4);
 }
 
 }  // namespace
@@ -127,15 +111,7 @@ Status validate_paged_indexer_problem(const PagedIndexerProblem& p) {
   }
   if (p.batch == 0) return Status::ok();
   if (p.indices == nullptr) return invalid_argument("indices must not be null");
-  if (misaligned(p.indices, 4)) {
-    return invalid_argument("indices must be 4-byte aligned, got address 0x", std::hex,
-                            address(p.indices));
-  }
-  if (misaligned(p.values, 4)) {
-    return invalid_argument("values must be 4-byte aligned, got address 0x", std::hex,
-                            address(p.values));
-  }
-  return Status::ok();
+  return check_alignment({{"indices", p.indices}, {"values", p.values}}, 4);
 }
 
 Status validate_paged_indexer_logits_output(const PagedIndexerProblem& p, const float* logits,
@@ -151,11 +127,7 @@ Status validate_paged_indexer_logits_output(const PagedIndexerProblem& p, const 
   }
   if (rows == 0 || p.max_context == 0) return Status::ok();
   if (logits == nullptr) return invalid_argument("logits must not be null");
-  if (misaligned(logits, alignof(float))) {
-    return invalid_argument("logits must be 4-byte aligned, got address 0x", std::hex,
-                            address(logits));
-  }
-  return Status::ok();
+  return check_alignment({{"logits", logits}}, alignof(float));
 }
 
 }  // namespace litetopk

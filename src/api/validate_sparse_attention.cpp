@@ -11,10 +11,9 @@
 
 namespace litetopk {
 
-using detail::address;
+using detail::check_alignment;
 using detail::invalid_argument;
 using detail::kMaxInt32;
-using detail::misaligned;
 using detail::product_fits;
 
 namespace {
@@ -59,28 +58,13 @@ Status check_pointers(const SparseAttentionProblem& p) {
   if (p.s_kv > 0 && p.kv == nullptr) return invalid_argument("kv must not be null");
   if (p.indices == nullptr) return invalid_argument("indices must not be null");
   if (p.out == nullptr) return invalid_argument("out must not be null");
-  const struct {
-    const char* name;
-    const void* pointer;
-  } tma[] = {{"q", p.q}, {"kv", p.kv}, {"out", p.out}};
-  for (const auto& array : tma) {
-    if (misaligned(array.pointer, kTmaAlignment)) {
-      return invalid_argument(array.name, " must be ", kTmaAlignment,
-                              "-byte aligned (TMA), got address 0x", std::hex,
-                              address(array.pointer));
-    }
+  if (Status s = check_alignment({{"q", p.q}, {"kv", p.kv}, {"out", p.out}}, kTmaAlignment,
+                                 " (TMA)");
+      !s) {
+    return s;
   }
-  const struct {
-    const char* name;
-    const void* pointer;
-  } four_byte[] = {{"indices", p.indices}, {"max_logits", p.max_logits}, {"lse", p.lse}};
-  for (const auto& array : four_byte) {
-    if (misaligned(array.pointer, 4)) {
-      return invalid_argument(array.name, " must be 4-byte aligned, got address 0x", std::hex,
-                              address(array.pointer));
-    }
-  }
-  return Status::ok();
+  return check_alignment({{"indices", p.indices}, {"max_logits", p.max_logits}, {"lse", p.lse}},
+                         4);
 }
 
 }  // namespace

@@ -12,11 +12,9 @@
 
 namespace litetopk {
 
-using detail::address;
 using detail::invalid_argument;
 using detail::kMaxInt32;
 using detail::kMaxInt64;
-using detail::misaligned;
 using detail::product_fits;
 
 namespace {
@@ -40,19 +38,8 @@ std::string owner(const char* prefix) {
 Status check_pointer(const void* pointer, const char* prefix, const char* name,
                      std::uintptr_t alignment) {
   if (pointer == nullptr) return invalid_argument(prefix, name, " must not be null");
-  if (misaligned(pointer, alignment)) {
-    return invalid_argument(prefix, name, " must be ", alignment, "-byte aligned, got address 0x",
-                            std::hex, address(pointer));
-  }
-  return Status::ok();
-}
-
-Status check_optional(const void* pointer, const char* name, std::uintptr_t alignment) {
-  if (pointer != nullptr && misaligned(pointer, alignment)) {
-    return invalid_argument(name, " must be ", alignment, "-byte aligned, got address 0x",
-                            std::hex, address(pointer));
-  }
-  return Status::ok();
+  const std::string full_name = std::string(prefix) + name;
+  return detail::check_alignment({{full_name.c_str(), pointer}}, alignment);
 }
 
 // The shape checks shared by both caches and both problems.
@@ -113,12 +100,10 @@ Status check_sparse_cache(const SparseKvCache& c, const char* prefix) {
   Status status = check_sparse_cache_shape(c, prefix);
   if (!status) return status;
   if (c.batch == 0) return Status::ok();
-  const bool paged = c.block_table != nullptr;
   if (!(status = check_pointer(c.lengths, prefix, "lengths", alignof(int32_t)))) return status;
-  if (paged && misaligned(c.block_table, alignof(int32_t))) {
-    return invalid_argument(prefix, "block_table must be 4-byte aligned, got address 0x", std::hex,
-                            address(c.block_table));
-  }
+  const std::string table_name = std::string(prefix) + "block_table";
+  status = detail::check_alignment({{table_name.c_str(), c.block_table}}, alignof(int32_t));
+  if (!status) return status;
   if (!(status = check_pointer(c.key_codes, prefix, "key_codes", kVectorAlignment))) return status;
   if (!(status = check_pointer(c.key_scales, prefix, "key_scales", kVectorAlignment))) {
     return status;
@@ -212,7 +197,7 @@ Status check_query(int64_t batch, int64_t num_kv_heads, int64_t num_q_heads, flo
   Status status = check_pointer(q, "", "q", kVectorAlignment);
   if (!status) return status;
   if (!(status = check_pointer(out, "", "out", kVectorAlignment))) return status;
-  return check_optional(lse, "lse", alignof(float));
+  return detail::check_alignment({{"lse", lse}}, alignof(float));
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace litetopk::testing {
 
@@ -29,6 +31,47 @@ float read_scale(const PagedIndexerWorkload& w, int64_t block, int64_t slot) {
 }
 void write_scale(PagedIndexerWorkload* w, int64_t block, int64_t slot, float scale) {
   std::memcpy(w->kv_cache.data() + scale_byte(*w, block, slot), &scale, sizeof(scale));
+}
+
+testkit::PagedIndexerSpec paged_spec(std::vector<int32_t> lens, int64_t next_n, int64_t H,
+                                     int64_t k, uint64_t seed) {
+  testkit::PagedIndexerSpec spec;
+  spec.context_lens = std::move(lens);
+  spec.next_n = next_n;
+  spec.H = H;
+  spec.k = k;
+  spec.spare_blocks = 3;
+  spec.seed = seed;
+  return spec;
+}
+
+void make_keys_identical(PagedIndexerWorkload* w) {
+  const std::vector<uint8_t> key(key_bytes(w, 0, 0), key_bytes(w, 0, 0) + w->spec.D);
+  for (int64_t block = 0; block < w->num_blocks; ++block) {
+    for (int64_t slot = 0; slot < w->spec.block_size; ++slot) {
+      std::copy(key.begin(), key.end(), key_bytes(w, block, slot));
+      write_scale(w, block, slot, 1.0f);
+    }
+  }
+}
+
+void write_special_scales(PagedIndexerWorkload* w) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), kInf, -kInf, 0.0f, -0.0f};
+  for (int64_t block = 0; block < w->num_blocks; ++block) {
+    for (int64_t slot = block % 7; slot < w->spec.block_size; slot += 7) {
+      write_scale(w, block, slot, specials[(block + slot) % 5]);
+    }
+  }
+}
+
+void break_block_entries(PagedIndexerWorkload* w) {
+  const int32_t bad[] = {-1, static_cast<int32_t>(w->num_blocks),
+                         std::numeric_limits<int32_t>::max(),
+                         std::numeric_limits<int32_t>::min()};
+  for (int64_t i = 1; i < 8; i += 2) w->block_table[size(i)] = bad[(i / 2) % 4];
+  w->block_table[size(2 * w->max_blocks)] = -1;
+  w->block_table[size(3 * w->max_blocks)] = static_cast<int32_t>(w->num_blocks);
 }
 
 int64_t visible(const PagedIndexerProblem& p, int64_t b, int64_t j) {

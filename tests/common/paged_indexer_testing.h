@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "common/indexer_testing.h"
 #include "litetopk/indexer.h"
@@ -17,6 +18,20 @@ int64_t block_base(const testkit::PagedIndexerWorkload& w, int64_t block);
 uint8_t* key_bytes(testkit::PagedIndexerWorkload* w, int64_t block, int64_t slot);
 float read_scale(const testkit::PagedIndexerWorkload& w, int64_t block, int64_t slot);
 void write_scale(testkit::PagedIndexerWorkload* w, int64_t block, int64_t slot, float scale);
+
+// A spec of these contexts (3 spare cache blocks, D 128, block size 64).
+testkit::PagedIndexerSpec paged_spec(std::vector<int32_t> lens, int64_t next_n, int64_t H,
+                                     int64_t k, uint64_t seed);
+
+// Adversarial edits of a workload, shared by the CPU and GPU suites:
+// - every key equal to block 0's slot 0 and every scale 1 (all scores of a query tie);
+void make_keys_identical(testkit::PagedIndexerWorkload* w);
+// - every 7th slot's scale NaN, +inf, -inf, 0 or -0 in turn;
+void write_special_scales(testkit::PagedIndexerWorkload* w);
+// - out-of-range block-table entries (needs 4 requests, request 0 with at least 8 blocks):
+//   request 0's blocks 1, 3, 5, 7 (-1, num_blocks, INT32_MAX, INT32_MIN), request 2's first
+//   block -1 and request 3's first block num_blocks.
+void break_block_entries(testkit::PagedIndexerWorkload* w);
 
 // Query j of request b's visible count (host problem: reads p.context_lens).
 int64_t visible(const PagedIndexerProblem& p, int64_t b, int64_t j);

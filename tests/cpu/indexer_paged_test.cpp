@@ -144,17 +144,6 @@ std::vector<float> sorted_values(const int32_t* indices, const float* values, in
   return ::testing::AssertionSuccess();
 }
 
-PagedIndexerSpec spec_of(std::vector<int32_t> lens, int64_t next_n, int64_t H, int64_t k,
-                         uint64_t seed) {
-  PagedIndexerSpec spec;
-  spec.context_lens = std::move(lens);
-  spec.next_n = next_n;
-  spec.H = H;
-  spec.k = k;
-  spec.spare_blocks = 3;
-  spec.seed = seed;
-  return spec;
-}
 
 PagedIndexerWorkload make_workload(const PagedIndexerSpec& spec) {
   EXPECT_EQ(testkit::paged_indexer_spec_error(spec), "");
@@ -167,7 +156,7 @@ PagedIndexerWorkload make_workload(const PagedIndexerSpec& spec) {
 // head 0 of each query is nonzero (q = e0, weight 1) and token p's key is (p + 1) e0 with scale 1,
 // except token 4's scale 10: scores 1, 2, 3, 4, 50. Query 0 sees tokens 0..3, query 1 all five.
 TEST(PagedIndexerHandCase, PositionsValuesAndLayout) {
-  PagedIndexerSpec spec = spec_of({5}, 2, 32, 2, 1);
+  PagedIndexerSpec spec = paged_spec({5}, 2, 32, 2, 1);
   spec.spare_blocks = 2;
   PagedIndexerWorkload w = make_workload(spec);
   ASSERT_EQ(w.num_blocks, 3);
@@ -202,7 +191,7 @@ TEST(PagedIndexerReference, RandomRaggedEveryNextN) {
       SCOPED_TRACE("next_n " + std::to_string(next_n) + " H " + std::to_string(H));
       const uint64_t seed = static_cast<uint64_t>(10 * next_n + H);
       const PagedIndexerWorkload w =
-          make_workload(spec_of(testkit::ragged_context_lens(9, 700, 64, seed), next_n, H, 64,
+          make_workload(paged_spec(testkit::ragged_context_lens(9, 700, 64, seed), next_n, H, 64,
                                 seed));
       const Result r = run_paged(w.host_problem());
       EXPECT_TRUE(check_all_requests(w, w.host_problem(), r));
@@ -215,7 +204,7 @@ TEST(PagedIndexerReference, ShortEmptyAndBlockEdgeContexts) {
   const std::vector<int32_t> lens = {0, 1, 2, 3, 4, 5, 63, 64, 65, 127, 128, 129, 300};
   for (int64_t next_n : {int64_t{1}, int64_t{4}}) {
     SCOPED_TRACE("next_n " + std::to_string(next_n));
-    const PagedIndexerWorkload w = make_workload(spec_of(lens, next_n, 64, 100, 3));
+    const PagedIndexerWorkload w = make_workload(paged_spec(lens, next_n, 64, 100, 3));
     const Result r = run_paged(w.host_problem());
     EXPECT_TRUE(check_all_requests(w, w.host_problem(), r));
     // Request 0 (empty) and the first queries of request 1 (context 1 < next_n) are all -1.
@@ -224,7 +213,7 @@ TEST(PagedIndexerReference, ShortEmptyAndBlockEdgeContexts) {
 }
 
 TEST(PagedIndexerReference, LongContextsK2048) {
-  const PagedIndexerWorkload w = make_workload(spec_of({20000, 9000}, 2, 64, 2048, 77));
+  const PagedIndexerWorkload w = make_workload(paged_spec({20000, 9000}, 2, 64, 2048, 77));
   const Result r = run_paged(w.host_problem());
   EXPECT_TRUE(check_all_requests(w, w.host_problem(), r));
 }
@@ -234,14 +223,8 @@ TEST(PagedIndexerReference, LongContextsK2048) {
 TEST(PagedIndexerReference, ConstantScoresTieEverywhere) {
   for (bool zero_weights : {false, true}) {
     SCOPED_TRACE(zero_weights ? "zero weights: every score 0" : "identical keys, scale 1");
-    PagedIndexerWorkload w = make_workload(spec_of({200, 37, 64, 130}, 3, 32, 50, 5));
-    const std::vector<uint8_t> key(key_bytes(&w, 0, 0), key_bytes(&w, 0, 0) + w.spec.D);
-    for (int64_t block = 0; block < w.num_blocks; ++block) {
-      for (int64_t slot = 0; slot < w.spec.block_size; ++slot) {
-        std::copy(key.begin(), key.end(), key_bytes(&w, block, slot));
-        write_scale(&w, block, slot, 1.0f);
-      }
-    }
+    PagedIndexerWorkload w = make_workload(paged_spec({200, 37, 64, 130}, 3, 32, 50, 5));
+    make_keys_identical(&w);
     if (zero_weights) std::fill(w.weights.begin(), w.weights.end(), 0.0f);
     const Result r = run_paged(w.host_problem());
     EXPECT_TRUE(check_all_requests(w, w.host_problem(), r));
@@ -263,13 +246,8 @@ TEST(PagedIndexerReference, ConstantScoresTieEverywhere) {
 
 TEST(PagedIndexerReference, NanAndInfInScalesAndWeights) {
   PagedIndexerWorkload w =
-      make_workload(spec_of(testkit::ragged_context_lens(8, 400, 30, 11), 2, 64, 30, 11));
-  const float specials[] = {kNaN, kInf, -kInf, 0.0f, -0.0f};
-  for (int64_t block = 0; block < w.num_blocks; ++block) {
-    for (int64_t slot = block % 7; slot < w.spec.block_size; slot += 7) {
-      write_scale(&w, block, slot, specials[(block + slot) % 5]);
-    }
-  }
+      make_workload(paged_spec(testkit::ragged_context_lens(8, 400, 30, 11), 2, 64, 30, 11));
+  write_special_scales(&w);
   const int64_t H = w.spec.H;
   w.weights[size(0 * H + 3)] = kNaN;   // request 0 query 0: every score NaN
   w.weights[size(3 * H + 5)] = kInf;   // request 1 query 1: +inf, or NaN where relu gives 0
@@ -282,15 +260,9 @@ TEST(PagedIndexerReference, NanAndInfInScalesAndWeights) {
 // ---- the caller's contract: out-of-range device values ----
 
 TEST(PagedIndexerReference, OutOfRangeBlockEntriesAreUnselectable) {
-  PagedIndexerWorkload w = make_workload(spec_of({500, 300, 64, 200}, 2, 32, 40, 13));
+  PagedIndexerWorkload w = make_workload(paged_spec({500, 300, 64, 200}, 2, 32, 40, 13));
   const PagedIndexerProblem p = w.host_problem();
-  const int32_t bad[] = {-1, static_cast<int32_t>(w.num_blocks),
-                         std::numeric_limits<int32_t>::max(),
-                         std::numeric_limits<int32_t>::min()};
-  // Request 0: blocks 1, 3, 5, 7 out of range; request 2: its only block; request 3: block 0.
-  for (int64_t i = 1; i < 8; i += 2) w.block_table[size(i)] = bad[(i / 2) % 4];
-  w.block_table[size(2 * p.max_blocks)] = -1;
-  w.block_table[size(3 * p.max_blocks)] = static_cast<int32_t>(w.num_blocks);
+  break_block_entries(&w);
   const Result r = run_paged(w.host_problem());
   EXPECT_TRUE(check_all_requests(w, w.host_problem(), r));
   for (int64_t row = 0; row < p.batch * p.next_n; ++row) {
@@ -310,7 +282,7 @@ TEST(PagedIndexerReference, OutOfRangeBlockEntriesAreUnselectable) {
 }
 
 TEST(PagedIndexerReference, ContextsAreCutAtMaxContextAndNegativeOnesAreEmpty) {
-  PagedIndexerWorkload w = make_workload(spec_of({900, 500, 700, 100}, 3, 64, 64, 17));
+  PagedIndexerWorkload w = make_workload(paged_spec({900, 500, 700, 100}, 3, 64, 64, 17));
   PagedIndexerProblem p = w.host_problem();
   p.max_context = 600;  // request 0 and 2 are cut
   w.context_lens[1] = -5;
@@ -329,7 +301,7 @@ TEST(PagedIndexerReference, ContextsAreCutAtMaxContextAndNegativeOnesAreEmpty) {
 }
 
 TEST(PagedIndexerReference, UnusedTableEntriesAreNeverRead) {
-  PagedIndexerSpec spec = spec_of({130, 10, 0, 257}, 4, 32, 16, 19);
+  PagedIndexerSpec spec = paged_spec({130, 10, 0, 257}, 4, 32, 16, 19);
   spec.max_blocks = 9;  // wider than any request needs
   const PagedIndexerWorkload stale = make_workload(spec);
   spec.unused_entries = testkit::UnusedTableEntries::kMinusOne;
@@ -346,7 +318,7 @@ TEST(PagedIndexerReference, UnusedTableEntriesAreNeverRead) {
 
 TEST(PagedIndexerReference, ChunksThreadsAndOptionalValues) {
   const PagedIndexerWorkload w =
-      make_workload(spec_of(testkit::ragged_context_lens(6, 900, 48, 23), 3, 64, 48, 23));
+      make_workload(paged_spec(testkit::ragged_context_lens(6, 900, 48, 23), 3, 64, 48, 23));
   const PagedIndexerProblem p = w.host_problem();
   const Result whole = run_paged(p);
   ASSERT_TRUE(check_all_requests(w, p, whole));
@@ -364,7 +336,7 @@ TEST(PagedIndexerReference, ChunksThreadsAndOptionalValues) {
 }
 
 TEST(PagedIndexerReference, ChunkedRejectsBadKnobs) {
-  const PagedIndexerWorkload w = make_workload(spec_of({70}, 1, 32, 4, 29));
+  const PagedIndexerWorkload w = make_workload(paged_spec({70}, 1, 32, 4, 29));
   std::vector<int32_t> indices(4, kSentinel);
   PagedIndexerProblem p = w.host_problem();
   p.indices = indices.data();
@@ -380,7 +352,7 @@ TEST(PagedIndexerReference, ChunkedRejectsBadKnobs) {
 // ---- the testkit workload itself ----
 
 TEST(PagedIndexerWorkload, LayoutTableAndDeterminism) {
-  PagedIndexerSpec spec = spec_of({130, 0, 64, 7}, 2, 32, 8, 31);
+  PagedIndexerSpec spec = paged_spec({130, 0, 64, 7}, 2, 32, 8, 31);
   spec.spare_blocks = 4;
   const PagedIndexerWorkload w = make_workload(spec);
   EXPECT_EQ(w.num_blocks, 3 + 0 + 1 + 1 + 4);
@@ -421,7 +393,7 @@ TEST(PagedIndexerWorkload, RaggedLengthsAndSpecErrors) {
   EXPECT_LT(lens[3], 100);
   EXPECT_LT(lens[11], 100);
   for (int32_t length : lens) EXPECT_TRUE(length >= 0 && length <= 5000);
-  PagedIndexerSpec spec = spec_of({10, 20}, 1, 64, 4, 1);
+  PagedIndexerSpec spec = paged_spec({10, 20}, 1, 64, 4, 1);
   spec.max_context = 15;
   EXPECT_NE(testkit::paged_indexer_spec_error(spec).find("context_lens[1]"), std::string::npos);
   spec.max_context = 0;

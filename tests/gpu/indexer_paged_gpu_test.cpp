@@ -32,17 +32,6 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 std::size_t size(int64_t n) { return static_cast<std::size_t>(n); }
 
-PagedIndexerSpec spec_of(std::vector<int32_t> lens, int64_t next_n, int64_t H, int64_t k,
-                         uint64_t seed) {
-  PagedIndexerSpec spec;
-  spec.context_lens = std::move(lens);
-  spec.next_n = next_n;
-  spec.H = H;
-  spec.k = k;
-  spec.spare_blocks = 3;
-  spec.seed = seed;
-  return spec;
-}
 
 // A workload's arrays on the device and problems over them.
 struct DevicePaged {
@@ -265,7 +254,7 @@ TEST(PagedIndexerGpu, RandomRaggedEveryNextN) {
       SCOPED_TRACE("next_n " + std::to_string(next_n) + " H " + std::to_string(H));
       const uint64_t seed = static_cast<uint64_t>(10 * next_n + H);
       const PagedIndexerWorkload w = testkit::make_paged_indexer_workload(
-          spec_of(testkit::ragged_context_lens(9, 700, 64, seed), next_n, H, 64, seed));
+          paged_spec(testkit::ragged_context_lens(9, 700, 64, seed), next_n, H, 64, seed));
       check_both_paths(w, w.host_problem(), true);
     }
   }
@@ -276,7 +265,7 @@ TEST(PagedIndexerGpu, ShortEmptyAndBlockEdgeContexts) {
   for (int64_t next_n : {int64_t{1}, int64_t{4}}) {
     SCOPED_TRACE("next_n " + std::to_string(next_n));
     const PagedIndexerWorkload w =
-        testkit::make_paged_indexer_workload(spec_of(lens, next_n, 64, 100, 3));
+        testkit::make_paged_indexer_workload(paged_spec(lens, next_n, 64, 100, 3));
     check_both_paths(w, w.host_problem(), true);
   }
 }
@@ -285,17 +274,17 @@ TEST(PagedIndexerGpu, LongContextsK2048) {
   for (int64_t next_n : {int64_t{1}, int64_t{2}, int64_t{3}}) {
     SCOPED_TRACE("next_n " + std::to_string(next_n));
     const PagedIndexerWorkload w = testkit::make_paged_indexer_workload(
-        spec_of({20000, 9000, 2047, 4096}, next_n, 64, 2048, 77 + static_cast<uint64_t>(next_n)));
+        paged_spec({20000, 9000, 2047, 4096}, next_n, 64, 2048, 77 + static_cast<uint64_t>(next_n)));
     check_both_paths(w, w.host_problem(), true);
   }
 }
 
 TEST(PagedIndexerGpu, OneRequest128KAndLargeK) {
   const PagedIndexerWorkload w =
-      testkit::make_paged_indexer_workload(spec_of({131072}, 1, 64, 2048, 5));
+      testkit::make_paged_indexer_workload(paged_spec({131072}, 1, 64, 2048, 5));
   check_both_paths(w, w.host_problem(), true);
   const PagedIndexerWorkload big_k =
-      testkit::make_paged_indexer_workload(spec_of({40000, 7000}, 2, 32, 8192, 6));
+      testkit::make_paged_indexer_workload(paged_spec({40000, 7000}, 2, 32, 8192, 6));
   check_both_paths(big_k, big_k.host_problem(), true);
 }
 
@@ -303,7 +292,7 @@ TEST(PagedIndexerGpu, OneRequest128KAndLargeK) {
 // path and an explicit fused call is refused.
 TEST(PagedIndexerGpu, LargeBatchRunsUnfused) {
   const PagedIndexerWorkload w = testkit::make_paged_indexer_workload(
-      spec_of(testkit::fixed_context_lens(64, 65536), 2, 64, 2048, 8));
+      paged_spec(testkit::fixed_context_lens(64, 65536), 2, 64, 2048, 8));
   const PagedIndexerProblem host = w.host_problem();
   DevicePaged d;
   d.upload(w, host);
@@ -332,14 +321,8 @@ TEST(PagedIndexerGpu, ConstantScoresTieEverywhere) {
   for (bool zero_weights : {false, true}) {
     SCOPED_TRACE(zero_weights ? "zero weights" : "identical keys");
     PagedIndexerWorkload w =
-        testkit::make_paged_indexer_workload(spec_of({2000, 37, 64, 130, 5000}, 3, 32, 500, 5));
-    const std::vector<uint8_t> key(key_bytes(&w, 0, 0), key_bytes(&w, 0, 0) + w.spec.D);
-    for (int64_t block = 0; block < w.num_blocks; ++block) {
-      for (int64_t slot = 0; slot < w.spec.block_size; ++slot) {
-        std::copy(key.begin(), key.end(), key_bytes(&w, block, slot));
-        write_scale(&w, block, slot, 1.0f);
-      }
-    }
+        testkit::make_paged_indexer_workload(paged_spec({2000, 37, 64, 130, 5000}, 3, 32, 500, 5));
+    make_keys_identical(&w);
     if (zero_weights) std::fill(w.weights.begin(), w.weights.end(), 0.0f);
     check_both_paths(w, w.host_problem(), true);
   }
@@ -349,13 +332,8 @@ TEST(PagedIndexerGpu, ConstantScoresTieEverywhere) {
 
 TEST(PagedIndexerGpu, NanAndInfInScalesAndWeights) {
   PagedIndexerWorkload w = testkit::make_paged_indexer_workload(
-      spec_of(testkit::ragged_context_lens(8, 400, 30, 11), 2, 64, 30, 11));
-  const float specials[] = {kNaN, kInf, -kInf, 0.0f, -0.0f};
-  for (int64_t block = 0; block < w.num_blocks; ++block) {
-    for (int64_t slot = block % 7; slot < w.spec.block_size; slot += 7) {
-      write_scale(&w, block, slot, specials[(block + slot) % 5]);
-    }
-  }
+      paged_spec(testkit::ragged_context_lens(8, 400, 30, 11), 2, 64, 30, 11));
+  write_special_scales(&w);
   const int64_t H = w.spec.H;
   w.weights[size(0 * H + 3)] = kNaN;
   w.weights[size(3 * H + 5)] = kInf;
@@ -369,20 +347,14 @@ TEST(PagedIndexerGpu, NanAndInfInScalesAndWeights) {
 
 TEST(PagedIndexerGpu, OutOfRangeBlockEntriesAreUnselectable) {
   PagedIndexerWorkload w =
-      testkit::make_paged_indexer_workload(spec_of({500, 300, 64, 200}, 2, 32, 40, 13));
-  const PagedIndexerProblem p = w.host_problem();
-  const int32_t bad[] = {-1, static_cast<int32_t>(w.num_blocks),
-                         std::numeric_limits<int32_t>::max(),
-                         std::numeric_limits<int32_t>::min()};
-  for (int64_t i = 1; i < 8; i += 2) w.block_table[size(i)] = bad[(i / 2) % 4];
-  w.block_table[size(2 * p.max_blocks)] = -1;
-  w.block_table[size(3 * p.max_blocks)] = static_cast<int32_t>(w.num_blocks);
+      testkit::make_paged_indexer_workload(paged_spec({500, 300, 64, 200}, 2, 32, 40, 13));
+  break_block_entries(&w);
   check_both_paths(w, w.host_problem(), true);
 }
 
 TEST(PagedIndexerGpu, ContextsAreCutAtMaxContextAndNegativeOnesAreEmpty) {
   PagedIndexerWorkload w =
-      testkit::make_paged_indexer_workload(spec_of({900, 500, 700, 100}, 3, 64, 64, 17));
+      testkit::make_paged_indexer_workload(paged_spec({900, 500, 700, 100}, 3, 64, 64, 17));
   PagedIndexerProblem p = w.host_problem();
   p.max_context = 600;
   w.context_lens[1] = -5;
@@ -393,7 +365,7 @@ TEST(PagedIndexerGpu, ContextsAreCutAtMaxContextAndNegativeOnesAreEmpty) {
 }
 
 TEST(PagedIndexerGpu, UnusedTableEntriesAreNeverRead) {
-  PagedIndexerSpec spec = spec_of({130, 10, 0, 257}, 4, 32, 16, 19);
+  PagedIndexerSpec spec = paged_spec({130, 10, 0, 257}, 4, 32, 16, 19);
   spec.max_blocks = 9;
   const PagedIndexerWorkload stale = testkit::make_paged_indexer_workload(spec);
   spec.unused_entries = testkit::UnusedTableEntries::kMinusOne;
@@ -407,7 +379,7 @@ TEST(PagedIndexerGpu, UnusedTableEntriesAreNeverRead) {
 }
 
 TEST(PagedIndexerGpu, NoVisibleTokenAnywhere) {
-  PagedIndexerWorkload w = testkit::make_paged_indexer_workload(spec_of({0, 0, 3}, 4, 64, 8, 21));
+  PagedIndexerWorkload w = testkit::make_paged_indexer_workload(paged_spec({0, 0, 3}, 4, 64, 8, 21));
   PagedIndexerProblem p = w.host_problem();
   check_both_paths(w, p, true);
   p.max_context = 0;  // nothing is visible: every slot -1 without a launch
@@ -419,7 +391,7 @@ TEST(PagedIndexerGpu, NoVisibleTokenAnywhere) {
 
 TEST(PagedIndexerGpu, LogitsMatchCpu) {
   PagedIndexerWorkload w = testkit::make_paged_indexer_workload(
-      spec_of(testkit::ragged_context_lens(6, 1500, 64, 31), 3, 64, 1, 31));
+      paged_spec(testkit::ragged_context_lens(6, 1500, 64, 31), 3, 64, 1, 31));
   w.block_table[1] = -1;  // request 0's second block: NaN
   const PagedIndexerProblem host = w.host_problem();
   const int64_t rows = host.batch * host.next_n;
@@ -474,7 +446,7 @@ TEST(PagedIndexerGpu, LogitsMatchCpu) {
 // ---- CUDA graphs: one capture serves every step up to max_context ----
 
 TEST(PagedIndexerGpu, GraphReplayWhileContextsGrow) {
-  PagedIndexerSpec spec = spec_of({3000, 1000, 10, 2500}, 2, 64, 256, 41);
+  PagedIndexerSpec spec = paged_spec({3000, 1000, 10, 2500}, 2, 64, 256, 41);
   spec.max_context = 4096;
   PagedIndexerWorkload w = testkit::make_paged_indexer_workload(spec);
   for (IndexerAlgo algo : {IndexerAlgo::kUnfused, IndexerAlgo::kFused}) {
@@ -519,7 +491,7 @@ TEST(PagedIndexerGpu, GraphReplayWhileContextsGrow) {
 
 TEST(PagedIndexerGpu, WorkspaceTooSmallAndBadAlgo) {
   const PagedIndexerWorkload w =
-      testkit::make_paged_indexer_workload(spec_of({1000, 200}, 1, 64, 64, 51));
+      testkit::make_paged_indexer_workload(paged_spec({1000, 200}, 1, 64, 64, 51));
   DevicePaged d;
   d.upload(w, w.host_problem());
   const PagedIndexerProblem p = d.problem(w.host_problem());

@@ -170,10 +170,10 @@ Status cuda_paged_indexer_workspace_size(const PagedIndexerProblem& problem, Ind
 Status cuda_paged_indexer_topk(const PagedIndexerProblem& problem, IndexerAlgo algo,
                                void* workspace, cudaStream_t stream) {
   if (paged_max_tiles(problem) == 0) return fill_empty(problem, stream);
-  int sms = 0;
-  if (Status s = sm_count(&sms); !s) return s;
   cuda_indexer::PagedLaunch launch;
   if (algo == IndexerAlgo::kFused) {
+    int sms = 0;
+    if (Status s = sm_count(&sms); !s) return s;
     int64_t splits = 0;
     if (Status s = fused_splits(problem, sms, &splits); !s) return s;
     if (splits == 0) {

@@ -183,22 +183,25 @@ std::string speedup(double baseline_ms, double ms) {
   return baseline_ms > 0 && ms > 0 ? fixed(baseline_ms / ms, 2) + "x" : "-";
 }
 
-// The plan's indexer runs on one causal chunk, each checked on a few queries like
-// `litetopk indexer --verify`: a table row each. False when one failed.
-bool run_indexer_steps(const DemoPlan& plan, const BenchOptions& bench, Progress* progress,
-                       Table* table) {
-  const IndexerWorkload workload = make_indexer_workload(plan.indexer);
-  const IndexerChecker checker(workload, indexer_verify_queries(plan.indexer.T), kIndexerTolRel);
-  const std::string label = "indexer " + indexer_shape_label(plan.indexer);
-  const std::string baseline = indexer_run_name(plan.indexer_runs.front());
+// One table row "<kind> <shape>" per run of `runs` on `workload`, each checked by `checker`: the
+// prefill and the decode indexer steps. `run_one(workload, options, &run)` and `run_name(options)` are the
+// indexer's runner functions; `bytes` (0: none) gives the GB/s column. False when one failed.
+template <class Run, class Options, class Workload, class Checker, class RunOne, class RunName>
+bool run_checked_indexer_rows(const std::string& kind, const std::string& shape,
+                              const Workload& workload, const Checker& checker,
+                              std::vector<Options> runs, double bytes, RunOne run_one,
+                              RunName run_name, const BenchOptions& bench, Progress* progress,
+                              Table* table) {
+  const std::string label = kind + ' ' + shape;
+  const std::string baseline = run_name(runs.front());
   bool all_ok = true;
   double baseline_ms = 0;
-  for (IndexerRunOptions options : plan.indexer_runs) {
+  for (Options options : runs) {
     options.bench = bench;
-    const std::string name = indexer_run_name(options);
-    progress->start("indexer " + name + ' ' + indexer_shape_label(plan.indexer));
-    IndexerRun run;
-    if (Status s = run_indexer(workload, options, &run); !s) {
+    const std::string name = run_name(options);
+    progress->start(kind + ' ' + name + ' ' + shape);
+    Run run;
+    if (Status s = run_one(workload, options, &run); !s) {
       progress->fail(s);
       table->add_row({label, name, "error"});
       all_ok = false;
@@ -210,48 +213,38 @@ bool run_indexer_steps(const DemoPlan& plan, const BenchOptions& bench, Progress
     all_ok = progress->finish(ms, mismatch) && all_ok;
     const double tflops = teraflops_per_second(workload.flops(), ms);
     table->add_row({label, name == run.algo ? name : name + " (" + run.algo + ")", fixed(ms, 3),
-                    "-", fixed(tflops, tflops < 10 ? 3 : 1),
+                    bytes > 0 ? fixed(bytes / (ms * 1e6), 1) : "-",
+                    fixed(tflops, tflops < 10 ? 3 : 1),
                     options.on_cpu ? "-" : fixed(static_cast<double>(run.workspace_bytes) / 1e6, 1),
                     speedup(baseline_ms, ms), mismatch.empty() ? "yes" : "NO"});
   }
   return all_ok;
 }
 
+// The plan's indexer runs on one causal chunk, each checked on a few queries like
+// `litetopk indexer --verify`. False when one failed.
+bool run_indexer_steps(const DemoPlan& plan, const BenchOptions& bench, Progress* progress,
+                       Table* table) {
+  const IndexerWorkload workload = make_indexer_workload(plan.indexer);
+  const IndexerChecker checker(workload, indexer_verify_queries(plan.indexer.T), kIndexerTolRel);
+  const std::string shape = indexer_shape_label(plan.indexer);
+  return run_checked_indexer_rows<IndexerRun>("indexer", shape, workload, checker,
+                                              plan.indexer_runs, 0.0, run_indexer,
+                                              indexer_run_name, bench, progress, table);
+}
+
 // The plan's decode-indexer runs on one paged batch, each checked on its first, middle and last
-// requests like `litetopk indexer --paged --verify`: a table row each. False when one failed.
+// requests like `litetopk indexer --paged --verify`. False when one failed.
 bool run_paged_indexer_steps(const DemoPlan& plan, const BenchOptions& bench, Progress* progress,
                              Table* table) {
   const PagedIndexerWorkload workload = make_paged_indexer_workload(plan.paged);
   const PagedIndexerChecker checker(workload, paged_indexer_verify_requests(workload.batch),
                                     kIndexerTolRel);
   const std::string shape = paged_indexer_shape_label(plan.paged);
-  const std::string label = "paged indexer " + shape;
-  const std::string baseline = paged_indexer_run_name(plan.paged_runs.front());
-  const double bytes = paged_indexer_bytes_read(workload);
-  bool all_ok = true;
-  double baseline_ms = 0;
-  for (PagedIndexerRunOptions options : plan.paged_runs) {
-    options.bench = bench;
-    const std::string name = paged_indexer_run_name(options);
-    progress->start("paged indexer " + name + ' ' + shape);
-    PagedIndexerRun run;
-    if (Status s = run_paged_indexer(workload, options, &run); !s) {
-      progress->fail(s);
-      table->add_row({label, name, "error"});
-      all_ok = false;
-      continue;
-    }
-    const std::string mismatch = checker.check(run.indices.data());
-    const double ms = run.timing.median_ms;
-    if (name == baseline) baseline_ms = ms;
-    all_ok = progress->finish(ms, mismatch) && all_ok;
-    const double tflops = teraflops_per_second(workload.flops(), ms);
-    table->add_row({label, name == run.algo ? name : name + " (" + run.algo + ")", fixed(ms, 3),
-                    fixed(bytes / (ms * 1e6), 1), fixed(tflops, tflops < 10 ? 3 : 1),
-                    options.on_cpu ? "-" : fixed(static_cast<double>(run.workspace_bytes) / 1e6, 1),
-                    speedup(baseline_ms, ms), mismatch.empty() ? "yes" : "NO"});
-  }
-  return all_ok;
+  return run_checked_indexer_rows<PagedIndexerRun>(
+      "paged indexer", shape, workload, checker, plan.paged_runs,
+      paged_indexer_bytes_read(workload), run_paged_indexer, paged_indexer_run_name, bench,
+      progress, table);
 }
 
 // Sparse decoding at each delta of `demo` and dense decoding on its synthetic workload, each

@@ -24,6 +24,16 @@ __device__ __forceinline__ void tma_load_2d(void* shared_dst, const CUtensorMap*
       : "memory");
 }
 
+// The same for a 3-D map, at element coordinates (x, y, z).
+__device__ __forceinline__ void tma_load_3d(void* shared_dst, const CUtensorMap* map, int32_t x,
+                                            int32_t y, int32_t z, uint64_t* barrier) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+      "%3, %4}], [%5];" ::"r"(shared_address(shared_dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(z), "r"(shared_address(barrier))
+      : "memory");
+}
+
 __device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }

@@ -89,16 +89,6 @@ struct alignas(1024) PagedScoringStorage {
   uint64_t kv_empty[kStages];
 };
 
-__device__ __forceinline__ void tma_load_block(void* shared_dst, const CUtensorMap* map,
-                                               int32_t block, uint64_t* barrier) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
-      "%3, %4}], [%5];" ::"r"(sm90::shared_address(shared_dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(0), "r"(0), "r"(block),
-      "r"(sm90::shared_address(barrier))
-      : "memory");
-}
-
 __device__ __forceinline__ bool block_in_cache(const PagedArgs& args, int32_t entry) {
   return entry >= 0 && entry < args.num_blocks;
 }
@@ -136,7 +126,7 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
         if (block_in_cache(args, entry)) {
           sm90::mbarrier_arrive_expect_bytes(&s.kv_full[stage],
                                              kTileKeys * kHeadDim + kTileKeys * sizeof(float));
-          tma_load_block(s.kv[stage], kv_map, entry, &s.kv_full[stage]);
+          sm90::tma_load_3d(s.kv[stage], kv_map, 0, 0, entry, &s.kv_full[stage]);
           sm90::bulk_copy_global_to_shared(
               s.scales[stage], args.kv_cache + int64_t{entry} * kBlockBytes + kScalesOffset,
               kTileKeys * sizeof(float), &s.kv_full[stage]);

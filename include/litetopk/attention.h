@@ -30,10 +30,20 @@
 // float (typically 1 / sqrt(d_qk)). q and kv are expected finite: a NaN or inf in a selected row
 // makes that query's outputs NaN or inf (it is not checked); rows nobody selects are never read.
 //
-// GPU: sparse_attention (device pointers, a workspace size query, cudaStream_t). Its kernel is a
-// first, plainly correct one (mma.sync, no pipelining; src/cuda/attention/
-// sparse_attention_kernel.cu), the reference for the LiteDSA kernel; docs/attention.md says what
-// it does not do yet.
+// GPU: sparse_attention (device pointers, a workspace size query, cudaStream_t), with
+// SparseAttentionAlgo picking the kernel (docs/attention.md explains each):
+// - kPerQuery: every query gathers its own rows; 64 MMA rows per block (h_q 16 and 32 padded
+//   with zero heads to 64, as FlashMLA runs them).
+// - kUnionPacked (LiteDSA, h_q 16 and 32): G = 64 / h_q neighbouring queries s = G i .. G i + G - 1
+//   form a group; each row of the union of their selections is loaded once and the block's 64
+//   MMA rows are the G x h_q real heads, each query masked to its own slots. A group in which a
+//   query lists a token twice runs per query (its weight of two has no place in a union slot).
+//   Needs topk <= 8192 / G and s_kv <= 2^27; the workspace holds the unions (about
+//   4 s_q topk bytes).
+// - kPlain: a plain mma.sync kernel without pipelining, the GPU cross-check of the others.
+// - kAuto: kUnionPacked where it applies, else kPerQuery. Packing never adds MMA work (a union
+//   is never longer than its queries' rows together, and every MMA row is a real head); it adds
+//   one sort per group.
 #pragma once
 
 #include <cstddef>
@@ -43,6 +53,17 @@
 #include "litetopk/types.h"
 
 namespace litetopk {
+
+enum class SparseAttentionAlgo : int {
+  kAuto = 0,
+  kPerQuery = 1,
+  kUnionPacked = 2,
+  kPlain = 3,
+};
+// "auto", "per-query", "union-packed", "plain"; "invalid" outside the enum.
+const char* sparse_attention_algo_name(SparseAttentionAlgo algo);
+// The inverse of sparse_attention_algo_name; false (and *algo unchanged) for any other name.
+bool parse_sparse_attention_algo(const char* name, SparseAttentionAlgo* algo);
 
 struct SparseAttentionProblem {
   const void* q = nullptr;           // [s_q, h_q, d_qk] bf16
@@ -58,9 +79,11 @@ struct SparseAttentionProblem {
   void* out = nullptr;               // [s_q, h_q, d_v] bf16, required
   float* max_logits = nullptr;       // [s_q, h_q] fp32, optional (base 2)
   float* lse = nullptr;              // [s_q, h_q] fp32, optional (base 2)
+  SparseAttentionAlgo algo = SparseAttentionAlgo::kAuto;  // the GPU kernel; the CPU ignores it
 };
 
-// Shapes, sizes (every byte count within int64), pointers and alignment; never reads indices.
+// Shapes, sizes (every byte count within int64), the algorithm (kUnionPacked only where it
+// applies), pointers and alignment; never reads indices.
 // q, indices and out are required when s_q > 0, kv when s_q > 0 and s_kv > 0 (with s_kv = 0
 // every slot is skipped and kv is not read); max_logits and lse are optional. q, kv and out must
 // be 16-byte aligned (the GPU kernel moves them with TMA), indices, max_logits and lse 4-byte.
@@ -68,9 +91,9 @@ struct SparseAttentionProblem {
 Status validate_sparse_attention_problem(const SparseAttentionProblem& problem);
 
 // ---- GPU (device pointers) ----
-// The workspace: 0 bytes for now (the union-packing kernel will need some); the call checks the
-// problem like validate_sparse_attention_problem, launches on `stream`, and neither allocates nor
-// synchronizes (graph-capturable).
+// The workspace: 0 bytes for kPerQuery and kPlain, the unions for kUnionPacked (kAuto: what it
+// resolves to). The call checks the problem like validate_sparse_attention_problem, launches on
+// `stream`, and neither allocates nor synchronizes (graph-capturable).
 Status sparse_attention_workspace_size(const SparseAttentionProblem& problem,
                                        std::size_t* workspace_bytes);
 Status sparse_attention(const SparseAttentionProblem& problem, void* workspace,

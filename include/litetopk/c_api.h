@@ -34,6 +34,12 @@ enum litetopk_indexer_algo {
   LITETOPK_INDEXER_UNFUSED = 1, /* logits [T, S] fp32 in the workspace, then select_topk */
   LITETOPK_INDEXER_FUSED = 2    /* scores never leave the chip */
 };
+enum litetopk_sparse_attention_algo {
+  LITETOPK_ATTENTION_AUTO = 0,
+  LITETOPK_ATTENTION_PER_QUERY = 1,    /* each query gathers its own rows */
+  LITETOPK_ATTENTION_UNION_PACKED = 2, /* LiteDSA: h_q 16/32, neighbouring queries' unions */
+  LITETOPK_ATTENTION_PLAIN = 3         /* mma.sync, no pipelining: a cross-check */
+};
 
 /* Flags for the `flags` argument (bitwise or). Default: largest, unsorted, any tie. */
 enum litetopk_select_flags {
@@ -322,10 +328,12 @@ typedef struct litetopk_sparse_attention_problem {
   void* out;          /* [s_q, h_q, d_v] bf16, 16-byte aligned */
   float* max_logits;  /* [s_q, h_q], may be NULL */
   float* lse;         /* [s_q, h_q], may be NULL */
+  int32_t algo;       /* enum litetopk_sparse_attention_algo; 0 (auto) in a zeroed struct */
 } litetopk_sparse_attention_problem;
 
-/* The workspace of litetopk_sparse_attention: 0 bytes for now (later kernels may need some); the
- * problem is checked as the call checks it (pointers are not dereferenced). */
+/* The workspace of litetopk_sparse_attention: the unions for the union-packed algorithm (what auto
+ * resolves to at h_q 16 and 32), else 0 bytes; the problem is checked as the call checks it
+ * (pointers are not dereferenced). */
 int litetopk_sparse_attention_workspace_size(const litetopk_sparse_attention_problem* problem,
                                              size_t* workspace_bytes);
 /* Device pointers; stream is a cudaStream_t (NULL: the default stream). No allocation, no

@@ -57,7 +57,10 @@ Status cuda_paged_indexer_topk(const PagedIndexerProblem&, IndexerAlgo, void*, c
 Status cuda_paged_indexer_logits(const PagedIndexerProblem&, float*, int64_t, cudaStream_t) {
   return not_compiled();
 }
-Status cuda_sparse_attention(const SparseAttentionProblem&, cudaStream_t) { return not_compiled(); }
+Status cuda_sparse_attention(const SparseAttentionProblem&, const heuristics::SparseAttentionPlan&,
+                             void*, cudaStream_t) {
+  return not_compiled();
+}
 Status cuda_memset_async(void*, std::size_t bytes, cudaStream_t) {
   return bytes == 0 ? Status::ok() : not_compiled();
 }

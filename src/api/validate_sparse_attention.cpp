@@ -3,10 +3,12 @@
 // The contents of indices are never read (device values; any value outside [0, s_kv) is a
 // skipped slot, see litetopk/attention.h).
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 
 #include "api/argument_checks.h"
 #include "api/format.h"
+#include "heuristics/attention_plan.h"
 #include "litetopk/attention.h"
 
 namespace litetopk {
@@ -42,6 +44,13 @@ Status check_shapes(const SparseAttentionProblem& p) {
   }
   if (!std::isfinite(p.sm_scale)) {
     return invalid_argument("sm_scale must be finite, got ", p.sm_scale);
+  }
+  if (std::strcmp(sparse_attention_algo_name(p.algo), "invalid") == 0) {
+    return invalid_argument("algo must be a SparseAttentionAlgo, got ", static_cast<int>(p.algo));
+  }
+  if (p.algo == SparseAttentionAlgo::kUnionPacked && !heuristics::union_packing_applies(p)) {
+    return invalid_argument("algo union-packed needs h_q 16 or 32, (64 / h_q) * topk <= 8192 and "
+                            "s_kv <= 2^27; got h_q ", p.h_q, ", topk ", p.topk, ", s_kv ", p.s_kv);
   }
   // s_q, s_kv <= INT32_MAX and h_q, d_qk, d_v small: the q, kv and out byte counts fit (below
   // 2^50). Only the indices can overflow: s_q * topk * 4 bytes reaches 2^64.

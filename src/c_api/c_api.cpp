@@ -57,6 +57,12 @@ litetopk::Status null_problem() {
 static_assert(LITETOPK_INDEXER_AUTO == static_cast<int>(litetopk::IndexerAlgo::kAuto));
 static_assert(LITETOPK_INDEXER_UNFUSED == static_cast<int>(litetopk::IndexerAlgo::kUnfused));
 static_assert(LITETOPK_INDEXER_FUSED == static_cast<int>(litetopk::IndexerAlgo::kFused));
+static_assert(LITETOPK_ATTENTION_AUTO == static_cast<int>(litetopk::SparseAttentionAlgo::kAuto));
+static_assert(LITETOPK_ATTENTION_PER_QUERY ==
+              static_cast<int>(litetopk::SparseAttentionAlgo::kPerQuery));
+static_assert(LITETOPK_ATTENTION_UNION_PACKED ==
+              static_cast<int>(litetopk::SparseAttentionAlgo::kUnionPacked));
+static_assert(LITETOPK_ATTENTION_PLAIN == static_cast<int>(litetopk::SparseAttentionAlgo::kPlain));
 
 litetopk::IndexerProblem to_cpp(const litetopk_indexer_problem& c) {
   litetopk::IndexerProblem p;
@@ -132,6 +138,7 @@ litetopk::SparseAttentionProblem to_cpp(const litetopk_sparse_attention_problem&
   p.out = c.out;
   p.max_logits = c.max_logits;
   p.lse = c.lse;
+  p.algo = static_cast<litetopk::SparseAttentionAlgo>(c.algo);
   return p;
 }
 

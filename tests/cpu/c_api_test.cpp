@@ -677,8 +677,8 @@ TEST(CApi, SparseAttentionCpuMatchesTheCppApi) {
 }
 
 // The GPU entry points of sparse attention: null problems and bad shapes come back as codes with
-// messages before any device work; the workspace query answers 0 bytes for a valid problem (in
-// every build: it only validates); with valid arguments a build without CUDA answers
+// messages before any device work; the workspace query answers the plan's bytes for a valid problem
+// (in every build: it only validates and plans); with valid arguments a build without CUDA answers
 // LITETOPK_NOT_COMPILED (with CUDA the valid call would run the kernel on host pointers, so only
 // errors are tried).
 TEST(CApi, SparseAttentionGpuCallsValidateFirst) {
@@ -724,7 +724,13 @@ TEST(CApi, SparseAttentionGpuCallsValidateFirst) {
 
   ASSERT_EQ(litetopk_sparse_attention_workspace_size(&c, &bytes), LITETOPK_OK)
       << litetopk_last_error();
+  EXPECT_GT(bytes, 0u);  // auto packs the unions at h_q 16
+  c.algo = LITETOPK_ATTENTION_PER_QUERY;
+  ASSERT_EQ(litetopk_sparse_attention_workspace_size(&c, &bytes), LITETOPK_OK);
   EXPECT_EQ(bytes, 0u);
+  c.algo = LITETOPK_ATTENTION_UNION_PACKED;
+  ASSERT_EQ(litetopk_sparse_attention_workspace_size(&c, &bytes), LITETOPK_OK);
+  p.algo = SparseAttentionAlgo::kUnionPacked;
   std::size_t cpp_bytes = 7;
   ASSERT_TRUE(sparse_attention_workspace_size(p, &cpp_bytes).is_ok());
   EXPECT_EQ(bytes, cpp_bytes);

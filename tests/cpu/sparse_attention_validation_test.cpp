@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <ostream>
@@ -122,6 +123,20 @@ const BadInput kBadInputs[] = {
      [](P& p, Buffers& b) { p.max_logits = offset<float*>(b.max_logits, 1); }},
     {"LseMisaligned", "lse must be 4-byte aligned",
      [](P& p, Buffers& b) { p.lse = offset<float*>(b.lse, 3); }},
+    {"AlgoOutsideTheEnum", "algo must be a SparseAttentionAlgo, got 9",
+     [](P& p, Buffers&) { p.algo = static_cast<SparseAttentionAlgo>(9); }},
+    {"UnionPackedAt64Heads", "algo union-packed needs h_q 16 or 32", [](P& p, Buffers&) {
+       p.algo = SparseAttentionAlgo::kUnionPacked;
+       p.h_q = 64;
+     }},
+    {"UnionPackedTopkOverOneSort", "(64 / h_q) * topk <= 8192", [](P& p, Buffers&) {
+       p.algo = SparseAttentionAlgo::kUnionPacked;
+       p.topk = 2049;  // 4 queries x 2049 slots
+     }},
+    {"UnionPackedTokensOverTheWord", "s_kv <= 2^27", [](P& p, Buffers&) {
+       p.algo = SparseAttentionAlgo::kUnionPacked;
+       p.s_kv = (int64_t{1} << 27) + 1;
+     }},
 };
 
 class SparseAttentionValidation : public ::testing::TestWithParam<BadInput> {};
@@ -205,6 +220,50 @@ TEST(SparseAttentionValidationEdges, IndexContentsAreNotValidated) {
   for (int64_t i = 0; i < S_Q * H; ++i) {
     EXPECT_EQ(b.lse[i], -std::numeric_limits<float>::infinity());  // nothing valid: s_kv = 4
   }
+}
+
+TEST(SparseAttentionValidationEdges, AlgorithmNamesRoundTrip) {
+  for (SparseAttentionAlgo algo : {SparseAttentionAlgo::kAuto, SparseAttentionAlgo::kPerQuery,
+                                   SparseAttentionAlgo::kUnionPacked, SparseAttentionAlgo::kPlain}) {
+    SparseAttentionAlgo parsed = SparseAttentionAlgo::kPlain;
+    EXPECT_TRUE(parse_sparse_attention_algo(sparse_attention_algo_name(algo), &parsed));
+    EXPECT_EQ(parsed, algo);
+  }
+  SparseAttentionAlgo unchanged = SparseAttentionAlgo::kPerQuery;
+  EXPECT_FALSE(parse_sparse_attention_algo("packed", &unchanged));
+  EXPECT_FALSE(parse_sparse_attention_algo(nullptr, &unchanged));
+  EXPECT_EQ(unchanged, SparseAttentionAlgo::kPerQuery);
+  EXPECT_STREQ(sparse_attention_algo_name(static_cast<SparseAttentionAlgo>(-1)), "invalid");
+}
+
+// The workspace holds the unions: [groups][G * topk] int32 slot words and [groups] int32 sizes,
+// each part rounded up to 256 bytes; nothing for the other algorithms.
+TEST(SparseAttentionValidationEdges, WorkspaceIsTheUnionsWhenPacked) {
+  Buffers b;
+  SparseAttentionProblem p = b.problem();  // h_q 16: G = 4, one group of the two queries
+  std::size_t bytes = 1;
+  for (SparseAttentionAlgo algo : {SparseAttentionAlgo::kPerQuery, SparseAttentionAlgo::kPlain}) {
+    p.algo = algo;
+    ASSERT_TRUE(sparse_attention_workspace_size(p, &bytes).is_ok());
+    EXPECT_EQ(bytes, 0u);
+  }
+  for (SparseAttentionAlgo algo : {SparseAttentionAlgo::kUnionPacked, SparseAttentionAlgo::kAuto}) {
+    p.algo = algo;
+    ASSERT_TRUE(sparse_attention_workspace_size(p, &bytes).is_ok());
+    EXPECT_EQ(bytes, 256u + 256u);  // 4 x 3 words, 1 size
+  }
+  p.s_q = 4096;
+  p.topk = 2048;
+  ASSERT_TRUE(sparse_attention_workspace_size(p, &bytes).is_ok());
+  EXPECT_EQ(bytes, std::size_t{4096} * 2048 * 4 + 4096);  // 1024 sizes: 4096 bytes
+  p.h_q = 32;  // G = 2
+  p.s_q = 5;
+  ASSERT_TRUE(sparse_attention_workspace_size(p, &bytes).is_ok());
+  EXPECT_EQ(bytes, std::size_t{6} * 2048 * 4 + 256);
+  p.h_q = 64;  // auto runs per query
+  p.algo = SparseAttentionAlgo::kAuto;
+  ASSERT_TRUE(sparse_attention_workspace_size(p, &bytes).is_ok());
+  EXPECT_EQ(bytes, 0u);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
-// sparse_attention on the GPU against the CPU reference (sparse_attention_cpu): every h_q, d_qk
-// 576 and 512, topk not a multiple of the kernel's 64-slot tile, -1 padding and out-of-range
-// indices, repeated tokens, queries with nothing to attend, s_kv = 0, neighbour-shared rows.
+// sparse_attention on the GPU against the CPU reference (sparse_attention_cpu), every algorithm
+// that applies (per-query, union-packed, plain, auto): every h_q, d_qk 576 and 512, topk not a
+// multiple of the kernels' 64-slot tile, -1 padding and out-of-range indices, repeated tokens,
+// queries with nothing to attend, s_kv = 0, neighbour-shared rows, union groups cut by the
+// chunk's edge, unions from one query's row to G rows, a repeat inside a packed group.
 //
 // Tolerance, from the arithmetic: the kernel rounds each probability 2^(l - m) to bf16 (relative
 // error <= 2^-9) before the second product and accumulates in fp32, so out differs from the
@@ -51,8 +53,9 @@ Outputs run_cpu(const SparseAttentionWorkload& w) {
   return r;
 }
 
-Outputs run_gpu(const SparseAttentionWorkload& w) {
+Outputs run_gpu(const SparseAttentionWorkload& w, SparseAttentionAlgo algo) {
   SparseAttentionProblem p = w.host_problem();
+  p.algo = algo;
   DeviceBuffer q, kv, indices, out, max_logits, lse;
   EXPECT_TRUE(testkit::upload(w.q, &q).is_ok());
   EXPECT_TRUE(kv.allocate(std::max<std::size_t>(w.kv.size() * 2, 16)).is_ok());
@@ -75,8 +78,11 @@ Outputs run_gpu(const SparseAttentionWorkload& w) {
   p.lse = lse.as<float>();
   std::size_t bytes = 1;
   EXPECT_TRUE(sparse_attention_workspace_size(p, &bytes).is_ok());
-  EXPECT_EQ(bytes, 0u);
-  const Status s = sparse_attention(p, nullptr, 0, nullptr);
+  DeviceBuffer workspace;
+  if (bytes > 0) {
+    EXPECT_TRUE(workspace.allocate(bytes).is_ok());
+  }
+  const Status s = sparse_attention(p, workspace.data(), bytes, nullptr);
   EXPECT_TRUE(s.is_ok()) << s.to_string();
   EXPECT_TRUE(testkit::device_synchronize().is_ok());
   EXPECT_TRUE(testkit::copy_to_host(r.out.data(), out.data(), r.out.size() * 2).is_ok());
@@ -142,10 +148,24 @@ SparseAttentionSpec spec_of(int64_t s_q, int64_t s_kv, int64_t h_q, int64_t d_qk
   return spec;
 }
 
+// Every algorithm that applies to the workload's shape.
+std::vector<SparseAttentionAlgo> algos_for(const SparseAttentionWorkload& w) {
+  std::vector<SparseAttentionAlgo> algos = {SparseAttentionAlgo::kAuto,
+                                            SparseAttentionAlgo::kPerQuery,
+                                            SparseAttentionAlgo::kPlain};
+  SparseAttentionProblem p = w.host_problem();
+  p.algo = SparseAttentionAlgo::kUnionPacked;
+  if (validate_sparse_attention_problem(p).is_ok()) algos.push_back(p.algo);
+  return algos;
+}
+
 void expect_matches_cpu(const SparseAttentionWorkload& w) {
   const Outputs cpu = run_cpu(w);
-  const Outputs gpu = run_gpu(w);
-  EXPECT_TRUE(check(w, gpu, cpu)) << testkit::sparse_attention_shape_label(w.spec);
+  for (SparseAttentionAlgo algo : algos_for(w)) {
+    const Outputs gpu = run_gpu(w, algo);
+    EXPECT_TRUE(check(w, gpu, cpu)) << testkit::sparse_attention_shape_label(w.spec) << ", "
+                                    << sparse_attention_algo_name(algo);
+  }
 }
 
 TEST(SparseAttentionGpu, EveryHeadCountAndHeadDim) {
@@ -192,15 +212,62 @@ TEST(SparseAttentionGpu, RepeatedTokensAndEmptyQueries) {
     w.indices[size(2 * topk + j)] = j % 2 ? 1000 : -7;            // query 2: all out of range
   }
   const Outputs cpu = run_cpu(w);
-  const Outputs gpu = run_gpu(w);
-  EXPECT_TRUE(check(w, gpu, cpu));
-  for (int64_t q : {int64_t{1}, int64_t{2}}) {
-    for (int64_t h = 0; h < 16; ++h) {
-      EXPECT_EQ(gpu.lse[size(q * 16 + h)], -INFINITY);
-      EXPECT_EQ(gpu.max_logits[size(q * 16 + h)], -INFINITY);
+  for (SparseAttentionAlgo algo : algos_for(w)) {
+    SCOPED_TRACE(sparse_attention_algo_name(algo));
+    const Outputs gpu = run_gpu(w, algo);
+    EXPECT_TRUE(check(w, gpu, cpu));
+    for (int64_t q : {int64_t{1}, int64_t{2}}) {
+      for (int64_t h = 0; h < 16; ++h) {
+        EXPECT_EQ(gpu.lse[size(q * 16 + h)], -INFINITY);
+        EXPECT_EQ(gpu.max_logits[size(q * 16 + h)], -INFINITY);
+      }
+      for (int64_t c = 0; c < 16 * 512; ++c) {
+        EXPECT_EQ(gpu.out[size(q * 16 * 512 + c)] & 0x7fff, 0);
+      }
     }
-    for (int64_t c = 0; c < 16 * 512; ++c) EXPECT_EQ(gpu.out[size(q * 16 * 512 + c)] & 0x7fff, 0);
   }
+}
+
+// Union packing: groups of G = 64 / h_q queries; the last group of a chunk may be short.
+TEST(SparseAttentionGpu, UnionGroupsAtTheChunkEdge) {
+  for (int64_t h_q : {int64_t{16}, int64_t{32}}) {
+    for (int64_t s_q : {int64_t{1}, int64_t{5}, int64_t{7}, int64_t{9}}) {
+      SCOPED_TRACE("h_q " + std::to_string(h_q) + " s_q " + std::to_string(s_q));
+      SparseAttentionSpec spec = spec_of(s_q, 6000, h_q, 576, 130, static_cast<uint64_t>(s_q));
+      spec.pattern = testkit::IndexPattern::kGroupShared;
+      spec.group = 4;
+      spec.shared_fraction = 0.5;
+      expect_matches_cpu(testkit::make_sparse_attention_workload(spec));
+    }
+  }
+}
+
+// No overlap, full overlap, and a union of the largest packed size (G * topk = 8192 slots).
+TEST(SparseAttentionGpu, UnionSizesFromOneRowToEveryRow) {
+  for (double shared : {0.0, 1.0}) {
+    SparseAttentionSpec spec = spec_of(8, 20000, 16, 576, 300, 11);
+    spec.pattern = testkit::IndexPattern::kGroupShared;
+    spec.group = 4;
+    spec.shared_fraction = shared;
+    expect_matches_cpu(testkit::make_sparse_attention_workload(spec));
+  }
+  expect_matches_cpu(testkit::make_sparse_attention_workload(spec_of(4, 40000, 16, 512, 2048, 12)));
+  expect_matches_cpu(testkit::make_sparse_attention_workload(spec_of(4, 40000, 32, 576, 4096, 13)));
+}
+
+// A group where one query lists a token twice runs per query (the repeat counts twice) while
+// its neighbours' groups stay packed; skipped slots mixed into the unions.
+TEST(SparseAttentionGpu, UnionWithRepeatsAndSkippedSlots) {
+  SparseAttentionSpec spec = spec_of(12, 3000, 16, 576, 90, 14);
+  spec.pattern = testkit::IndexPattern::kGroupShared;
+  spec.group = 4;
+  spec.shared_fraction = 0.6;
+  spec.padding_fraction = 0.2;
+  spec.out_of_range_fraction = 0.1;
+  SparseAttentionWorkload w = testkit::make_sparse_attention_workload(spec);
+  w.indices[size(5 * spec.topk + 3)] = w.indices[size(5 * spec.topk)];  // query 5 (group 1)
+  for (int64_t j = 0; j < spec.topk; ++j) w.indices[size(9 * spec.topk + j)] = -1;  // group 2
+  expect_matches_cpu(w);
 }
 
 TEST(SparseAttentionGpu, NoKeysAtAll) {

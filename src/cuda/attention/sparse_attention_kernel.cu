@@ -1,8 +1,6 @@
-// Sparse MLA attention on the GPU (sparse_attention in litetopk/attention.h): a first kernel that
-// favours being plainly right over speed, with warp-level bf16 tensor-core MMAs (mma.sync
-// m16n8k16) and no pipelining. It is the GPU reference the LiteDSA kernel will be tested and
-// measured against; FlashMLA-class speed needs the warp-specialized TMA/wgmma design of
-// docs/attention.md.
+// Sparse MLA attention, the plain algorithm (SparseAttentionAlgo::kPlain): a kernel that favours
+// being plainly right over speed, with warp-level bf16 tensor-core MMAs (mma.sync m16n8k16) and
+// no pipelining; the GPU cross-check of the Hopper kernels (sparse_attention_sm90.cu).
 //
 // Pipeline of sparse_attention_kernel (block = 16 heads of one query, 4 warps):
 // 1. The query's 16 x d_qk rows into shared memory.
@@ -21,7 +19,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "api/sparse_attention_backend.h"
+#include "cuda/attention/attention_kernels.h"
 #include "cuda/common/async_copy_sm90.cuh"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/kernel_attributes.h"
@@ -35,7 +33,6 @@ constexpr int kThreads = 128;
 constexpr int kMaxDqk = 576;
 constexpr int kDv = 512;
 constexpr int kRow = kMaxDqk + 8;  // padded row (1168 bytes): conflict-free fragment loads
-constexpr float kLog2e = 1.4426950408889634f;
 
 struct alignas(16) Shared {
   __nv_bfloat16 q[kHeads][kRow];
@@ -48,19 +45,6 @@ struct alignas(16) Shared {
   int32_t valid[kSlots];
 };
 
-struct Args {
-  const __nv_bfloat16* q;
-  const __nv_bfloat16* kv;
-  const int32_t* indices;
-  int32_t s_kv;
-  int32_t h_q;
-  int32_t d_qk;
-  int32_t topk;
-  float scale2;  // sm_scale * log2(e)
-  __nv_bfloat16* out;
-  float* max_logits;
-  float* lse;
-};
 
 __device__ __forceinline__ uint32_t pair_at(const __nv_bfloat16* p) {
   return *reinterpret_cast<const uint32_t*>(p);
@@ -82,7 +66,7 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
 }
 
 __global__ void __launch_bounds__(kThreads)
-    sparse_attention_kernel(const Args args) {
+    sparse_attention_kernel(const SparseAttentionArgs args) {
   extern __shared__ __align__(16) unsigned char shared_raw[];
   auto& s = *reinterpret_cast<Shared*>(shared_raw);
   const int groups = args.h_q / kHeads;
@@ -237,32 +221,15 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 }  // namespace
-}  // namespace litetopk::cuda_attention
 
-namespace litetopk::detail {
-
-Status cuda_sparse_attention(const SparseAttentionProblem& problem, cudaStream_t stream) {
-  using namespace cuda_attention;
-  if (problem.s_q == 0) return Status::ok();
-  Args args{};
-  args.q = static_cast<const __nv_bfloat16*>(problem.q);
-  args.kv = static_cast<const __nv_bfloat16*>(problem.kv);
-  args.indices = problem.indices;
-  args.s_kv = static_cast<int32_t>(problem.s_kv);
-  args.h_q = static_cast<int32_t>(problem.h_q);
-  args.d_qk = static_cast<int32_t>(problem.d_qk);
-  args.topk = static_cast<int32_t>(problem.topk);
-  args.scale2 = problem.sm_scale * kLog2e;
-  args.out = static_cast<__nv_bfloat16*>(problem.out);
-  args.max_logits = problem.max_logits;
-  args.lse = problem.lse;
+Status launch_sparse_attention_plain(const SparseAttentionArgs& args, cudaStream_t stream) {
   const int smem = static_cast<int>(sizeof(Shared));
   if (Status s = cuda_common::allow_dynamic_shared_memory(
           reinterpret_cast<const void*>(sparse_attention_kernel), smem);
       !s) {
     return s;
   }
-  const int64_t blocks = problem.s_q * (problem.h_q / kHeads);
+  const int64_t blocks = args.s_q * (args.h_q / kHeads);
   if (blocks > 0x7fffffff) {
     return Status(StatusCode::kUnsupported,
                   "sparse_attention: s_q * h_q / 16 must be < 2^31 (one block per 16 heads)");
@@ -272,4 +239,4 @@ Status cuda_sparse_attention(const SparseAttentionProblem& problem, cudaStream_t
   return Status::ok();
 }
 
-}  // namespace litetopk::detail
+}  // namespace litetopk::cuda_attention

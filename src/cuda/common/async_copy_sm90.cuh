@@ -67,6 +67,13 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
 }
 
+// One arrival on `barrier` once every cp.async this thread issued before has completed (counted
+// against the arrivals the barrier expects).
+__device__ __forceinline__ void cp_async_arrive(uint64_t* barrier) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(shared_address(barrier))
+               : "memory");
+}
+
 // Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to shared memory;
 // completion is signalled on `barrier` as transferred bytes.
 __device__ __forceinline__ void bulk_copy_global_to_shared(void* shared_dst, const void* global_src,

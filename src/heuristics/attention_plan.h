@@ -1,0 +1,27 @@
+// How sparse_attention runs a problem, host-only: the algorithm kAuto resolves to, the union
+// group size and the workspace layout (docs/attention.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "litetopk/attention.h"
+
+namespace litetopk::heuristics {
+
+// Whether kUnionPacked applies: h_q 16 or 32 (G = 64 / h_q queries fill 64 MMA rows), G * topk
+// <= 8192 (one block sorts a group's slots) and s_kv <= 2^27 (a token and its query bits in one
+// int32 word).
+bool union_packing_applies(const SparseAttentionProblem& problem);
+
+struct SparseAttentionPlan {
+  SparseAttentionAlgo algo;     // never kAuto
+  int32_t group;                // queries per union (1 unless kUnionPacked)
+  std::size_t counts_offset;    // workspace bytes before the union sizes
+  std::size_t workspace_bytes;  // [groups][G * topk] int32 slot words, then [groups] int32 sizes
+};
+
+// The plan of a validated problem: kAuto is kUnionPacked where it applies, else kPerQuery.
+SparseAttentionPlan plan_sparse_attention(const SparseAttentionProblem& problem);
+
+}  // namespace litetopk::heuristics

@@ -10,12 +10,14 @@ bench/flashmla_peer.py's generator, with the semantics of testkit/sparse_attenti
 metric (group_overlap) and printed beside each row. One kv and one set of index rows per pattern
 are shared by the four h_q; q is drawn per h_q.
 
-litetopk: `torch.ops.litetopk.sparse_attention(q, kv, indices, sm_scale, 512)` (outputs allocated
-by each call, as FlashMLA's are), from the installed package (`pip install .`) or python/ of this
-repository. Timing: CUDA events around each call, median (and min) of --iters after --warmup.
-TFLOP/s = 2 * valid slots * heads * (d_qk + d_v) / time, heads being the real h_q for litetopk
-and the heads FlashMLA computes (64 or 128) for FlashMLA. Each litetopk result is checked against
-an fp32 torch reference on --check-queries evenly spaced queries.
+litetopk: `torch.ops.litetopk.sparse_attention(q, kv, indices, sm_scale, 512, algo)` (outputs
+allocated by each call, as FlashMLA's are), from the installed package (`pip install .`) or
+python/ of this repository, one row per algorithm of --algos (default auto; e.g. --algos
+per-query,union-packed,plain; union-packed takes h_q 16 and 32 only, elsewhere its row holds the
+library's error as a note). Timing: CUDA events around each call, median (and min) of --iters
+after --warmup. TFLOP/s = 2 * valid slots * heads * (d_qk + d_v) / time, heads being the real h_q
+for litetopk and the heads FlashMLA computes (64 or 128) for FlashMLA. Each litetopk result is
+checked against an fp32 torch reference on --check-queries evenly spaced queries.
 
 --peer flashmla: when bench/flashmla_peer.py's load() finds FlashMLA (built outside the tree; its
 build prints the PYTHONPATH to export), flash_mla_sparse_fwd is timed in this process on the same
@@ -27,7 +29,9 @@ FlashMLA's on the real heads, every query: FlashMLA's max_logits and lse are nat
 commit we build (converted to base 2 here, litetopk's convention); out is compared with a bf16
 tolerance (see compare()). Without FlashMLA the columns stay empty, the reason is printed, and the
 ratio falls back to issue 13's FlashMLA numbers (marked "anchor") where the shape is the issue's.
-No L2 flush between calls: kv (151 MB) and q (up to 604 MB) exceed the 60 MB L2.
+FlashMLA runs once per (shape, h_q, pattern); each algorithm's row carries its time and its own
+check against FlashMLA's result. No L2 flush between calls: kv (151 MB) and q (up to 604 MB)
+exceed the 60 MB L2.
 
 Writes JSON (--json, alias --out) and a markdown table (--md); prints progress lines, then the
 table last. A failing row or column is reported and the rest still run; the exit status is 1 when
@@ -47,6 +51,7 @@ import torch
 import flashmla_peer
 from litetopk_bench_common import (Progress, add_common_arguments, litetopk, print_results,
                                    require_cuda, result_record, time_cuda, write_results)
+from litetopk._problems import SPARSE_ATTENTION_ALGOS  # noqa: E402 (after the path fallback)
 
 KI = 1024
 D_V = 512
@@ -100,6 +105,17 @@ def parse_overlap(text):
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"an overlap must be in [0, 1] (or 0-100%), got {text}")
     return value
+
+
+def parse_algos(text):
+    """'per-query, union-packed' -> ('per-query', 'union-packed'): litetopk's sparse attention
+    algorithms, in order, each once."""
+    names = tuple(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+    bad = [name for name in names if name not in SPARSE_ATTENTION_ALGOS]
+    if not names or bad:
+        raise argparse.ArgumentTypeError(
+            f"algos must be a comma list of {', '.join(SPARSE_ATTENTION_ALGOS)}, got {text!r}")
+    return names
 
 
 def overlap_cell(overlap, group):
@@ -205,102 +221,131 @@ def synchronize(device):
         torch.cuda.synchronize()
 
 
-# --- one row --------------------------------------------------------------------------------------
+# --- one row per algo -----------------------------------------------------------------------------
 
-def bench_row(fm, shape, h_q, overlap, kv, indices, pattern, v_max, args, progress, timer):
-    """litetopk (and FlashMLA with --peer) at one (shape, h_q, overlap): times, TFLOP/s, checks;
+def run_flashmla(fm, q, kv, indices, topk, sm_scale, valid, h_q, args, progress, timer, label):
+    """FlashMLA at one (shape, h_q, overlap): (its record for the rows: heads, ms, TFLOP/s,
+    notes; its first result on litetopk's heads and base-2 stats, and its raw stats on those
+    heads, for each algo's check; None, None when it failed)."""
+    progress(f"FlashMLA {label}")
+    peer = {"heads": flashmla_peer.padded_heads(h_q), "ms": None, "ms_min": None,
+            "tflops": None, "check": None, "notes": {}}
+    want = raw = None
+    try:
+        q_p, kv_p, idx_p = flashmla_peer.prepare(q, kv, indices)
+        if idx_p.shape[-1] != topk:
+            peer["notes"]["topk"] = f"indices padded with -1 to {idx_p.shape[-1]} slots"
+
+        def theirs():
+            return flashmla_peer.sparse_prefill(q_p, kv_p, idx_p, sm_scale, D_V)
+
+        first = flashmla_peer.sparse_prefill(q_p, kv_p, idx_p, sm_scale, D_V, check=True)
+        synchronize(args.device)
+        want = flashmla_peer.as_litetopk(first, h_q)
+        raw = (first[0][:, :h_q], first[1][:, :h_q], first[2][:, :h_q])
+        del first
+        median, fastest = timer(theirs)
+        peer["ms"], peer["ms_min"] = median, fastest
+        peer["tflops"] = 2.0 * valid * peer["heads"] * (args.d_qk + D_V) / (median * 1e-3) / 1e12
+        print(f"  {median:.3f} ms at {peer['heads']} heads, {peer['tflops']:.0f} TFLOP/s",
+              flush=True)
+        del q_p, idx_p
+    except Exception as error:  # noqa: BLE001 (a peer failure is a note, not a crash)
+        peer["notes"]["error"] = str(error).splitlines()[0]
+        print(f"  FlashMLA error: {peer['notes']['error']}", flush=True)
+    return peer, want, raw
+
+
+def check_against_flashmla(result, want, raw, v_max):
+    """compare() of litetopk's result against FlashMLA's on the real heads."""
+    check = compare(result, want, v_max, kernels=2)
+    if not (check["max_logits_ok"] and check["lse_ok"]):
+        # An older FlashMLA (before its 2026-01 refactor) returns base-2 stats.
+        if compare(result, raw, v_max, kernels=2)["ok"]:
+            check["message"] += ("; FlashMLA's stats match as base 2 without conversion: an "
+                                 "older FlashMLA build?")
+    return check
+
+
+def bench_rows(fm, shape, h_q, overlap, kv, indices, pattern, v_max, args, progress, timer):
+    """litetopk under each of --algos (and FlashMLA with --peer, run once and shared by the
+    rows) at one (shape, h_q, overlap): one row per algo with its times, TFLOP/s and checks;
     errors become notes."""
     s_q, s_kv, topk = shape
     d_qk = args.d_qk
     sm_scale = d_qk ** -0.5
     valid = pattern["valid_pairs"]
-    row = {"s_q": s_q, "s_kv": s_kv, "topk": topk, "h_q": h_q, "d_qk": d_qk, "d_v": D_V,
-           "overlap": overlap, "group": args.group, "pattern": pattern, "valid_pairs": valid,
-           "flops": 2.0 * valid * h_q * (d_qk + D_V), "ms": None, "ms_min": None,
-           "tflops": None, "check_reference": None, "flashmla": None, "notes": {}}
     label = f"h_q={h_q} {flashmla_peer.overlap_label(overlap, args.group)}"
     q = flashmla_peer.make_q(s_q, h_q, d_qk, args.q_std, args.seed, args.device)
-
-    def ours():
-        return torch.ops.litetopk.sparse_attention(q, kv, indices, sm_scale, D_V)
-
-    progress(f"litetopk {label}")
-    result = None
-    try:
-        result = ours()
-        synchronize(args.device)
-        if args.check_queries > 0:
-            row["check_reference"] = check_against_reference(q, kv, indices, sm_scale, result,
-                                                             v_max, args.check_queries)
-            if not row["check_reference"]["ok"]:
-                row["notes"]["reference"] = "MISMATCH: " + row["check_reference"]["message"]
-        median, fastest = timer(ours)
-        row["ms"], row["ms_min"] = median, fastest
-        row["tflops"] = row["flops"] / (median * 1e-3) / 1e12
-        check = row["check_reference"]
-        print(f"  {median:.3f} ms, {row['tflops']:.0f} TFLOP/s"
-              + (f"; vs reference: {'ok' if check['ok'] else 'MISMATCH'} ({check['message']})"
-                 if check else ""), flush=True)
-    except (RuntimeError, ValueError, torch.cuda.OutOfMemoryError) as error:
-        row["notes"]["litetopk"] = str(error).splitlines()[0]
-        print(f"  error: {row['notes']['litetopk']}", flush=True)
-
+    peer = want = raw = None
     if fm is not None:
-        progress(f"FlashMLA {label}")
-        peer = row["flashmla"] = {"heads": flashmla_peer.padded_heads(h_q), "ms": None,
-                                  "ms_min": None, "tflops": None, "check": None, "notes": {}}
+        peer, want, raw = run_flashmla(fm, q, kv, indices, topk, sm_scale, valid, h_q, args,
+                                       progress, timer, label)
+    rows = []
+    for algo in args.algos:
+        row = {"s_q": s_q, "s_kv": s_kv, "topk": topk, "h_q": h_q, "algo": algo, "d_qk": d_qk,
+               "d_v": D_V, "overlap": overlap, "group": args.group, "pattern": pattern,
+               "valid_pairs": valid, "flops": 2.0 * valid * h_q * (d_qk + D_V), "ms": None,
+               "ms_min": None, "tflops": None, "check_reference": None,
+               "flashmla": None if peer is None else dict(peer, notes=dict(peer["notes"])),
+               "notes": {}}
+
+        def ours():
+            return torch.ops.litetopk.sparse_attention(q, kv, indices, sm_scale, D_V, algo)
+
+        progress(f"litetopk {algo} {label}")
         try:
-            q_p, kv_p, idx_p = flashmla_peer.prepare(q, kv, indices)
-            if idx_p.shape[-1] != topk:
-                peer["notes"]["topk"] = f"indices padded with -1 to {idx_p.shape[-1]} slots"
-
-            def theirs():
-                return flashmla_peer.sparse_prefill(q_p, kv_p, idx_p, sm_scale, D_V)
-
-            first = flashmla_peer.sparse_prefill(q_p, kv_p, idx_p, sm_scale, D_V, check=True)
+            result = ours()
             synchronize(args.device)
-            if result is not None:
-                check = compare(result, flashmla_peer.as_litetopk(first, h_q), v_max, kernels=2)
-                if not (check["max_logits_ok"] and check["lse_ok"]):
-                    # An older FlashMLA (before its 2026-01 refactor) returns base-2 stats.
-                    raw = (first[0][:, :h_q], first[1][:, :h_q], first[2][:, :h_q])
-                    if compare(result, raw, v_max, kernels=2)["ok"]:
-                        check["message"] += ("; FlashMLA's stats match as base 2 without "
-                                             "conversion: an older FlashMLA build?")
-                peer["check"] = check
+            if args.check_queries > 0:
+                row["check_reference"] = check_against_reference(q, kv, indices, sm_scale,
+                                                                 result, v_max, args.check_queries)
+                if not row["check_reference"]["ok"]:
+                    row["notes"]["reference"] = "MISMATCH: " + row["check_reference"]["message"]
+            if want is not None:
+                check = row["flashmla"]["check"] = check_against_flashmla(result, want, raw,
+                                                                          v_max)
                 if not check["ok"]:
                     row["notes"]["flashmla check"] = "MISMATCH: " + check["message"]
-            del first
-            median, fastest = timer(theirs)
-            peer["ms"], peer["ms_min"] = median, fastest
-            peer["tflops"] = 2.0 * valid * peer["heads"] * (d_qk + D_V) / (median * 1e-3) / 1e12
-            check = peer["check"]
-            print(f"  {median:.3f} ms at {peer['heads']} heads, {peer['tflops']:.0f} TFLOP/s"
-                  + (f"; litetopk vs FlashMLA: {'ok' if check['ok'] else 'MISMATCH'} "
-                     f"({check['message']})" if check else ""), flush=True)
-            del q_p, idx_p
-        except Exception as error:  # noqa: BLE001 (a peer failure is a note, not a crash)
-            peer["notes"]["error"] = str(error).splitlines()[0]
-            print(f"  FlashMLA error: {peer['notes']['error']}", flush=True)
+            del result
+            median, fastest = timer(ours)
+            row["ms"], row["ms_min"] = median, fastest
+            row["tflops"] = row["flops"] / (median * 1e-3) / 1e12
+            checks = [(name, row_check) for name, row_check in
+                      (("reference", row["check_reference"]),
+                       ("FlashMLA", (row["flashmla"] or {}).get("check"))) if row_check]
+            print(f"  {median:.3f} ms, {row['tflops']:.0f} TFLOP/s"
+                  + "".join(f"; vs {name}: {'ok' if c['ok'] else 'MISMATCH'} ({c['message']})"
+                            for name, c in checks), flush=True)
+        except (RuntimeError, ValueError, torch.cuda.OutOfMemoryError) as error:
+            row["notes"]["litetopk"] = str(error).splitlines()[0]
+            print(f"  error: {row['notes']['litetopk']}", flush=True)
 
-    # litetopk's speed over FlashMLA's, measured or from issue 13's numbers, and the target.
-    flashmla_ms, source = None, None
-    if row["flashmla"] and row["flashmla"]["ms"]:
-        flashmla_ms, source = row["flashmla"]["ms"], "measured"
-    elif (s_q, s_kv, topk, d_qk) == ANCHOR_SHAPE and not args.padding and not args.out_of_range:
-        flashmla_ms = FLASHMLA_ANCHORS.get((flashmla_peer.padded_heads(h_q), overlap))
-        source = "anchor" if flashmla_ms else None
-    row["speedup"] = flashmla_ms / row["ms"] if flashmla_ms and row["ms"] else None
-    row["speedup_source"] = source
-    row["target"] = TARGETS.get(h_q, {}).get(overlap)
-    row["target_met"] = (None if row["target"] is None or row["speedup"] is None
-                         else row["speedup"] >= row["target"])
-    return row
+        # litetopk's speed over FlashMLA's, measured or from issue 13's numbers, and the target.
+        flashmla_ms, source = None, None
+        if row["flashmla"] and row["flashmla"]["ms"]:
+            flashmla_ms, source = row["flashmla"]["ms"], "measured"
+        elif (s_q, s_kv, topk, d_qk) == ANCHOR_SHAPE and not args.padding and not args.out_of_range:
+            flashmla_ms = FLASHMLA_ANCHORS.get((flashmla_peer.padded_heads(h_q), overlap))
+            source = "anchor" if flashmla_ms else None
+        row["speedup"] = flashmla_ms / row["ms"] if flashmla_ms and row["ms"] else None
+        row["speedup_source"] = source
+        row["target"] = TARGETS.get(h_q, {}).get(overlap)
+        row["target_met"] = (None if row["target"] is None or row["speedup"] is None
+                             else row["speedup"] >= row["target"])
+        rows.append(row)
+    return rows
 
 
-def failed_row(shape, h_q, overlap, args, error):
+def failed_rows(shape, h_q, overlap, args, error):
+    """One failed row per algo."""
+    return [failed_row(shape, h_q, algo, overlap, args, error) for algo in args.algos]
+
+
+def failed_row(shape, h_q, algo, overlap, args, error):
     s_q, s_kv, topk = shape
-    return {"s_q": s_q, "s_kv": s_kv, "topk": topk, "h_q": h_q, "d_qk": args.d_qk, "d_v": D_V,
+    return {"s_q": s_q, "s_kv": s_kv, "topk": topk, "h_q": h_q, "algo": algo, "d_qk": args.d_qk,
+            "d_v": D_V,
             "overlap": overlap, "group": args.group, "pattern": None, "ms": None, "tflops": None,
             "check_reference": None, "flashmla": None, "speedup": None, "speedup_source": None,
             "target": TARGETS.get(h_q, {}).get(overlap), "target_met": None,
@@ -328,7 +373,7 @@ def check_cell(row):
 
 
 def markdown_table(rows):
-    head = ("| s_q x s_kv, topk | h_q | indices | overlap measured | litetopk ms "
+    head = ("| s_q x s_kv, topk | h_q | algo | indices | overlap measured | litetopk ms "
             "| litetopk TFLOP/s | FlashMLA heads | FlashMLA ms | FlashMLA TFLOP/s "
             "| litetopk vs FlashMLA | target | met | check | notes |")
     lines = [head, "|" + " --- |" * (head.count("|") - 1)]
@@ -344,7 +389,7 @@ def markdown_table(rows):
         met = row.get("target_met")
         cells = [
             f"{row['s_q']} x {size_cell(row['s_kv'])}, {row['topk']}", str(row["h_q"]),
-            overlap_cell(row["overlap"], row["group"]),
+            row.get("algo", "auto"), overlap_cell(row["overlap"], row["group"]),
             "-" if measured is None else f"{measured:.2f}",
             fmt(row.get("ms")), fmt(row.get("tflops"), 0),
             str(peer["heads"]) if peer else str(flashmla_peer.padded_heads(row["h_q"])),
@@ -400,6 +445,11 @@ def main():
     parser.add_argument("--peer", choices=["flashmla"],
                         help="also time FlashMLA's flash_mla_sparse_fwd in this process and "
                              "check litetopk against it, when bench/flashmla_peer.py can load it")
+    parser.add_argument("--algos", type=parse_algos, default="auto",
+                        help="litetopk's kernels to time, a comma list of "
+                             + ", ".join(SPARSE_ATTENTION_ALGOS)
+                             + " (e.g. per-query,union-packed; default auto): one row each; "
+                             "union-packed takes h_q 16 and 32 only (a note elsewhere)")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                         help="cpu: a smoke test of this script on tiny shapes with litetopk's "
                              "CPU reference op (wall clock; not a measurement)")
@@ -420,7 +470,8 @@ def main():
     heads = sorted(set(args.heads))
     overlaps = list(dict.fromkeys(args.overlaps))
     timer = make_timer(args)
-    progress = Progress(len(shapes) * len(overlaps) * len(heads) * (2 if fm is not None else 1))
+    progress = Progress(len(shapes) * len(overlaps) * len(heads)
+                        * (len(args.algos) + (1 if fm is not None else 0)))
 
     rows = []
     for shape in shapes:
@@ -442,16 +493,17 @@ def main():
                       flush=True)
             except Exception as error:  # noqa: BLE001 (one bad pattern must not stop the rest)
                 print(f"  indices failed: {error!r}", flush=True)
-                rows += [failed_row(shape, h_q, overlap, args, error) for h_q in heads]
+                rows += [row for h_q in heads for row in failed_rows(shape, h_q, overlap, args,
+                                                                        error)]
                 continue
             for h_q in heads:
                 try:
-                    rows.append(bench_row(fm, shape, h_q, overlap, kv, indices, pattern, v_max,
-                                          args, progress, timer))
+                    rows += bench_rows(fm, shape, h_q, overlap, kv, indices, pattern, v_max,
+                                       args, progress, timer)
                 except Exception as error:  # noqa: BLE001 (one bad row must not stop the others)
                     print(f"  row h_q={h_q} failed: {error!r}", flush=True)
                     traceback.print_exc()
-                    rows.append(failed_row(shape, h_q, overlap, args, error))
+                    rows += failed_rows(shape, h_q, overlap, args, error)
                 if args.device == "cuda":
                     torch.cuda.empty_cache()
             del indices
@@ -459,15 +511,16 @@ def main():
 
     peer_line = flashmla_peer.describe(fm) if args.peer else None
     record = make_record(
-        "Sparse MLA attention (issue 13): litetopk torch.ops.litetopk.sparse_attention, and "
+        "Sparse MLA attention (issue 13): litetopk torch.ops.litetopk.sparse_attention (one row "
+        "per algo: " + ", ".join(args.algos) + "), and "
         "with --peer flashmla FlashMLA flash_mla_sparse_fwd at max(h_q, 64) heads (q padded "
         "with zero heads, untimed), same inputs; q, kv N(0, q_std^2 / kv_std^2) bf16, sm_scale "
         "1/sqrt(d_qk), index rows from bench/flashmla_peer.py's generator (testkit semantics: "
         "random, or groups of G sharing a fraction), CUDA events, median of iters after warmup; "
         "TFLOP/s = 2 * valid slots * heads * (d_qk + d_v) / time; speedup = FlashMLA ms / "
         "litetopk ms (anchor: issue 13's FlashMLA numbers when not measured)",
-        args, rows, peer=peer_line, d_qk=args.d_qk, d_v=D_V, group=args.group,
-        q_std=args.q_std, kv_std=args.kv_std, padding=args.padding,
+        args, rows, peer=peer_line, algos=list(args.algos), d_qk=args.d_qk, d_v=D_V,
+        group=args.group, q_std=args.q_std, kv_std=args.kv_std, padding=args.padding,
         out_of_range=args.out_of_range, targets={str(h): {str(k): v for k, v in t.items()}
                                                  for h, t in TARGETS.items()})
     table = markdown_table(rows)

@@ -14,6 +14,8 @@ FP8_DTYPES = ("float8_e4m3fn", "uint8")
 SELECT_ALGOS = {"auto": 0, "radix": 1, "sample-filter": 2, "grid-radix": 3}
 CPU_SELECT_ALGOS = {"reference": 0, "fast": 1}
 INDEXER_ALGOS = {"auto": 0, "unfused": 1, "fused": 2}
+# sparse_attention's algorithms, passed by name (litetopk::parse_sparse_attention_algo's).
+SPARSE_ATTENTION_ALGOS = ("auto", "per-query", "union-packed", "plain")
 # Bits of the select call's flags (c_api.h's litetopk_select_flags).
 SMALLEST, SORTED, DETERMINISTIC, VALIDATE_RANGES = 1, 2, 4, 8
 HEAD_DIM = 128  # sparse and dense decode
@@ -307,13 +309,23 @@ def sparse_attention_shapes(q, kv, indices):
     return s_q, h_q, d_qk, kv[1][0], indices[1][-1]
 
 
+def sparse_attention_algo(algo):
+    """algo, checked against SPARSE_ATTENTION_ALGOS (ValueError naming them otherwise)."""
+    if algo not in SPARSE_ATTENTION_ALGOS:
+        raise ValueError(f"algo must be one of {', '.join(SPARSE_ATTENTION_ALGOS)}, got {algo!r}")
+    return algo
+
+
 def sparse_attention_args(q, kv, indices, sm_scale, out, max_logits=None, lse=None,
-                          bf16=BF16_DTYPES):
+                          bf16=BF16_DTYPES, algo="auto"):
     """The extension's sparse attention tuple (include/litetopk/attention.h): q [s_q, h_q, d_qk]
     bf16, kv [s_kv, 1, d_qk] bf16 (one latent head), indices [s_q, 1, topk] int32 (or
     [s_q, topk]), out [s_q, h_q, d_v] bf16, max_logits and lse [s_q, h_q] fp32 or None; every
-    array contiguous. `bf16`: the dtype names that hold bf16 (numpy passes its uint16 bits).
-    The library then checks the sizes (h_q, d_qk, d_v, topk, sm_scale) and the alignment."""
+    array contiguous; algo one of SPARSE_ATTENTION_ALGOS (the GPU kernel; the CPU reference
+    ignores it), its name the tuple's last item. `bf16`: the dtype names that hold bf16 (numpy
+    passes its uint16 bits). The library then checks the sizes (h_q, d_qk, d_v, topk, sm_scale),
+    whether union-packed applies, and the alignment."""
+    algo = sparse_attention_algo(algo)
     s_q, h_q, d_qk, s_kv, topk = sparse_attention_shapes(q, kv, indices)
     device = q[4]
     check("q", q, dtypes=bf16)
@@ -330,4 +342,4 @@ def sparse_attention_args(q, kv, indices, sm_scale, out, max_logits=None, lse=No
         if view is not None:
             check(name, view, (s_q, h_q), ("float32",), device=device)
     return (q[0], kv[0], indices[0], s_q, s_kv, h_q, d_qk, d_v, topk, float(sm_scale), out[0],
-            address(max_logits), address(lse))
+            address(max_logits), address(lse), algo)

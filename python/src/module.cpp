@@ -267,10 +267,24 @@ nb::dict device_info() {
 }
 
 // ---- sparse_attention: (q, kv, indices, s_q, s_kv, h_q, d_qk, d_v, topk, sm_scale, out,
-//      max_logits, lse) ----
+//      max_logits, lse, algo), algo a SparseAttentionAlgo's name ("auto", "per-query", ...) ----
 
-using SparseAttentionArgs = std::tuple<Address, Address, Address, int64_t, int64_t, int64_t,
-                                       int64_t, int64_t, int64_t, float, Address, Address, Address>;
+using SparseAttentionArgs =
+    std::tuple<Address, Address, Address, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+               float, Address, Address, Address, std::string>;
+
+// The algorithm of `name`; ValueError naming the valid ones for any other name.
+litetopk::SparseAttentionAlgo sparse_attention_algo(const std::string& name) {
+  litetopk::SparseAttentionAlgo algo = litetopk::SparseAttentionAlgo::kAuto;
+  if (litetopk::parse_sparse_attention_algo(name.c_str(), &algo)) return algo;
+  std::string valid;
+  for (litetopk::SparseAttentionAlgo a :
+       {litetopk::SparseAttentionAlgo::kAuto, litetopk::SparseAttentionAlgo::kPerQuery,
+        litetopk::SparseAttentionAlgo::kUnionPacked, litetopk::SparseAttentionAlgo::kPlain}) {
+    valid += (valid.empty() ? "" : ", ") + std::string(litetopk::sparse_attention_algo_name(a));
+  }
+  throw nb::value_error(("algo must be one of " + valid + ", got '" + name + "'").c_str());
+}
 
 litetopk::SparseAttentionProblem sparse_attention_problem(const SparseAttentionArgs& a) {
   litetopk::SparseAttentionProblem p;
@@ -287,6 +301,7 @@ litetopk::SparseAttentionProblem sparse_attention_problem(const SparseAttentionA
   p.out = as<void>(std::get<10>(a));
   p.max_logits = as<float>(std::get<11>(a));
   p.lse = as<float>(std::get<12>(a));
+  p.algo = sparse_attention_algo(std::get<13>(a));
   return p;
 }
 

@@ -15,6 +15,7 @@ pytestmark = needs_cuda
 
 if torch is not None:
     import litetopk
+    from litetopk import _problems as P
     from litetopk.ops import (IndexerState, SparseKvCache, dense_decode, flash_mla_sparse_fwd,
                               fp8_mqa_logits, fp8_mqa_topk, fp8_paged_mqa_logits,
                               fp8_paged_mqa_topk, sparse_attention, topk)
@@ -255,6 +256,56 @@ def test_sparse_attention_gpu_empty_and_neighbour_rows():
     assert (out == 0).all() and max_logits.isneginf().all() and lse.isneginf().all()
     out, _, lse = sparse_attention(q[:0], kv, indices[:0], 0.04)       # s_q = 0
     assert out.shape == (0, 64, 512) and lse.shape == (0, 64)
+
+
+def neighbour_shared_inputs(h_q, s_kv=2000, topk=200, seed=56):
+    """Groups of G = 64 / h_q neighbouring queries (the union-packed kernel's groups): the first
+    groups hold attention_inputs' edge rows (-1 padding, out-of-range indices, a token listed
+    twice, which sends its group to the per-query path, an empty query, a single valid slot);
+    then a group whose rows share 80% of their tokens (each in its own order, the rest distinct
+    tokens of its own), a group of permuted copies of one row (its last row cut short with -1
+    padding), and a last group cut short by s_q (G - 1 queries: copies of its first row)."""
+    group = 64 // h_q
+    g1 = (5 + group - 1) // group * group  # the first group after the edge rows 0 .. 4
+    g2 = g1 + group
+    last = g2 + group
+    s_q = last + group - 1
+    q, kv, indices = attention_inputs("cpu", s_q=s_q, s_kv=s_kv, h_q=h_q, topk=topk, seed=seed)
+    generator = torch.Generator().manual_seed(seed)
+
+    def permuted(row):
+        return row[torch.randperm(row.numel(), generator=generator)]
+
+    base = indices[g1, 0].clone()
+    shared = topk * 4 // 5
+    others = torch.tensor(sorted(set(range(s_kv)) - set(base.tolist())), dtype=torch.int32)
+    for s in range(g1 + 1, g2):
+        own = permuted(others)[:topk - shared]
+        indices[s, 0] = permuted(torch.cat([base[:shared], own]))
+    for s in range(g2 + 1, last):
+        indices[s, 0] = permuted(indices[g2, 0])
+    indices[last - 1, 0, topk // 3:] = -1
+    for s in range(last + 1, s_q):
+        indices[s, 0] = permuted(indices[last, 0])
+    return q.cuda(), kv.cuda(), indices.cuda()
+
+
+@pytest.mark.parametrize("h_q", [16, 32])
+def test_sparse_attention_every_algo_on_neighbour_shared_rows(h_q):
+    """Every algorithm against the CPU op where neighbouring queries share their rows (the
+    union-packed kernel's case), with the contract's edge rows in the first group (a query that
+    lists a token twice sends its group to the per-query path)."""
+    q, kv, indices = neighbour_shared_inputs(h_q)
+    want = cpu_attention(q, kv, indices, 0.045)
+    for algo in P.SPARSE_ATTENTION_ALGOS:
+        got = sparse_attention(q, kv, indices, 0.045, algo=algo)
+        check_attention_close(got, want, kv, indices)
+        again = sparse_attention(q, kv, indices, 0.045, algo=algo)  # deterministic
+        for a, b in zip(got, again):
+            assert torch.equal(a, b), algo
+        out = torch.full_like(got[0], 7.0)
+        sparse_attention(q, kv, indices, 0.045, out=(out, None, None), algo=algo)
+        assert torch.equal(out, got[0]), algo
 
 
 def test_sparse_attention_compiled_fullgraph():

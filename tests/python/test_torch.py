@@ -13,6 +13,7 @@ DEVICES = ["cpu"] + (["cuda"] if has_cuda else [])
 
 if torch is not None:
     import litetopk
+    from litetopk import _problems as P
     from litetopk.ops import (IndexerState, SparseKvCache, flash_mla_sparse_fwd, fp8_mqa_logits,
                               fp8_mqa_topk, fp8_paged_mqa_logits, fp8_paged_mqa_topk,
                               sparse_attention, topk)
@@ -587,6 +588,63 @@ def test_sparse_attention_opcheck(device):
     out = torch.empty(5, 16, 512, dtype=torch.bfloat16, device=device)
     lse = torch.empty(5, 16, device=device)
     opcheck(torch.ops.litetopk.sparse_attention_out.default, (*inputs, 0.06, out, None, lse))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_sparse_attention_algos(device):
+    """Every algo name through the front, the op and the _out op: on the CPU the reference
+    whatever the name (the same answer), on the GPU each kernel within tolerance of it; a name
+    that is no algorithm raises ValueError naming the valid ones, and union-packed outside
+    h_q 16 and 32 is refused on either device."""
+    q, kv, indices = attention_inputs(device, s_q=9, h_q=16, topk=30, seed=9)
+    want = numpy_attention(q, kv, indices, 0.05)
+    for algo in P.SPARSE_ATTENTION_ALGOS:
+        results = [sparse_attention(q, kv, indices, 0.05, algo=algo),
+                   torch.ops.litetopk.sparse_attention(q, kv, indices, 0.05, 512, algo)]
+        out = torch.full_like(results[0][0], 7.0)
+        lse = torch.zeros_like(results[0][2])
+        torch.ops.litetopk.sparse_attention_out(q, kv, indices, 0.05, out, None, lse, algo=algo)
+        assert sparse_attention(q, kv, indices, 0.05, out=(out, None, lse), algo=algo)[0] is out
+        for got in results:
+            if device == "cpu":
+                for g, w in zip(got, want):
+                    assert torch.equal(g, w), algo
+            else:
+                check_attention_close(got, want, kv, indices)
+            assert torch.equal(got[0], results[0][0]) and torch.equal(got[2], results[0][2])
+        assert torch.equal(out, results[0][0]) and torch.equal(lse, results[0][2]), algo
+    names = "auto, per-query, union-packed, plain"
+    with pytest.raises(ValueError, match=f"algo must be one of {names}, got 'bogus'"):
+        sparse_attention(q, kv, indices, 0.05, algo="bogus")
+    with pytest.raises(ValueError, match=f"algo must be one of {names}, got 'Auto'"):
+        torch.ops.litetopk.sparse_attention(q, kv, indices, 0.05, 512, "Auto")
+    out = torch.empty(9, 16, 512, dtype=torch.bfloat16, device=device)
+    with pytest.raises(ValueError, match=f"algo must be one of {names}, got ''"):
+        torch.ops.litetopk.sparse_attention_out(q, kv, indices, 0.05, out, algo="")
+    q64, kv64, indices64 = attention_inputs(device, s_q=3, h_q=64, topk=8, seed=10)
+    with pytest.raises(ValueError, match="algo union-packed needs h_q 16 or 32"):
+        sparse_attention(q64, kv64, indices64, 0.05, algo="union-packed")
+    got = sparse_attention(q64, kv64, indices64, 0.05, algo="per-query")
+    check_attention_close(got, numpy_attention(q64, kv64, indices64, 0.05), kv64, indices64)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_sparse_attention_algo_fake_and_opcheck(device):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    inputs = tuple(attention_inputs(device, s_q=5, h_q=16, topk=20, seed=12))
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        fake = [mode.from_tensor(x) for x in inputs]
+        out, _, lse = torch.ops.litetopk.sparse_attention(*fake, 0.04, 512, "union-packed")
+        assert out.shape == (5, 16, 512) and lse.shape == (5, 16)
+        out, _, _ = sparse_attention(*fake, 0.04, algo="per-query")  # the Python front
+        assert out.shape == (5, 16, 512)
+        torch.ops.litetopk.sparse_attention_out(*fake, 0.04, out, algo="plain")
+    opcheck = torch.library.opcheck
+    opcheck(torch.ops.litetopk.sparse_attention.default, inputs + (0.06,),
+            {"algo": "union-packed"})
+    out = torch.empty(5, 16, 512, dtype=torch.bfloat16, device=device)
+    opcheck(torch.ops.litetopk.sparse_attention_out.default, inputs + (0.06, out),
+            {"algo": "per-query"})
 
 
 def test_sparse_attention_compiles_fullgraph_cpu():

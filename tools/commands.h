@@ -17,6 +17,7 @@ void add_info_command(CLI::App& app, int* exit_code);
 void add_select_command(CLI::App& app, int* exit_code);
 void add_indexer_command(CLI::App& app, int* exit_code);
 void add_decode_command(CLI::App& app, int* exit_code);
+void add_dsa_command(CLI::App& app, int* exit_code);
 void add_demo_command(CLI::App& app, int* exit_code);
 
 }  // namespace litetopk::tools

@@ -1,7 +1,8 @@
 // `litetopk demo`: a few default shapes, every algorithm of one backend, each verified against the
-// CPU reference, then the DSA indexer on one causal chunk and on one paged decode batch, and
-// sparse decoding against dense on a synthetic workload (judged against fp64 dense attention),
-// and a table of times and speedups.
+// CPU reference, then the DSA indexer on one causal chunk and on one paged decode batch, a DSA
+// layer end to end (the indexer, then sparse attention over its indices, checked like `litetopk
+// dsa`), and sparse decoding against dense on a synthetic workload (judged against fp64 dense
+// attention), and a table of times and speedups.
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -14,9 +15,12 @@
 
 #include "commands.h"
 #include "decode_runner.h"
+#include "dsa_runner.h"
 #include "environment.h"
 #include "indexer_runner.h"
 #include "paged_indexer_runner.h"
+#include "testkit/dsa_verify.h"
+#include "testkit/dsa_workload.h"
 #include "testkit/indexer_verify.h"
 #include "testkit/indexer_workload.h"
 #include "testkit/paged_indexer_verify.h"
@@ -50,6 +54,7 @@ struct DemoPlan {
   BenchOptions quick_bench;
   PagedIndexerSpec paged;  // the decode indexer's batch
   std::vector<PagedIndexerRunOptions> paged_runs;
+  DsaSpec dsa;  // the DSA layer's chunk: indexer_topk, then sparse_attention (auto algorithms)
 };
 
 // Sparse decoding against dense on the plan's backend. Dense is the baseline of the speedups.
@@ -97,6 +102,17 @@ IndexerSpec causal_indexer(int64_t T, int64_t S, int64_t H, int64_t k) {
   return spec;
 }
 
+// T queries at the end of S tokens, h_q attention heads, k tokens each; indexer H = 64.
+DsaSpec dsa_layer(int64_t T, int64_t S, int64_t h_q, int64_t k) {
+  DsaSpec spec;
+  spec.T = T;
+  spec.S = S;
+  spec.h_q = h_q;
+  spec.k = k;
+  spec.seed = 42;
+  return spec;
+}
+
 // B requests of `context` tokens with next_n = 2 query tokens each (multi-token prediction).
 PagedIndexerSpec paged_indexer(int64_t batch, int64_t context, int64_t H, int64_t k) {
   PagedIndexerSpec spec;
@@ -131,7 +147,8 @@ DemoPlan gpu_plan() {
           {true, 1, 5},
           paged_indexer(8, 32768, 64, 2048),
           {gpu_paged(IndexerAlgo::kUnfused), gpu_paged(IndexerAlgo::kFused),
-           gpu_paged(IndexerAlgo::kAuto)}};
+           gpu_paged(IndexerAlgo::kAuto)},
+          dsa_layer(1024, 32768, 16, 2048)};
 }
 
 DemoPlan cpu_plan() {
@@ -150,7 +167,8 @@ DemoPlan cpu_plan() {
           {true, 1, 5},
           {true, 0, 2},
           paged_indexer(2, 4096, 64, 256),
-          {cpu_paged}};
+          {cpu_paged},
+          dsa_layer(16, 4096, 16, 256)};
 }
 
 // The "[step/steps] what ... outcome" lines.
@@ -247,6 +265,67 @@ bool run_paged_indexer_steps(const DemoPlan& plan, const BenchOptions& bench, Pr
       progress, table);
 }
 
+// The plan's DSA layer on the backend: indexer_topk, then sparse_attention over its indices (the
+// GPU's auto algorithms, or the CPU references), each stage and the layer timed (dsa_runner.h),
+// the indices and the attention checked like `litetopk dsa` (testkit/dsa_verify.h): a table row
+// each. False when it failed.
+bool run_dsa_step(const DemoPlan& plan, bool on_gpu, const BenchOptions& bench,
+                  Progress* progress, Table* table) {
+  const DsaSpec& spec = plan.dsa;
+  const std::string shape = dsa_shape_label(spec);
+  const std::string label = "dsa " + shape;
+  DsaRunOptions options;
+  options.on_gpu = on_gpu;
+  options.bench = bench;
+  progress->start("dsa layer " + shape +
+                  (on_gpu ? ": indexer_topk auto, then sparse_attention auto"
+                          : ": indexer_topk_cpu, then sparse_attention_cpu"));
+  const DsaWorkload workload = make_dsa_workload(spec);
+  DsaRun run;
+  if (Status s = run_dsa_layer(workload, options, &run); !s) {
+    progress->fail(s);
+    table->add_row({label, "layer", "error"});
+    return false;
+  }
+  const DsaChecker checker(workload);
+  const std::string index_mismatch = checker.check_indices(run.indices.data());
+  const std::string attention_mismatch = checker.check_attention(
+      run.indices.data(), run.out.data(), run.max_logits.data(), run.lse.data());
+  std::string mismatch;
+  if (!index_mismatch.empty()) mismatch = "dsa indexer: " + index_mismatch;
+  if (!attention_mismatch.empty()) {
+    mismatch += (mismatch.empty() ? "" : "\n  ") + std::string("dsa attention: ") +
+                attention_mismatch;
+  }
+  const bool ok = progress->finish(run.layer.median_ms, mismatch);
+  const auto name = [&](const std::string& ran) { return on_gpu ? "auto (" + ran + ")" : ran; };
+  const auto tflops = [](double flops, double ms) {
+    const double value = teraflops_per_second(flops, ms);
+    return fixed(value, value < 10 ? 3 : 1);
+  };
+  const auto megabytes = [&](std::size_t bytes) {
+    return on_gpu ? fixed(static_cast<double>(bytes) / 1e6, 1) : "-";
+  };
+  const double gathered_bytes = static_cast<double>(dsa_attention_pairs(spec)) *
+                                static_cast<double>(spec.d_qk) * 2.0;
+  table->add_row({label, "indexer " + name(run.indexer_algo), fixed(run.indexer.median_ms, 3),
+                  "-", tflops(workload.indexer_flops(), run.indexer.median_ms),
+                  megabytes(run.indexer_workspace_bytes), "-",
+                  index_mismatch.empty() ? "yes" : "NO"});
+  table->add_row({label, "attention " + name(run.attention_algo),
+                  fixed(run.attention.median_ms, 3),
+                  fixed(gathered_bytes / (run.attention.median_ms * 1e6), 1),
+                  tflops(workload.attention_flops(), run.attention.median_ms),
+                  megabytes(run.attention_workspace_bytes), "-",
+                  attention_mismatch.empty() ? "bf16" : "NO"});
+  table->add_row({label, "layer", fixed(run.layer.median_ms, 3), "-",
+                  tflops(workload.indexer_flops() + workload.attention_flops(),
+                         run.layer.median_ms),
+                  megabytes(run.indexer_workspace_bytes + run.attention_workspace_bytes), "-",
+                  ok ? "yes" : "NO"});
+  return ok;
+}
+
 // Sparse decoding at each delta of `demo` and dense decoding on its synthetic workload, each
 // judged against fp64 dense attention (the dense one must be within demo.dense_tolerance): a
 // table row each. False when one failed.
@@ -335,8 +414,9 @@ int run_demo(const std::string& device, bool quick) {
                        : std::string("every row"))
             << "; " << indexer_queries
             << " queries of the indexer, " << paged_requests
-            << " requests of the paged one); then sparse decoding against dense on a synthetic "
-               "workload with the "
+            << " requests of the paged one); then a DSA layer (the indexer, then sparse attention "
+               "over its indices; the attention checked on a sample of queries within bf16 "
+               "tolerance); then sparse decoding against dense on a synthetic workload with the "
             << (on_gpu ? "GPU kernels (inputs generated on the CPU, the sparse cache built on the "
                          "GPU)"
                        : "CPU references")
@@ -348,7 +428,7 @@ int run_demo(const std::string& device, bool quick) {
                "kept blocks", "kept mass", "rel L2"},
               2);
   Progress progress(plan.shapes.size() * plan.variants.size() + plan.indexer_runs.size() +
-                    plan.paged_runs.size() + 2 + decode.deltas.size());
+                    plan.paged_runs.size() + 1 + 2 + decode.deltas.size());
   bool all_ok = true;
   for (const DemoShape& shape : plan.shapes) {
     WorkloadSpec spec;
@@ -389,6 +469,7 @@ int run_demo(const std::string& device, bool quick) {
   }
   all_ok = run_indexer_steps(plan, bench, &progress, &table) && all_ok;
   all_ok = run_paged_indexer_steps(plan, bench, &progress, &table) && all_ok;
+  all_ok = run_dsa_step(plan, on_gpu, bench, &progress, &table) && all_ok;
   all_ok = run_decode_steps(decode, quick, decode_note, &progress, &table) && all_ok;
   std::cout << '\n';
   table.print(std::cout);
@@ -400,8 +481,16 @@ int run_demo(const std::string& device, bool quick) {
     std::cout << ", the paged indexer against " << paged_indexer_run_name(plan.paged_runs.front());
   }
   std::cout << ", sparse decoding against dense"
-            << (on_gpu ? "; aux MB: the indexers' and the decoders' workspace" : "")
+            << (on_gpu ? "; aux MB: the indexers', the attention's and the decoders' workspace"
+                       : "")
             << "; paged indexer GB/s: its keys and scales read once per request\n";
+  std::cout << "dsa" << (on_gpu ? "" : " (CPU references)")
+            << ": the indexer's top " << plan.dsa.k << " of each query's causal range, then "
+               "sparse attention over them (h_q " << plan.dsa.h_q << ", d_qk " << plan.dsa.d_qk
+            << "); attention GB/s: the kv rows it gathers, one query at a time; its check is "
+               "bf16-level (2^"
+            << kDsaOutToleranceExponent << " (max |v| + |out|)), not exact; `litetopk dsa` "
+               "runs other shapes and algorithms\n";
   std::cout << "decode" << decode_note
             << ": kept blocks: full blocks read / full blocks; kept mass: the fp64 reference "
                "softmax mass in the read blocks (mean over heads); rel L2: against fp64 dense "
@@ -412,8 +501,9 @@ int run_demo(const std::string& device, bool quick) {
                              ": the kernel rounds the softmax weights to it for P V)"
                        : " (fp32 rounding of the fp64 result)")
             << '\n';
-  std::cout << (all_ok ? "\nall results exact (dense decoding within its tolerance; sparse "
-                         "decoding approximates by design: see kept mass and rel L2)\n"
+  std::cout << (all_ok ? "\nall results exact (the DSA attention and dense decoding within "
+                         "their tolerances; sparse decoding approximates by design: see kept "
+                         "mass and rel L2)\n"
                        : "\nFAILED: see the errors above\n");
   return all_ok ? kExitOk : kExitFailure;
 }

@@ -1,5 +1,5 @@
 // `litetopk`: build and device info, one selection or one indexer run (verify, benchmark), the
-// sparse-decoding trade-off, a demo.
+// sparse-decoding trade-off, a DSA layer end to end (indexer + sparse attention), a demo.
 #include <exception>
 #include <iostream>
 
@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   add_select_command(app, &exit_code);
   add_indexer_command(app, &exit_code);
   add_decode_command(app, &exit_code);
+  add_dsa_command(app, &exit_code);
   add_demo_command(app, &exit_code);
   try {
     app.parse(argc, argv);

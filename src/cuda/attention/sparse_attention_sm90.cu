@@ -12,21 +12,23 @@
 //   the queries that selected it; row (query g, head h) takes a slot only when bit g is set. A
 //   group that union_packing.cu left unpacked runs per query, one block per query.
 //
-// Pipeline of sparse_attention_sm90_kernel (384 threads: warpgroup 0 loads, 1 and 2 compute):
+// Pipeline of sparse_attention_sm90_kernel (384 threads: warpgroup 0 loads, 1 and 2 compute; the
+// slots go by pairs of 64-slot tiles, tile 2 b + h belonging to math warpgroup h):
 // 1. Loader: the block's 64 q rows into shared memory (cp.async, 128-byte swizzle, d_qk / 64
-//    slabs of 64 columns), then per tile of 64 slots, into one of two stages once both math
-//    warpgroups released it: the slots' kv rows (cp.async; a skipped slot gets a zero row);
-//    completion lands on the stage's full barrier.
-// 2. Math warpgroup w (0, 1): S = Q K^T over the tile's slots 32 w .. 32 w + 31 (m64n32k16 wgmma,
-//    both operands from shared memory), scaled to base-2 logits (sm_scale * log2 e), a slot the
-//    row does not take -inf.
-// 3. Online softmax over the two halves: each warpgroup's row maxima through shared memory, the new
-//    running max m, P = 2^(S - m) rounded to bf16 into the shared P tile (its 32 columns), the
-//    running sums l (each thread its own columns) and O scaled by 2^(m_old - m).
-// 4. O[:, 256 w .. 256 w + 255] += P V (m64n256k16 wgmma, V = the tile's first 512 columns read
-//    N-major in place); the stage is released.
-// 5. out = O / l (l summed over both halves) in bf16 for the block's real rows; max_logits = m
-//    and lse = m + log2 l (base 2); a row with no valid slot gets out 0 and -inf.
+//    slabs of 64 columns), then each tile into its warpgroup's stage once both math warpgroups
+//    released it: the slots' kv rows (cp.async; a skipped slot, or one past the list, gets a zero
+//    row); completion lands on the stage's full barrier.
+// 2. Math warpgroup h: S = Q K^T over its own tile (m64n64k16 wgmma, both operands from shared
+//    memory), scaled to base-2 logits (sm_scale * log2 e); a slot the row does not take is -inf.
+// 3. Online softmax over the pair: the two tiles' row maxima meet in shared memory, giving the new
+//    running max m; P = 2^(S - m) rounded to bf16, kept in registers and written to the
+//    warpgroup's P tile; the running sums l (each thread its own columns) and O scaled by
+//    2^(m_old - m).
+// 4. O[:, 256 h .. 256 h + 255] += P_own V_own (P from registers) + P_other V_other (P from the
+//    other warpgroup's P tile), m64n256k16 wgmma with V = the tiles' first 512 columns read
+//    N-major in place; then both stages are released.
+// 5. out = O / l (l summed over both warpgroups) in bf16 for the block's real rows;
+//    max_logits = m and lse = m + log2 l (base 2); a row with no valid slot gets out 0 and -inf.
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
@@ -50,16 +52,26 @@ constexpr int kThreads = 384;
 constexpr int kMathThreads = 256;
 constexpr uint32_t kSoftmaxBarrier = 1;  // named barriers of the two math warpgroups
 constexpr uint32_t kProbabilityBarrier = 2;
+constexpr int kFullBarrier = 0;  // mbarriers: full[2], empty[2], q
+constexpr int kEmptyBarrier = 2;
+constexpr int kQBarrier = 4;
 
 template <int kSlabs>
 struct Layout {
   static constexpr int kQ = 0;
   static constexpr int kStage0 = kSlabs * kSlabBytes;
   static constexpr int kStageBytes = kSlabs * kSlabBytes;
-  static constexpr int kP = kStage0 + 2 * kStageBytes;
-  static constexpr int kMaxPart = kP + kSlabBytes;        // float [2][64]
-  static constexpr int kSumPart = kMaxPart + 2 * kRows * 4;  // float [2][64]
-  static constexpr int kBarriers = kSumPart + 2 * kRows * 4;  // full[2], empty[2], q_full
+  // The P tile of math warpgroup h (64 x 64 bf16): with d_qk 576 it takes the rope slab of its own
+  // stage (dead once its Q K^T is done, reloaded only after both warpgroups release the stage);
+  // with d_qk 512 a buffer of its own.
+  static constexpr int kPRegion = kStage0 + 2 * kStageBytes;
+  __host__ __device__ static constexpr int p(int half) {
+    return kSlabs == 9 ? kStage0 + half * kStageBytes + 8 * kSlabBytes
+                       : kPRegion + half * kSlabBytes;
+  }
+  static constexpr int kMaxPart = kPRegion + (kSlabs == 9 ? 0 : 2 * kSlabBytes);  // float [2][64]
+  static constexpr int kSumPart = kMaxPart + 2 * kRows * 4;                         // float [2][64]
+  static constexpr int kBarriers = kSumPart + 2 * kRows * 4;  // full[2], empty[2], q
   static constexpr int kBytes = kBarriers + 5 * 8;
 };
 
@@ -125,7 +137,8 @@ __device__ __forceinline__ int32_t slot_token(const BlockWork& w, int32_t word) 
   return w.packed ? (word >> kUnionTokenShift) : word;
 }
 
-// 1. Loader warpgroup (128 threads): warp v moves rows 16 v .. 16 v + 15 of every tile.
+// 1. Loader warpgroup (128 threads): warp v moves rows 16 v .. 16 v + 15 of every tile; tile t
+// goes to stage t % 2, the stage of math warpgroup t % 2.
 template <int kSlabs>
 __device__ void load_tiles(const SparseAttentionArgs& a, const BlockWork& w, unsigned char* smem,
                            int tiles) {
@@ -149,11 +162,11 @@ __device__ void load_tiles(const SparseAttentionArgs& a, const BlockWork& w, uns
                         source + chunk * 8, real);
     }
   }
-  sm90::cp_async_arrive(&barriers[4]);
+  sm90::cp_async_arrive(&barriers[kQBarrier]);
 
   for (int tile = 0; tile < tiles; ++tile) {
     const int stage = tile & 1;
-    sm90::mbarrier_wait(&barriers[2 + stage], ((tile >> 1) & 1) ^ 1);
+    sm90::mbarrier_wait(&barriers[kEmptyBarrier + stage], ((tile >> 1) & 1) ^ 1);
     // Lanes 0..15 read the warp's 16 slot words; each row is then shuffled to the whole warp.
     const int slot = tile * kTile + warp * 16 + (lane & 15);
     const int32_t word = slot < w.count ? __ldg(w.slots + slot) : -1;
@@ -170,12 +183,20 @@ __device__ void load_tiles(const SparseAttentionArgs& a, const BlockWork& w, uns
                           source + chunk * 8, row_valid);
       }
     }
-    sm90::cp_async_arrive(&barriers[stage]);
+    sm90::cp_async_arrive(&barriers[kFullBarrier + stage]);
   }
   sm90::cp_async_wait<0>();
 }
 
-// 2-5. Math warpgroup `half` (0 or 1), its 128 threads.
+// Rounds a pair of probabilities to bf16 and packs them (low: the first).
+__device__ __forceinline__ uint32_t pack_bf16(float low, float high) {
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
+  return *reinterpret_cast<const uint32_t*>(&pair);
+}
+
+// 2-5. Math warpgroup `half` (0 or 1), its 128 threads. Per pair of tiles (2 b + half is its own,
+// in stage `half`): S of its own tile, the shared running max, P of its own tile in registers
+// and in shared memory, then O[:, 256 half ..] += P_own V_own + P_other V_other.
 template <int kSlabs>
 __device__ void compute_rows(const SparseAttentionArgs& a, const BlockWork& w, unsigned char* smem,
                              int tiles, int half) {
@@ -188,7 +209,10 @@ __device__ void compute_rows(const SparseAttentionArgs& a, const BlockWork& w, u
   auto* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
   auto* max_part = reinterpret_cast<float*>(smem + L::kMaxPart);
   auto* sum_part = reinterpret_cast<float*>(smem + L::kSumPart);
-  unsigned char* p_tile = smem + L::kP;
+  unsigned char* own_stage = smem + L::kStage0 + half * L::kStageBytes;
+  unsigned char* other_stage = smem + L::kStage0 + (1 - half) * L::kStageBytes;
+  unsigned char* own_p = smem + L::p(half);
+  unsigned char* other_p = smem + L::p(1 - half);
   // The packed query of each of the thread's two rows (its bit in a slot word).
   const uint32_t member0 = static_cast<uint32_t>(row0 / w.rows_per_query);
   const uint32_t member1 = static_cast<uint32_t>((row0 + 8) / w.rows_per_query);
@@ -196,26 +220,33 @@ __device__ void compute_rows(const SparseAttentionArgs& a, const BlockWork& w, u
   float o[128];
 #pragma unroll
   for (int i = 0; i < 128; ++i) o[i] = 0.0f;
-  float s[16] = {};
+  float s[32] = {};
+  uint32_t p[16];
   float m[2] = {-INFINITY, -INFINITY};
   float l[2] = {0.0f, 0.0f};
 
   const uint32_t q_low = sm90::swizzled_descriptor_low(smem + L::kQ);
-  sm90::mbarrier_wait(&barriers[4], 0);
-  for (int tile = 0; tile < tiles; ++tile) {
-    const int stage = tile & 1;
-    uint32_t bits[8];
+  const uint32_t k_low = sm90::swizzled_descriptor_low(own_stage);
+  const uint32_t other_p_low = sm90::swizzled_descriptor_low(other_p);
+  sm90::mbarrier_wait(&barriers[kQBarrier], 0);
+  for (int pair = 0; 2 * pair < tiles; ++pair) {
+    const uint32_t parity = pair & 1;
+    // Which of the own tile's 16 slots per row this thread's rows take (bit 2 j + e: column
+    // 8 j + column + e).
+    uint32_t take0 = 0, take1 = 0;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int slot = tile * kTile + half * 32 + 8 * j + column;
-      bits[2 * j] = slot_bits(a, w, slot);
-      bits[2 * j + 1] = slot_bits(a, w, slot + 1);
+    for (int j = 0; j < 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const uint32_t bits = slot_bits(a, w, (2 * pair + half) * kTile + 8 * j + column + e);
+        take0 |= ((bits >> member0) & 1u) << (2 * j + e);
+        take1 |= ((bits >> member1) & 1u) << (2 * j + e);
+      }
     }
-    unsigned char* stage_base = smem + L::kStage0 + stage * L::kStageBytes;
-    sm90::mbarrier_wait(&barriers[stage], (tile >> 1) & 1);
+    sm90::mbarrier_wait(&barriers[kFullBarrier + half], parity);
+    sm90::fence_proxy_async_shared();
 
     // 2.
-    const uint32_t k_low = sm90::swizzled_descriptor_low(stage_base + half * 32 * 128);
     sm90::fence_accumulators(s);
     sm90::wgmma_fence();
 #pragma unroll
@@ -223,7 +254,7 @@ __device__ void compute_rows(const SparseAttentionArgs& a, const BlockWork& w, u
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         const uint32_t offset = (slab * kSlabBytes + k * 32) >> 4;
-        sm90::wgmma_m64n32k16_bf16(s, sm90::swizzled_descriptor(q_low + offset),
+        sm90::wgmma_m64n64k16_bf16(s, sm90::swizzled_descriptor(q_low + offset),
                                    sm90::swizzled_descriptor(k_low + offset), slab + k > 0);
       }
     }
@@ -234,10 +265,9 @@ __device__ void compute_rows(const SparseAttentionArgs& a, const BlockWork& w, u
     // 3.
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
+    for (int i = 0; i < 32; ++i) {
       const int r = (i >> 1) & 1;
-      const uint32_t b = bits[2 * (i >> 2) + (i & 1)];
-      const bool take = (b >> (r ? member1 : member0)) & 1u;
+      const bool take = ((r ? take1 : take0) >> (2 * (i >> 2) + (i & 1))) & 1u;
       s[i] = take ? s[i] * a.scale2 : -INFINITY;
       tile_max[r] = fmaxf(tile_max[r], s[i]);
     }
@@ -262,39 +292,56 @@ __device__ void compute_rows(const SparseAttentionArgs& a, const BlockWork& w, u
       l[r] *= factor[r];
     }
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int col = half * 32 + 8 * j + column;
+    for (int j = 0; j < 8; ++j) {
+      const int col = 8 * j + column;
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const float p0 = exp2f(s[4 * j + 2 * r] - base[r]);
         const float p1 = exp2f(s[4 * j + 2 * r + 1] - base[r]);
         l[r] += p0 + p1;
-        const int row = row0 + 8 * r;
-        *reinterpret_cast<__nv_bfloat162*>(p_tile + swizzled(row, col / 8) + (col % 8) * 2) =
-            __floats2bfloat162_rn(p0, p1);
+        p[2 * j + r] = pack_bf16(p0, p1);
+        *reinterpret_cast<uint32_t*>(own_p + swizzled(row0 + 8 * r, col / 8) + (col % 8) * 2) =
+            p[2 * j + r];
       }
     }
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] *= factor[(i >> 1) & 1];
     sm90::fence_accumulators(o);
+    sm90::fence_fragment(p);
     sm90::fence_proxy_async_shared();
-    sm90::named_barrier(kProbabilityBarrier, kMathThreads);
 
-    // 4.
-    const uint32_t p_low = sm90::swizzled_descriptor_low(p_tile);
+    // 4. The own tile from registers (A fragment of k16 step k: p[4 k .. 4 k + 3]).
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t fragment[4] = {p[4 * k], p[4 * k + 1], p[4 * k + 2], p[4 * k + 3]};
+      sm90::wgmma_m64n256k16_bf16_rs_n_major_b(
+          o, fragment,
+          sm90::n_major_descriptor(own_stage + half * 4 * kSlabBytes + k * 16 * 128, kSlabBytes));
+    }
+    sm90::wgmma_commit();
+    // The other tile, its P from shared memory once the other warpgroup wrote it.
+    sm90::named_barrier(kProbabilityBarrier, kMathThreads);
+    sm90::mbarrier_wait(&barriers[kFullBarrier + (1 - half)], parity);
+    sm90::fence_proxy_async_shared();
     sm90::wgmma_fence();
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       sm90::wgmma_m64n256k16_bf16_n_major_b(
-          o, sm90::swizzled_descriptor(p_low + ((k * 32) >> 4)),
-          sm90::n_major_descriptor(stage_base + half * 4 * kSlabBytes + k * 16 * 128, kSlabBytes),
+          o, sm90::swizzled_descriptor(other_p_low + ((k * 32) >> 4)),
+          sm90::n_major_descriptor(other_stage + half * 4 * kSlabBytes + k * 16 * 128,
+                                   kSlabBytes),
           true);
     }
     sm90::wgmma_commit();
     sm90::wgmma_wait<0>();
     sm90::fence_accumulators(o);
+    sm90::fence_fragment(p);
     __syncwarp();
-    if (lane == 0) sm90::mbarrier_arrive(&barriers[2 + stage]);
+    if (lane == 0) {
+      sm90::mbarrier_arrive(&barriers[kEmptyBarrier]);
+      sm90::mbarrier_arrive(&barriers[kEmptyBarrier + 1]);
+    }
   }
 
   // 5.
@@ -318,7 +365,7 @@ __device__ void compute_rows(const SparseAttentionArgs& a, const BlockWork& w, u
     const int64_t at = (w.query0 + member) * a.h_q + w.head0 + row % w.rows_per_query;
     __nv_bfloat16* out_row = a.out + at * kDv + half * 256;
 #pragma unroll
-    for (int j = 0; j < 64; ++j) {
+    for (int j = 0; j < 32; ++j) {
       *reinterpret_cast<__nv_bfloat162*>(out_row + 8 * j + column) =
           __floats2bfloat162_rn(o[4 * j + 2 * r] * inverse, o[4 * j + 2 * r + 1] * inverse);
     }
@@ -329,6 +376,9 @@ __device__ void compute_rows(const SparseAttentionArgs& a, const BlockWork& w, u
   }
 }
 
+static_assert(Layout<9>::kBytes <= 227 * 1024 && Layout<8>::kBytes <= 227 * 1024,
+              "shared memory of one block");
+
 template <int kSlabs>
 __global__ void __launch_bounds__(kThreads, 1)
     sparse_attention_sm90_kernel(const SparseAttentionArgs args) {
@@ -336,15 +386,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   using L = Layout<kSlabs>;
   BlockWork work;
   if (!decode_work(args, &work)) return;
-  const int tiles = (work.count + kTile - 1) / kTile;
+  const int tiles = (work.count + 2 * kTile - 1) / (2 * kTile) * 2;  // whole pairs
   const int warpgroup = static_cast<int>(threadIdx.x) / 128;
   auto* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
   if (threadIdx.x == 0) {
-    sm90::mbarrier_init(&barriers[0], 128);
-    sm90::mbarrier_init(&barriers[1], 128);
-    sm90::mbarrier_init(&barriers[2], 8);  // one arrival per math warp
-    sm90::mbarrier_init(&barriers[3], 8);
-    sm90::mbarrier_init(&barriers[4], 128);
+    for (int stage = 0; stage < 2; ++stage) {
+      sm90::mbarrier_init(&barriers[kFullBarrier + stage], 128);  // every loader thread
+      sm90::mbarrier_init(&barriers[kEmptyBarrier + stage], 8);   // every math warp
+    }
+    sm90::mbarrier_init(&barriers[kQBarrier], 128);
     sm90::fence_barrier_init();
   }
   __syncthreads();

@@ -13,20 +13,22 @@
 //   group that union_packing.cu left unpacked runs per query, one block per query.
 //
 // Pipeline of sparse_attention_sm90_kernel (384 threads: warpgroup 0 loads, 1 and 2 compute; the
-// slots go by pairs of 64-slot tiles, tile 2 b + h belonging to math warpgroup h):
+// slots go by pairs of 64-slot tiles, tile 2 b + h belonging to math warpgroup h and its stage h):
 // 1. Loader: the block's 64 q rows into shared memory (cp.async, 128-byte swizzle, d_qk / 64
-//    slabs of 64 columns), then each tile into its warpgroup's stage once both math warpgroups
-//    released it: the slots' kv rows (cp.async; a skipped slot, or one past the list, gets a zero
-//    row); completion lands on the stage's full barrier.
-// 2. Math warpgroup h: S = Q K^T over its own tile (m64n64k16 wgmma, both operands from shared
-//    memory), scaled to base-2 logits (sm_scale * log2 e); a slot the row does not take is -inf.
-// 3. Online softmax over the pair: the two tiles' row maxima meet in shared memory, giving the new
-//    running max m; P = 2^(S - m) rounded to bf16, kept in registers and written to the
-//    warpgroup's P tile; the running sums l (each thread its own columns) and O scaled by
-//    2^(m_old - m).
-// 4. O[:, 256 h .. 256 h + 255] += P_own V_own (P from registers) + P_other V_other (P from the
-//    other warpgroup's P tile), m64n256k16 wgmma with V = the tiles' first 512 columns read
-//    N-major in place; then both stages are released.
+//    slabs of 64 columns); then per tile, per half of its columns once that half's readers
+//    released it, the slots' kv rows (cp.async; a skipped slot, or one past the list, gets a zero
+//    row), completing on the half's full barrier; with the left half, the slots' query bits.
+// 2. Math warpgroup h: S = Q K^T over its own tile (m64n64k16 wgmma from shared memory, the left
+//    half's slabs while the right half lands), scaled to base-2 logits (sm_scale * log2 e); a
+//    slot the row does not take is -inf.
+// 3. Running max, handed on: warpgroup 0 continues it over tile 2 b (m_0) and hands m_0 and its
+//    P to warpgroup 1, which continues it over tile 2 b + 1 (m_1) and hands back. P = 2^(S - m)
+//    rounded to bf16, kept in registers and written to the warpgroup's P tile.
+// 4. O[:, 256 h .. 256 h + 255] += P_0 V_0, then += P_1 V_1 (m64n256k16 wgmma, the own tile's P
+//    from registers, the other's from its P tile, V = the tiles' first 512 columns read N-major in
+//    place), O and the running sum l rescaled to each tile's max before; each half of a stage is
+//    released as soon as its last reader is done. Warpgroup 0 runs ahead of 1 by a tile's softmax,
+//    so one's matrix products cover the other's waits.
 // 5. out = O / l (l summed over both warpgroups) in bf16 for the block's real rows;
 //    max_logits = m and lse = m + log2 l (base 2); a row with no valid slot gets out 0 and -inf.
 #include <cuda_bf16.h>
@@ -50,29 +52,38 @@ constexpr int kDv = 512;
 constexpr int kSlabBytes = kRows * 128;  // 64 rows (or slots) x 64 bf16 columns
 constexpr int kThreads = 384;
 constexpr int kMathThreads = 256;
-constexpr uint32_t kSoftmaxBarrier = 1;  // named barriers of the two math warpgroups
-constexpr uint32_t kProbabilityBarrier = 2;
-constexpr int kFullBarrier = 0;  // mbarriers: full[2], empty[2], q
-constexpr int kEmptyBarrier = 2;
-constexpr int kQBarrier = 4;
+// Named barriers of the two math warpgroups: a tile's running max and P handed from warpgroup 0
+// to 1 and from 1 to 0, and the final sums.
+constexpr uint32_t kHandoffBarrier0 = 1;  // + h: from warpgroup h
+
+constexpr uint32_t kSumBarrier = 3;
+// mbarriers: full and empty per (stage, half of the columns), then q. Half 0 of a stage is its
+// slabs 0..3 (the first 256 value columns), half 1 the rest (the other 256, and the rope slab).
+constexpr int kFullBarrier = 0;   // + 2 stage + half
+constexpr int kEmptyBarrier = 4;  // + 2 stage + half
+constexpr int kQBarrier = 8;
+constexpr int kBarrierCount = 9;
+constexpr int kLeftSlabs = 4;
 
 template <int kSlabs>
 struct Layout {
   static constexpr int kQ = 0;
   static constexpr int kStage0 = kSlabs * kSlabBytes;
   static constexpr int kStageBytes = kSlabs * kSlabBytes;
-  // The P tile of math warpgroup h (64 x 64 bf16): with d_qk 576 it takes the rope slab of its own
-  // stage (dead once its Q K^T is done, reloaded only after both warpgroups release the stage);
-  // with d_qk 512 a buffer of its own.
+  // The P tile of math warpgroup h for pair b (64 x 64 bf16): with d_qk 576 it takes the rope
+  // slab of its own stage (dead once its Q K^T is done, reloaded only after the other warpgroup
+  // read P); with d_qk 512 a buffer per (h, b % 2) (the other warpgroup reads pair b's while h
+  // writes pair b + 1's).
   static constexpr int kPRegion = kStage0 + 2 * kStageBytes;
-  __host__ __device__ static constexpr int p(int half) {
+  __host__ __device__ static constexpr int p(int half, int pair) {
     return kSlabs == 9 ? kStage0 + half * kStageBytes + 8 * kSlabBytes
-                       : kPRegion + half * kSlabBytes;
+                       : kPRegion + (2 * half + (pair & 1)) * kSlabBytes;
   }
-  static constexpr int kMaxPart = kPRegion + (kSlabs == 9 ? 0 : 2 * kSlabBytes);  // float [2][64]
+  static constexpr int kMaxPart = kPRegion + (kSlabs == 9 ? 0 : 4 * kSlabBytes);  // float [2][64]
   static constexpr int kSumPart = kMaxPart + 2 * kRows * 4;                         // float [2][64]
-  static constexpr int kBarriers = kSumPart + 2 * kRows * 4;  // full[2], empty[2], q
-  static constexpr int kBytes = kBarriers + 5 * 8;
+  static constexpr int kBits = kSumPart + 2 * kRows * 4;  // uint8 [2][64]: each slot's query bits
+  static constexpr int kBarriers = kBits + 2 * kTile;
+  static constexpr int kBytes = kBarriers + kBarrierCount * 8;
 };
 
 // Byte offset of 16-byte chunk `chunk` (0..7) of row `row` in a 128-byte swizzled slab.
@@ -124,66 +135,94 @@ __device__ __forceinline__ bool decode_work(const SparseAttentionArgs& a, BlockW
   return true;
 }
 
-// The query bits of a slot word: bit g set when packed query g takes it (bit 0 for a valid
-// per-query slot); 0 for a skipped slot or one past the list.
-__device__ __forceinline__ uint32_t slot_bits(const SparseAttentionArgs& a, const BlockWork& w,
-                                              int slot) {
-  if (slot >= w.count) return 0;
-  const int32_t word = __ldg(w.slots + slot);
-  if (w.packed) return static_cast<uint32_t>(word) & kUnionBitsMask;
-  return word >= 0 && word < a.s_kv ? 1u : 0u;
-}
 __device__ __forceinline__ int32_t slot_token(const BlockWork& w, int32_t word) {
   return w.packed ? (word >> kUnionTokenShift) : word;
 }
 
-// 1. Loader warpgroup (128 threads): warp v moves rows 16 v .. 16 v + 15 of every tile; tile t
-// goes to stage t % 2, the stage of math warpgroup t % 2.
+// 1. Loader warpgroup (128 threads). Thread t moves 16-byte chunk t % 8 of every 64-column slab
+// of rows t / 8 + 16 i (i < 4) of each tile: with the 128-byte swizzle that chunk lands at the
+// same place in each of its rows (the rows share row % 8), so every copy is one instruction with a
+// constant offset. Tile t goes to stage t % 2 (math warpgroup t % 2's), in halves of its columns,
+// each with its own full and empty barrier, so that a half is refilled as soon as its readers
+// are done.
 template <int kSlabs>
 __device__ void load_tiles(const SparseAttentionArgs& a, const BlockWork& w, unsigned char* smem,
                            int tiles) {
   using L = Layout<kSlabs>;
-  constexpr int kChunks = kSlabs * 8;
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
+  constexpr int kRowsPerThread = 4;
+  const int thread = static_cast<int>(threadIdx.x);
+  const int chunk = thread % 8;
+  const int row0 = thread / 8;  // and + 16 i
+  const uint32_t row_offset =
+      static_cast<uint32_t>(row0 * 128 + ((chunk ^ (row0 & 7)) << 4));  // + 16 i * 128
   auto* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
-  const int d_qk = kSlabs * 64;
+  auto* bits = smem + L::kBits;
+  constexpr int kDqk = kSlabs * 64;
 
   // q rows: row r is head r % rows_per_query of query r / rows_per_query.
-  for (int i = 0; i < 16; ++i) {
-    const int row = warp * 16 + i;
+#pragma unroll
+  for (int i = 0; i < kRowsPerThread; ++i) {
+    const int row = row0 + 16 * i;
     const int member = row / w.rows_per_query;
     const bool real = member < w.queries;
     const __nv_bfloat16* source =
         a.q + ((w.query0 + (real ? member : 0)) * a.h_q + w.head0 + row % w.rows_per_query) *
-                  static_cast<int64_t>(d_qk);
-    for (int chunk = lane; chunk < kChunks; chunk += 32) {
-      sm90::cp_async_16(smem + L::kQ + (chunk / 8) * kSlabBytes + swizzled(row, chunk % 8),
-                        source + chunk * 8, real);
+                  static_cast<int64_t>(kDqk) + chunk * 8;
+#pragma unroll
+    for (int slab = 0; slab < kSlabs; ++slab) {
+      sm90::cp_async_16(smem + L::kQ + slab * kSlabBytes + row_offset + 16 * i * 128,
+                        source + slab * 64, real);
     }
   }
   sm90::cp_async_arrive(&barriers[kQBarrier]);
 
-  for (int tile = 0; tile < tiles; ++tile) {
-    const int stage = tile & 1;
-    sm90::mbarrier_wait(&barriers[kEmptyBarrier + stage], ((tile >> 1) & 1) ^ 1);
-    // Lanes 0..15 read the warp's 16 slot words; each row is then shuffled to the whole warp.
-    const int slot = tile * kTile + warp * 16 + (lane & 15);
-    const int32_t word = slot < w.count ? __ldg(w.slots + slot) : -1;
-    const int32_t token = slot_token(w, word);
-    const bool valid = slot < w.count && (w.packed || (word >= 0 && word < a.s_kv));
-    unsigned char* stage_base = smem + L::kStage0 + stage * L::kStageBytes;
-    for (int i = 0; i < 16; ++i) {
-      const int32_t row_token = __shfl_sync(0xffffffffu, token, i);
-      const bool row_valid = __shfl_sync(0xffffffffu, valid, i);
-      const int row = warp * 16 + i;
-      const __nv_bfloat16* source = a.kv + (row_valid ? int64_t{row_token} * d_qk : 0);
-      for (int chunk = lane; chunk < kChunks; chunk += 32) {
-        sm90::cp_async_16(stage_base + (chunk / 8) * kSlabBytes + swizzled(row, chunk % 8),
-                          source + chunk * 8, row_valid);
+  for (int pair = 0; 2 * pair < tiles; ++pair) {
+    const uint32_t parity = (pair & 1) ^ 1;
+    // The rows' sources (a skipped slot reads nothing and gets zeros) and query bits, both tiles.
+    const __nv_bfloat16* source[2][kRowsPerThread];
+    bool valid[2][kRowsPerThread];
+    uint32_t row_bits[2][kRowsPerThread];
+#pragma unroll
+    for (int stage = 0; stage < 2; ++stage) {
+#pragma unroll
+      for (int i = 0; i < kRowsPerThread; ++i) {
+        const int slot = (2 * pair + stage) * kTile + row0 + 16 * i;
+        const int32_t word = slot < w.count ? __ldg(w.slots + slot) : -1;
+        const int32_t token = slot_token(w, word);
+        valid[stage][i] = slot < w.count && (w.packed || (word >= 0 && word < a.s_kv));
+        row_bits[stage][i] =
+            !valid[stage][i] ? 0u : (w.packed ? static_cast<uint32_t>(word) & kUnionBitsMask : 1u);
+        source[stage][i] = a.kv + (valid[stage][i] ? int64_t{token} * kDqk : 0) + chunk * 8;
       }
     }
-    sm90::cp_async_arrive(&barriers[kFullBarrier + stage]);
+#pragma unroll
+    for (int stage = 0; stage < 2; ++stage) {
+      unsigned char* stage_base = smem + L::kStage0 + stage * L::kStageBytes + row_offset;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        sm90::mbarrier_wait(&barriers[kEmptyBarrier + 2 * stage + half], parity);
+#pragma unroll
+        for (int i = 0; i < kRowsPerThread; ++i) {
+#pragma unroll
+          for (int slab = half * kLeftSlabs; slab < (half ? kSlabs : kLeftSlabs); ++slab) {
+            sm90::cp_async_16(stage_base + slab * kSlabBytes + 16 * i * 128,
+                              source[stage][i] + slab * 64, valid[stage][i]);
+          }
+        }
+        sm90::cp_async_arrive(&barriers[kFullBarrier + 2 * stage + half]);
+        if (half == 0) {
+          // The slots' query bits, published by one plain arrival per warp.
+          if (chunk == 0) {
+#pragma unroll
+            for (int i = 0; i < kRowsPerThread; ++i) {
+              bits[stage * kTile + row0 + 16 * i] = static_cast<unsigned char>(row_bits[stage][i]);
+            }
+          }
+          __syncwarp();
+          if (thread % 32 == 0) sm90::mbarrier_arrive(&barriers[kFullBarrier + 2 * stage]);
+        }
+      }
+    }
   }
   sm90::cp_async_wait<0>();
 }
@@ -195,8 +234,11 @@ __device__ __forceinline__ uint32_t pack_bf16(float low, float high) {
 }
 
 // 2-5. Math warpgroup `half` (0 or 1), its 128 threads. Per pair of tiles (2 b + half is its own,
-// in stage `half`): S of its own tile, the shared running max, P of its own tile in registers
-// and in shared memory, then O[:, 256 half ..] += P_own V_own + P_other V_other.
+// in stage `half`): S of its own tile; the running max m_0 after tile 2 b (warpgroup 0, handed
+// to 1) and m_1 after tile 2 b + 1 (warpgroup 1, handed back); P of the own tile in registers
+// and in shared memory; then O[:, 256 half ..] += P_0 V_0 + P_1 V_1 in tile order, rescaled
+// between them. Warpgroup 0 does not wait for warpgroup 1 before its own tile's P V, so the two
+// run staggered and one's matrix products cover the other's waits.
 template <int kSlabs>
 __device__ void compute_rows(const SparseAttentionArgs& a, const BlockWork& w, unsigned char* smem,
                              int tiles, int half) {
@@ -211,8 +253,6 @@ __device__ void compute_rows(const SparseAttentionArgs& a, const BlockWork& w, u
   auto* sum_part = reinterpret_cast<float*>(smem + L::kSumPart);
   unsigned char* own_stage = smem + L::kStage0 + half * L::kStageBytes;
   unsigned char* other_stage = smem + L::kStage0 + (1 - half) * L::kStageBytes;
-  unsigned char* own_p = smem + L::p(half);
-  unsigned char* other_p = smem + L::p(1 - half);
   // The packed query of each of the thread's two rows (its bit in a slot word).
   const uint32_t member0 = static_cast<uint32_t>(row0 / w.rows_per_query);
   const uint32_t member1 = static_cast<uint32_t>((row0 + 8) / w.rows_per_query);
@@ -222,35 +262,45 @@ __device__ void compute_rows(const SparseAttentionArgs& a, const BlockWork& w, u
   for (int i = 0; i < 128; ++i) o[i] = 0.0f;
   float s[32] = {};
   uint32_t p[16];
-  float m[2] = {-INFINITY, -INFINITY};
-  float l[2] = {0.0f, 0.0f};
+  float m[2] = {-INFINITY, -INFINITY};  // the running max O and l are scaled to
+  float l[2] = {0.0f, 0.0f};            // this warpgroup's tiles' sums
+
+  // O and l times 2^(m - next) for the running max `next` (a row still at -inf stays as is).
+  auto rescale = [&](const float (&next)[2]) {
+    float factor[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      factor[r] = next[r] == -INFINITY ? 1.0f : exp2f(m[r] - next[r]);
+      m[r] = next[r];
+      l[r] *= factor[r];
+    }
+#pragma unroll
+    for (int i = 0; i < 128; ++i) o[i] *= factor[(i >> 1) & 1];
+  };
 
   const uint32_t q_low = sm90::swizzled_descriptor_low(smem + L::kQ);
   const uint32_t k_low = sm90::swizzled_descriptor_low(own_stage);
-  const uint32_t other_p_low = sm90::swizzled_descriptor_low(other_p);
+  // The halves of the stages this warpgroup's value columns come from: its own tile's and the
+  // other tile's (warpgroup 0: both left halves, warpgroup 1: both right halves).
+  const int v_slab = half * kLeftSlabs;
   sm90::mbarrier_wait(&barriers[kQBarrier], 0);
   for (int pair = 0; 2 * pair < tiles; ++pair) {
     const uint32_t parity = pair & 1;
-    // Which of the own tile's 16 slots per row this thread's rows take (bit 2 j + e: column
-    // 8 j + column + e).
-    uint32_t take0 = 0, take1 = 0;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const uint32_t bits = slot_bits(a, w, (2 * pair + half) * kTile + 8 * j + column + e);
-        take0 |= ((bits >> member0) & 1u) << (2 * j + e);
-        take1 |= ((bits >> member1) & 1u) << (2 * j + e);
-      }
-    }
-    sm90::mbarrier_wait(&barriers[kFullBarrier + half], parity);
-    sm90::fence_proxy_async_shared();
+    unsigned char* own_p = smem + L::p(half, pair);
+    const uint32_t other_p_low = sm90::swizzled_descriptor_low(smem + L::p(1 - half, pair));
 
-    // 2.
+    // 2. The left half's slabs as soon as they land, then the right half's.
+    sm90::mbarrier_wait(&barriers[kFullBarrier + 2 * half], parity);
+    sm90::fence_proxy_async_shared();
     sm90::fence_accumulators(s);
     sm90::wgmma_fence();
 #pragma unroll
     for (int slab = 0; slab < kSlabs; ++slab) {
+      if (slab == kLeftSlabs) {
+        sm90::mbarrier_wait(&barriers[kFullBarrier + 2 * half + 1], parity);
+        sm90::fence_proxy_async_shared();
+        sm90::wgmma_fence();
+      }
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         const uint32_t offset = (slab * kSlabBytes + k * 32) >> 4;
@@ -259,10 +309,28 @@ __device__ void compute_rows(const SparseAttentionArgs& a, const BlockWork& w, u
       }
     }
     sm90::wgmma_commit();
+    // Which of the tile's 16 slots per row this thread's rows take (bit 2 j + e: column
+    // 8 j + column + e), from the query bits the loader published with the left half.
+    uint32_t take0 = 0, take1 = 0;
+    const unsigned char* tile_bits = smem + L::kBits + half * kTile;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const uint32_t pair_bits =
+          *reinterpret_cast<const uint16_t*>(tile_bits + 8 * j + column);  // two slots
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const uint32_t slot_bits = (pair_bits >> (8 * e)) & 0xffu;
+        take0 |= ((slot_bits >> member0) & 1u) << (2 * j + e);
+        take1 |= ((slot_bits >> member1) & 1u) << (2 * j + e);
+      }
+    }
     sm90::wgmma_wait<0>();
     sm90::fence_accumulators(s);
+    // Warpgroup 1's Q K^T was its last read of its stage's left half (its bits are read too).
+    __syncwarp();
+    if (half == 1 && lane == 0) sm90::mbarrier_arrive(&barriers[kEmptyBarrier + 2 * 1]);
 
-    // 3.
+    // 3. Warpgroup 0 continues the running max from the last pair, warpgroup 1 from tile 2 b.
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
@@ -276,21 +344,19 @@ __device__ void compute_rows(const SparseAttentionArgs& a, const BlockWork& w, u
       tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
       tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
     }
-    if (lane % 4 == 0) {
-      max_part[half * kRows + row0] = tile_max[0];
-      max_part[half * kRows + row0 + 8] = tile_max[1];
+    float tile0_max[2] = {m[0], m[1]};  // warpgroup 1: the running max after tile 2 b
+    if (half == 1) {
+      sm90::named_barrier(kHandoffBarrier0, kMathThreads);  // P_0 and m_0 are ready
+      tile0_max[0] = max_part[row0];
+      tile0_max[1] = max_part[row0 + 8];
     }
-    sm90::named_barrier(kSoftmaxBarrier, kMathThreads);
-    float factor[2], base[2];
+    float next[2], base[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float other = max_part[(1 - half) * kRows + row0 + 8 * r];
-      const float next = fmaxf(m[r], fmaxf(tile_max[r], other));
-      factor[r] = next == -INFINITY ? 1.0f : exp2f(m[r] - next);
-      base[r] = next == -INFINITY ? 0.0f : next;
-      m[r] = next;
-      l[r] *= factor[r];
+      next[r] = fmaxf(half == 1 ? tile0_max[r] : m[r], tile_max[r]);
+      base[r] = next[r] == -INFINITY ? 0.0f : next[r];
     }
+    float own_sum[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int col = 8 * j + column;
@@ -298,49 +364,99 @@ __device__ void compute_rows(const SparseAttentionArgs& a, const BlockWork& w, u
       for (int r = 0; r < 2; ++r) {
         const float p0 = exp2f(s[4 * j + 2 * r] - base[r]);
         const float p1 = exp2f(s[4 * j + 2 * r + 1] - base[r]);
-        l[r] += p0 + p1;
+        own_sum[r] += p0 + p1;
         p[2 * j + r] = pack_bf16(p0, p1);
         *reinterpret_cast<uint32_t*>(own_p + swizzled(row0 + 8 * r, col / 8) + (col % 8) * 2) =
             p[2 * j + r];
       }
     }
-#pragma unroll
-    for (int i = 0; i < 128; ++i) o[i] *= factor[(i >> 1) & 1];
-    sm90::fence_accumulators(o);
+    if (lane % 4 == 0) {
+      max_part[half * kRows + row0] = next[0];
+      max_part[half * kRows + row0 + 8] = next[1];
+    }
     sm90::fence_fragment(p);
     sm90::fence_proxy_async_shared();
+    sm90::named_barrier_arrive(kHandoffBarrier0 + half, kMathThreads);
 
-    // 4. The own tile from registers (A fragment of k16 step k: p[4 k .. 4 k + 3]).
-    sm90::wgmma_fence();
+    // 4. Tile 2 b, then tile 2 b + 1, each at its running max.
+    const uint64_t own_v =
+        sm90::n_major_descriptor(own_stage + v_slab * kSlabBytes, kSlabBytes);
+    const uint64_t other_v =
+        sm90::n_major_descriptor(other_stage + v_slab * kSlabBytes, kSlabBytes);
+    if (half == 0) {
+      rescale(next);
+      l[0] += own_sum[0];
+      l[1] += own_sum[1];
+      sm90::fence_accumulators(o);
+      sm90::wgmma_fence();
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const uint32_t fragment[4] = {p[4 * k], p[4 * k + 1], p[4 * k + 2], p[4 * k + 3]};
-      sm90::wgmma_m64n256k16_bf16_rs_n_major_b(
-          o, fragment,
-          sm90::n_major_descriptor(own_stage + half * 4 * kSlabBytes + k * 16 * 128, kSlabBytes));
-    }
-    sm90::wgmma_commit();
-    // The other tile, its P from shared memory once the other warpgroup wrote it.
-    sm90::named_barrier(kProbabilityBarrier, kMathThreads);
-    sm90::mbarrier_wait(&barriers[kFullBarrier + (1 - half)], parity);
-    sm90::fence_proxy_async_shared();
-    sm90::wgmma_fence();
+      for (int k = 0; k < 4; ++k) {
+        const uint32_t fragment[4] = {p[4 * k], p[4 * k + 1], p[4 * k + 2], p[4 * k + 3]};
+        sm90::wgmma_m64n256k16_bf16_rs_n_major_b(o, fragment, own_v + ((k * 16 * 128) >> 4));
+      }
+      sm90::wgmma_commit();
+      sm90::wgmma_wait<0>();
+      sm90::fence_accumulators(o);
+      sm90::fence_fragment(p);
+      __syncwarp();
+      if (lane == 0) {  // done with its stage: the left half, and its Q K^T of the right
+        sm90::mbarrier_arrive(&barriers[kEmptyBarrier + 0]);
+        sm90::mbarrier_arrive(&barriers[kEmptyBarrier + 1]);
+      }
+      sm90::named_barrier(kHandoffBarrier0 + 1, kMathThreads);  // P_1 and m_1 are ready
+      const float after1[2] = {max_part[kRows + row0], max_part[kRows + row0 + 8]};
+      rescale(after1);
+      sm90::fence_accumulators(o);
+      sm90::wgmma_fence();
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      sm90::wgmma_m64n256k16_bf16_n_major_b(
-          o, sm90::swizzled_descriptor(other_p_low + ((k * 32) >> 4)),
-          sm90::n_major_descriptor(other_stage + half * 4 * kSlabBytes + k * 16 * 128,
-                                   kSlabBytes),
-          true);
-    }
-    sm90::wgmma_commit();
-    sm90::wgmma_wait<0>();
-    sm90::fence_accumulators(o);
-    sm90::fence_fragment(p);
-    __syncwarp();
-    if (lane == 0) {
-      sm90::mbarrier_arrive(&barriers[kEmptyBarrier]);
-      sm90::mbarrier_arrive(&barriers[kEmptyBarrier + 1]);
+      for (int k = 0; k < 4; ++k) {
+        sm90::wgmma_m64n256k16_bf16_n_major_b(
+            o, sm90::swizzled_descriptor(other_p_low + ((k * 32) >> 4)),
+            other_v + ((k * 16 * 128) >> 4), true);
+      }
+      sm90::wgmma_commit();
+      sm90::wgmma_wait<0>();
+      sm90::fence_accumulators(o);
+      __syncwarp();
+      if (lane == 0) {  // done with stage 1: its left half's values and P_1 in its right half
+        sm90::mbarrier_arrive(&barriers[kEmptyBarrier + 2]);
+        sm90::mbarrier_arrive(&barriers[kEmptyBarrier + 3]);
+      }
+    } else {
+      rescale(tile0_max);
+      sm90::fence_accumulators(o);
+      sm90::wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        sm90::wgmma_m64n256k16_bf16_n_major_b(
+            o, sm90::swizzled_descriptor(other_p_low + ((k * 32) >> 4)),
+            other_v + ((k * 16 * 128) >> 4), true);
+      }
+      sm90::wgmma_commit();
+      sm90::wgmma_wait<0>();
+      sm90::fence_accumulators(o);
+      __syncwarp();
+      if (lane == 0) {  // done with stage 0's right half: its values and P_0
+        sm90::mbarrier_arrive(&barriers[kEmptyBarrier + 1]);
+      }
+      rescale(next);
+      l[0] += own_sum[0];
+      l[1] += own_sum[1];
+      sm90::fence_accumulators(o);
+      sm90::wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const uint32_t fragment[4] = {p[4 * k], p[4 * k + 1], p[4 * k + 2], p[4 * k + 3]};
+        sm90::wgmma_m64n256k16_bf16_rs_n_major_b(o, fragment, own_v + ((k * 16 * 128) >> 4));
+      }
+      sm90::wgmma_commit();
+      sm90::wgmma_wait<0>();
+      sm90::fence_accumulators(o);
+      sm90::fence_fragment(p);
+      __syncwarp();
+      if (lane == 0) {  // done with its stage's right half
+        sm90::mbarrier_arrive(&barriers[kEmptyBarrier + 3]);
+      }
     }
   }
 
@@ -354,7 +470,7 @@ __device__ void compute_rows(const SparseAttentionArgs& a, const BlockWork& w, u
     sum_part[half * kRows + row0] = l[0];
     sum_part[half * kRows + row0 + 8] = l[1];
   }
-  sm90::named_barrier(kSoftmaxBarrier, kMathThreads);
+  sm90::named_barrier(kSumBarrier, kMathThreads);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = row0 + 8 * r;
@@ -390,9 +506,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int warpgroup = static_cast<int>(threadIdx.x) / 128;
   auto* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
   if (threadIdx.x == 0) {
+    // Full: every loader thread's copies, and for a left half the loader warps' query bits.
+    // Empty: the math warps that read the half (stage 0's left half: warpgroup 0's only).
     for (int stage = 0; stage < 2; ++stage) {
-      sm90::mbarrier_init(&barriers[kFullBarrier + stage], 128);  // every loader thread
-      sm90::mbarrier_init(&barriers[kEmptyBarrier + stage], 8);   // every math warp
+      sm90::mbarrier_init(&barriers[kFullBarrier + 2 * stage], 128 + 4);
+      sm90::mbarrier_init(&barriers[kFullBarrier + 2 * stage + 1], 128);
+      sm90::mbarrier_init(&barriers[kEmptyBarrier + 2 * stage], stage == 0 ? 4 : 8);
+      sm90::mbarrier_init(&barriers[kEmptyBarrier + 2 * stage + 1], 8);
     }
     sm90::mbarrier_init(&barriers[kQBarrier], 128);
     sm90::fence_barrier_init();

@@ -131,5 +131,10 @@ __device__ __forceinline__ void warpgroup_registers_decrease() {
 __device__ __forceinline__ void named_barrier(uint32_t id, uint32_t threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
+// Arrives at barrier `id` without waiting: the producer's half of a producer-consumer handoff
+// whose consumers call named_barrier(id, threads) (its writes before are visible to them after).
+__device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
 
 }  // namespace litetopk::sm90

@@ -2,7 +2,8 @@
 // that applies (per-query, union-packed, plain, auto): every h_q, d_qk 576 and 512, topk not a
 // multiple of the kernels' 64-slot tile, -1 padding and out-of-range indices, repeated tokens,
 // queries with nothing to attend, s_kv = 0, neighbour-shared rows, union groups cut by the
-// chunk's edge, unions from one query's row to G rows, a repeat inside a packed group.
+// chunk's edge, unions from one query's row to G rows, a repeat inside a packed group, unions
+// built by the bitmap (s_kv <= 2^18) and by the sort.
 //
 // Tolerance, from the arithmetic: the kernel rounds each probability 2^(l - m) to bf16 (relative
 // error <= 2^-9) before the second product and accumulates in fp32, so out differs from the
@@ -253,6 +254,18 @@ TEST(SparseAttentionGpu, UnionSizesFromOneRowToEveryRow) {
   }
   expect_matches_cpu(testkit::make_sparse_attention_workload(spec_of(4, 40000, 16, 512, 2048, 12)));
   expect_matches_cpu(testkit::make_sparse_attention_workload(spec_of(4, 40000, 32, 576, 4096, 13)));
+}
+
+// Unions over more tokens than the shared-memory bitmap covers (2^18) come from the radix sort.
+TEST(SparseAttentionGpu, UnionsOfALongContextComeFromTheSort) {
+  SparseAttentionSpec spec = spec_of(9, 270000, 16, 576, 100, 15);
+  spec.pattern = testkit::IndexPattern::kGroupShared;
+  spec.group = 4;
+  spec.shared_fraction = 0.5;
+  SparseAttentionWorkload w = testkit::make_sparse_attention_workload(spec);
+  w.indices[size(3)] = 269999;  // the last token
+  w.indices[size(5 * spec.topk + 7)] = w.indices[size(5 * spec.topk + 8)];  // a repeat, group 1
+  expect_matches_cpu(w);
 }
 
 // A group where one query lists a token twice runs per query (the repeat counts twice) while

@@ -1,6 +1,17 @@
 // LiteDSA's union packing (launch_union_packing in attention_kernels.h): for each group of G
-// neighbouring queries, the union of their selections as one slot list, each token once with the
-// bits of the queries that selected it, for the union-packed sparse attention kernel.
+// neighbouring queries, the union of their selections as one slot list in token order, each token
+// once with the bits of the queries that selected it, for the union-packed sparse attention
+// kernel. Two kernels build the same lists: a bitmap over the tokens when s_kv is small enough
+// for shared memory (kBitmapMaxTokens), else a block radix sort.
+//
+// Pipeline of union_bitmap_kernel (block = one group, 256 threads):
+// 1. A 4-bit cell per token in shared memory, zeroed; each of the group's valid slots ors its
+//    query's bit into its token's cell (a bit already set: a query lists the token twice).
+// 2. Each warp counts the nonzero cells of its run of words (lane l: words l, l + 32, ...: no
+//    bank conflicts); the warps' counts place the runs.
+// 3. Each nonzero cell writes token << 4 | its bits, in token order (a warp scan places a lane's
+//    cells after those of the lanes before it); the count is the union size, or -1 for a group
+//    with a repeat (it runs per query).
 //
 // Pipeline of union_packing_kernel (block = one group, 256 threads):
 // 1. The group's G x topk slots as keys token * 4 + query (a skipped slot: all ones, last).
@@ -13,18 +24,23 @@
 
 #include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_scan.cuh>
+#include <algorithm>
 #include <cstdint>
 
 #include "cuda/attention/attention_kernels.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/kernel_attributes.h"
 
 namespace litetopk::cuda_attention {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
 constexpr int kItems = static_cast<int>(kUnionMaxSlots) / kThreads;
 constexpr int kQueryBits = 2;  // G <= 4
 constexpr uint32_t kSkipped = 0xffffffffu;
+// The bitmap kernel's reach: 4 bits per token in at most 128 KB of shared memory.
+constexpr int64_t kBitmapMaxTokens = int64_t{1} << 18;
 
 using Sort = cub::BlockRadixSort<uint32_t, kThreads, kItems>;
 using Scan = cub::BlockScan<int, kThreads>;
@@ -104,12 +120,103 @@ __global__ void __launch_bounds__(kThreads)
   if (tid == 0) union_counts[group] = repeated ? -1 : total;
 }
 
+// 1-3 of the bitmap pipeline; `words` 32-bit words of 8 cells cover s_kv tokens.
+__global__ void __launch_bounds__(kThreads)
+    union_bitmap_kernel(const SparseAttentionArgs args, int32_t* union_slots,
+                        int32_t* union_counts, int words) {
+  extern __shared__ uint32_t cells[];
+  __shared__ int warp_counts[kWarps];
+  const int tid = static_cast<int>(threadIdx.x);
+  const int64_t group = blockIdx.x;
+  const int64_t query0 = group * args.group;
+  const int64_t left = args.s_q - query0;
+  const int queries = left < args.group ? static_cast<int>(left) : args.group;
+  const int n = queries * args.topk;
+
+  // 1.
+  for (int i = tid; i < words; i += kThreads) cells[i] = 0;
+  __syncthreads();
+  const int32_t* indices = args.indices + query0 * args.topk;
+  bool repeated = false;
+  for (int i = tid; i < n; i += kThreads) {
+    const int32_t token = indices[i];
+    if (token < 0 || token >= args.s_kv) continue;
+    const uint32_t bit = 1u << ((i / args.topk) + 4 * (token % 8));
+    repeated |= (atomicOr(&cells[token / 8], bit) & bit) != 0;
+  }
+  repeated = __syncthreads_or(repeated) != 0;
+  if (repeated) {
+    if (tid == 0) union_counts[group] = -1;
+    return;
+  }
+
+  // 2. Warp v scans a run of words 32 at a time (lane l: word base + l, no bank conflicts).
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int per_warp = (words + kWarps * 32 - 1) / (kWarps * 32) * 32;
+  const int first = warp * per_warp;
+  const int last = first + per_warp < words ? first + per_warp : words;
+  auto nonzero_cells = [](uint32_t word) {
+    return __popc((word | (word >> 1) | (word >> 2) | (word >> 3)) & 0x11111111u);
+  };
+  int nonzero = 0;
+  for (int word = first + lane; word < last; word += 32) nonzero += nonzero_cells(cells[word]);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    nonzero += __shfl_xor_sync(0xffffffffu, nonzero, offset);
+  }
+  if (lane == 0) warp_counts[warp] = nonzero;
+  __syncthreads();
+  int running = 0;
+  int total = 0;
+  for (int v = 0; v < kWarps; ++v) {
+    running += v < warp ? warp_counts[v] : 0;
+    total += warp_counts[v];
+  }
+
+  // 3. In token order: a lane's cells follow the cells of the lanes before it (a warp scan).
+  int32_t* slots = union_slots + group * args.group * args.topk;
+  for (int base = first; base < last; base += 32) {
+    const int word = base + lane;
+    uint32_t value = word < last ? cells[word] : 0u;
+    const int count = nonzero_cells(value);
+    int inclusive = count;
+#pragma unroll
+    for (int offset = 1; offset < 32; offset *= 2) {
+      const int other = __shfl_up_sync(0xffffffffu, inclusive, offset);
+      if (lane >= offset) inclusive += other;
+    }
+    int at = running + inclusive - count;
+    while (value != 0) {
+      const int cell = (__ffs(static_cast<int>(value)) - 1) / 4;
+      const uint32_t bits = (value >> (4 * cell)) & 0xfu;
+      value &= ~(0xfu << (4 * cell));
+      slots[at++] = ((word * 8 + cell) << kUnionTokenShift) | static_cast<int32_t>(bits);
+    }
+    running += __shfl_sync(0xffffffffu, inclusive, 31);
+  }
+  if (tid == 0) union_counts[group] = total;
+}
+
 }  // namespace
 
 Status launch_union_packing(const SparseAttentionArgs& args, int32_t* union_slots,
                             int32_t* union_counts, cudaStream_t stream) {
   const int64_t groups = (args.s_q + args.group - 1) / args.group;
   if (groups == 0) return Status::ok();
+  if (args.s_kv <= kBitmapMaxTokens) {
+    const int words = static_cast<int>((args.s_kv + 7) / 8);
+    const int smem = std::max(words, 1) * 4;
+    if (Status s = cuda_common::allow_dynamic_shared_memory(
+            reinterpret_cast<const void*>(union_bitmap_kernel), smem);
+        !s) {
+      return s;
+    }
+    union_bitmap_kernel<<<static_cast<unsigned>(groups), kThreads, smem, stream>>>(
+        args, union_slots, union_counts, words);
+    LITETOPK_CUDA_TRY(cudaPeekAtLastError());
+    return Status::ok();
+  }
   int end_bit = 1;
   while (end_bit < 32 && (uint64_t{1} << end_bit) <= uint64_t{4} * static_cast<uint64_t>(args.s_kv)) {
     ++end_bit;

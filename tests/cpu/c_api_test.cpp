@@ -734,6 +734,7 @@ TEST(CApi, SparseAttentionGpuCallsValidateFirst) {
   std::size_t cpp_bytes = 7;
   ASSERT_TRUE(sparse_attention_workspace_size(p, &cpp_bytes).is_ok());
   EXPECT_EQ(bytes, cpp_bytes);
+  c.algo = LITETOPK_ATTENTION_PER_QUERY;  // no workspace: the calls below pass none
 
   litetopk_sparse_attention_problem bad = c;
   bad.h_q = 48;

@@ -4,9 +4,6 @@
 namespace litetopk::heuristics {
 namespace {
 
-constexpr int64_t kMmaRows = 64;
-constexpr int64_t kMaxUnionSlots = 8192;
-constexpr int64_t kMaxUnionTokens = int64_t{1} << 27;
 constexpr std::size_t kAlignment = 256;
 
 std::size_t aligned(std::size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
@@ -15,8 +12,8 @@ std::size_t aligned(std::size_t bytes) { return (bytes + kAlignment - 1) / kAlig
 
 bool union_packing_applies(const SparseAttentionProblem& problem) {
   if (problem.h_q != 16 && problem.h_q != 32) return false;
-  return kMmaRows / problem.h_q * problem.topk <= kMaxUnionSlots &&
-         problem.s_kv <= kMaxUnionTokens;
+  return kAttentionMmaRows / problem.h_q * problem.topk <= kUnionMaxSlots &&
+         problem.s_kv <= kUnionMaxTokens;
 }
 
 SparseAttentionPlan plan_sparse_attention(const SparseAttentionProblem& problem) {
@@ -26,7 +23,7 @@ SparseAttentionPlan plan_sparse_attention(const SparseAttentionProblem& problem)
                                                : SparseAttentionAlgo::kPerQuery;
   }
   if (plan.algo != SparseAttentionAlgo::kUnionPacked) return plan;
-  plan.group = static_cast<int32_t>(kMmaRows / problem.h_q);
+  plan.group = static_cast<int32_t>(kAttentionMmaRows / problem.h_q);
   const int64_t groups = (problem.s_q + plan.group - 1) / plan.group;
   plan.counts_offset = aligned(static_cast<std::size_t>(groups * plan.group * problem.topk) * 4);
   plan.workspace_bytes = plan.counts_offset + aligned(static_cast<std::size_t>(groups) * 4);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "heuristics/attention_plan.h"
 #include "litetopk/status.h"
 
 namespace litetopk::cuda_attention {
@@ -15,9 +16,8 @@ namespace litetopk::cuda_attention {
 // queries that selected the token (bit g: query g of the group). Tokens below 2^27.
 constexpr int kUnionTokenShift = 4;
 constexpr uint32_t kUnionBitsMask = (1u << kUnionTokenShift) - 1;
-constexpr int64_t kUnionMaxTokens = int64_t{1} << 27;
-// The most slots a group's union is built from (G * topk): one block sorts them.
-constexpr int64_t kUnionMaxSlots = 8192;
+using heuristics::kUnionMaxSlots;   // G * topk: one block builds a group's union
+using heuristics::kUnionMaxTokens;  // s_kv: a token beside its bits in a slot word
 
 struct SparseAttentionArgs {
   const __nv_bfloat16* q;

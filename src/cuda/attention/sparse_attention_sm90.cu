@@ -46,7 +46,7 @@
 namespace litetopk::cuda_attention {
 namespace {
 
-constexpr int kRows = 64;           // MMA rows per block
+constexpr int kRows = static_cast<int>(heuristics::kAttentionMmaRows);  // MMA rows per block
 constexpr int kTile = 64;           // slots per tile
 constexpr int kDv = 512;
 constexpr int kSlabBytes = kRows * 128;  // 64 rows (or slots) x 64 bf16 columns

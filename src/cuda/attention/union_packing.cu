@@ -111,7 +111,8 @@ __global__ void __launch_bounds__(kThreads)
       const uint32_t token = key >> kQueryBits;
       if (at > 0 && (shared.sorted[at - 1] >> kQueryBits) == token) continue;
       uint32_t bits = 0;
-      for (int run = at; run < kUnionMaxSlots && (shared.sorted[run] >> kQueryBits) == token; ++run) {
+      for (int run = at; run < kUnionMaxSlots && (shared.sorted[run] >> kQueryBits) == token;
+           ++run) {
         bits |= 1u << (shared.sorted[run] & ((1u << kQueryBits) - 1));
       }
       slots[offset++] = static_cast<int32_t>((token << kUnionTokenShift) | bits);
@@ -218,7 +219,8 @@ Status launch_union_packing(const SparseAttentionArgs& args, int32_t* union_slot
     return Status::ok();
   }
   int end_bit = 1;
-  while (end_bit < 32 && (uint64_t{1} << end_bit) <= uint64_t{4} * static_cast<uint64_t>(args.s_kv)) {
+  const uint64_t largest_key = uint64_t{4} * static_cast<uint64_t>(args.s_kv);
+  while (end_bit < 32 && (uint64_t{1} << end_bit) <= largest_key) {
     ++end_bit;
   }
   union_packing_kernel<<<static_cast<unsigned>(groups), kThreads, 0, stream>>>(

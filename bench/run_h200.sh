@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # Everything litetopk measures and checks on the H200, in one go. Run from the repo root on the GPU
-# machine, with the release build already in build/release (scripts/build.sh). Writes at most 10
+# machine, with the release build already in build/release (scripts/build.sh). Writes at most 11
 # files into $OUT (default bench/results/h200_<date>):
 #   gpu_tests.log   ctest --preset gpu
 #   sanitizer.log   compute-sanitizer memcheck and racecheck on the GPU tests named *Small*
 #   demo.log        litetopk info and litetopk demo
 #   python.log      bench/python_h200.sh: pip install of the package (linking $BUILD), pytest
 #                   tests/python, the example DSA indexer module; the benchmarks import it
-#   bench.log       the output of the benchmarks (the indexer's and decode's markdown tables too)
+#   bench.log       the output of the benchmarks (the indexer's, decode's and attention's markdown
+#                   tables too) and of `litetopk dsa` (a DSA layer, 4096 x 128K, h_q 16)
 #   select_h200.json, select_h200.md, select_h200.png   bench/select_bench.py
 #   indexer_h200.json                                    bench/indexer_bench.py
 #   decode_h200.json                                     bench/decode_bench.py
+#   attention_h200.json                                  bench/attention_bench.py (with FlashMLA
+#                                                        when its build is importable)
 # Arguments go to select_bench.py (e.g. --iters 10, --shapes 8192x131072x2048); INDEXER_ARGS to
 # indexer_bench.py (e.g. INDEXER_ARGS="--shapes-quick --peer deepgemm"); DECODE_ARGS to
-# decode_bench.py. A failing
+# decode_bench.py; ATTENTION_ARGS to attention_bench.py (default "--algos auto,per-query"; add
+# "--peer flashmla" after exporting the PYTHONPATH .peers/build_flashmla.sh prints). A failing
 # step does not stop the others; the failed ones are listed at the end, before the tables.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -75,6 +79,15 @@ step "decode benchmark" "$OUT/bench.log" env LD_PRELOAD=/usr/lib/x86_64-linux-gn
   --md "$DECODE_MD" \
   ${DECODE_ARGS:-}
 
+ATTENTION_MD=$(mktemp)
+trap 'rm -f "$INDEXER_MD" "$DECODE_MD" "$ATTENTION_MD"' EXIT
+# shellcheck disable=SC2086  # ATTENTION_ARGS is a list of options
+step "attention benchmark" "$OUT/bench.log" env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6 \
+  python3 bench/attention_bench.py --json "$OUT/attention_h200.json" --md "$ATTENTION_MD" \
+  ${ATTENTION_ARGS:---algos auto,per-query}
+step "DSA layer" "$OUT/bench.log" "$BUILD"/litetopk dsa --device gpu --tokens 4096 \
+  --context 131072 --heads 16
+
 echo
 if ((${#failed[@]})); then
   echo "FAILED steps: ${failed[*]} (logs in $OUT)"
@@ -85,4 +98,5 @@ echo
 [ -f "$OUT/select_h200.md" ] && cat "$OUT/select_h200.md"
 [ -s "$INDEXER_MD" ] && { echo; cat "$INDEXER_MD"; }
 [ -s "$DECODE_MD" ] && { echo; cat "$DECODE_MD"; }
+[ -s "$ATTENTION_MD" ] && { echo; cat "$ATTENTION_MD"; }
 ((${#failed[@]} == 0))

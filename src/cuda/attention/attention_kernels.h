@@ -39,6 +39,13 @@ struct SparseAttentionArgs {
   const int32_t* union_counts;
 };
 
+// The queries of the union group starting at query0: G, fewer for the chunk's last group.
+__device__ __forceinline__ int union_group_queries(const SparseAttentionArgs& args,
+                                                   int64_t query0) {
+  const int64_t left = args.s_q - query0;
+  return left < args.group ? static_cast<int>(left) : args.group;
+}
+
 // The Hopper kernel (sparse_attention_sm90.cu): per query when args.group is 1, else union-packed
 // over the unions union_packing built.
 Status launch_sparse_attention_sm90(const SparseAttentionArgs& args, cudaStream_t stream);

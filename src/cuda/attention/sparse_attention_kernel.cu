@@ -23,6 +23,7 @@
 #include "cuda/common/async_copy_sm90.cuh"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/kernel_attributes.h"
+#include "cuda/decode/decode_mma_sm90.cuh"
 
 namespace litetopk::cuda_attention {
 namespace {
@@ -45,7 +46,6 @@ struct alignas(16) Shared {
   int32_t valid[kSlots];
 };
 
-
 __device__ __forceinline__ uint32_t pair_at(const __nv_bfloat16* p) {
   return *reinterpret_cast<const uint32_t*>(p);
 }
@@ -53,16 +53,6 @@ __device__ __forceinline__ uint32_t pair_at(const __nv_bfloat16* p) {
 __device__ __forceinline__ uint32_t pack(__nv_bfloat16 low, __nv_bfloat16 high) {
   return static_cast<uint32_t>(__bfloat16_as_ushort(low)) |
          (static_cast<uint32_t>(__bfloat16_as_ushort(high)) << 16);
-}
-
-// d (+)= a b for a 16 x 16 bf16 A fragment and a 16 x 8 B fragment (fp32 accumulators).
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -122,7 +112,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
         const int n = warp * 16 + t * 8 + r;
-        mma_bf16(acc[t], a, pair_at(&s.kv[n][k0 + c2]), pair_at(&s.kv[n][k0 + 8 + c2]));
+        decode::mma_bf16(acc[t], a, pair_at(&s.kv[n][k0 + c2]), pair_at(&s.kv[n][k0 + 8 + c2]));
       }
     }
 #pragma unroll
@@ -191,7 +181,7 @@ __global__ void __launch_bounds__(kThreads)
         const int n = warp * 128 + t * 8 + r;
         const uint32_t b0 = pack(s.kv[k0 + c2][n], s.kv[k0 + c2 + 1][n]);
         const uint32_t b1 = pack(s.kv[k0 + 8 + c2][n], s.kv[k0 + 9 + c2][n]);
-        mma_bf16(o[t], a, b0, b1);
+        decode::mma_bf16(o[t], a, b0, b1);
       }
     }
     __syncthreads();  // the next tile overwrites kv, s and p

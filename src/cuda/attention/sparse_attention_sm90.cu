@@ -42,6 +42,7 @@
 #include "cuda/common/async_copy_sm90.cuh"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/kernel_attributes.h"
+#include "cuda/decode/decode_mma_sm90.cuh"
 
 namespace litetopk::cuda_attention {
 namespace {
@@ -118,8 +119,7 @@ __device__ __forceinline__ bool decode_work(const SparseAttentionArgs& a, BlockW
     if (count >= 0) {
       if (member != 0) return false;
       w->query0 = group * a.group;
-      const int64_t left = a.s_q - w->query0;
-      w->queries = left < a.group ? static_cast<int>(left) : a.group;
+      w->queries = union_group_queries(a, w->query0);
       w->slots = a.union_slots + group * a.group * a.topk;
       w->count = count;
       w->packed = true;
@@ -225,12 +225,6 @@ __device__ void load_tiles(const SparseAttentionArgs& a, const BlockWork& w, uns
     }
   }
   sm90::cp_async_wait<0>();
-}
-
-// Rounds a pair of probabilities to bf16 and packs them (low: the first).
-__device__ __forceinline__ uint32_t pack_bf16(float low, float high) {
-  const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
-  return *reinterpret_cast<const uint32_t*>(&pair);
 }
 
 // 2-5. Math warpgroup `half` (0 or 1), its 128 threads. Per pair of tiles (2 b + half is its own,
@@ -365,7 +359,7 @@ __device__ void compute_rows(const SparseAttentionArgs& a, const BlockWork& w, u
         const float p0 = exp2f(s[4 * j + 2 * r] - base[r]);
         const float p1 = exp2f(s[4 * j + 2 * r + 1] - base[r]);
         own_sum[r] += p0 + p1;
-        p[2 * j + r] = pack_bf16(p0, p1);
+        p[2 * j + r] = decode::pack2<__nv_bfloat16>(p0, p1);
         *reinterpret_cast<uint32_t*>(own_p + swizzled(row0 + 8 * r, col / 8) + (col % 8) * 2) =
             p[2 * j + r];
       }
@@ -378,12 +372,13 @@ __device__ void compute_rows(const SparseAttentionArgs& a, const BlockWork& w, u
     sm90::fence_proxy_async_shared();
     sm90::named_barrier_arrive(kHandoffBarrier0 + half, kMathThreads);
 
-    // 4. Tile 2 b, then tile 2 b + 1, each at its running max.
+    // 4. Tile 2 b, then tile 2 b + 1, each at its running max: O and l rescaled to it, then the
+    // tile's P V (the own tile's P from registers, the other's from its P tile).
     const uint64_t own_v =
         sm90::n_major_descriptor(own_stage + v_slab * kSlabBytes, kSlabBytes);
     const uint64_t other_v =
         sm90::n_major_descriptor(other_stage + v_slab * kSlabBytes, kSlabBytes);
-    if (half == 0) {
+    auto add_own_tile = [&]() {
       rescale(next);
       l[0] += own_sum[0];
       l[1] += own_sum[1];
@@ -399,61 +394,41 @@ __device__ void compute_rows(const SparseAttentionArgs& a, const BlockWork& w, u
       sm90::fence_accumulators(o);
       sm90::fence_fragment(p);
       __syncwarp();
+    };
+    auto add_other_tile = [&](const float (&tile_max_after)[2]) {
+      rescale(tile_max_after);
+      sm90::fence_accumulators(o);
+      sm90::wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        sm90::wgmma_m64n256k16_bf16_n_major_b(
+            o, sm90::swizzled_descriptor(other_p_low + ((k * 32) >> 4)),
+            other_v + ((k * 16 * 128) >> 4), true);
+      }
+      sm90::wgmma_commit();
+      sm90::wgmma_wait<0>();
+      sm90::fence_accumulators(o);
+      __syncwarp();
+    };
+    if (half == 0) {
+      add_own_tile();
       if (lane == 0) {  // done with its stage: the left half, and its Q K^T of the right
         sm90::mbarrier_arrive(&barriers[kEmptyBarrier + 0]);
         sm90::mbarrier_arrive(&barriers[kEmptyBarrier + 1]);
       }
       sm90::named_barrier(kHandoffBarrier0 + 1, kMathThreads);  // P_1 and m_1 are ready
       const float after1[2] = {max_part[kRows + row0], max_part[kRows + row0 + 8]};
-      rescale(after1);
-      sm90::fence_accumulators(o);
-      sm90::wgmma_fence();
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        sm90::wgmma_m64n256k16_bf16_n_major_b(
-            o, sm90::swizzled_descriptor(other_p_low + ((k * 32) >> 4)),
-            other_v + ((k * 16 * 128) >> 4), true);
-      }
-      sm90::wgmma_commit();
-      sm90::wgmma_wait<0>();
-      sm90::fence_accumulators(o);
-      __syncwarp();
+      add_other_tile(after1);
       if (lane == 0) {  // done with stage 1: its left half's values and P_1 in its right half
         sm90::mbarrier_arrive(&barriers[kEmptyBarrier + 2]);
         sm90::mbarrier_arrive(&barriers[kEmptyBarrier + 3]);
       }
     } else {
-      rescale(tile0_max);
-      sm90::fence_accumulators(o);
-      sm90::wgmma_fence();
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        sm90::wgmma_m64n256k16_bf16_n_major_b(
-            o, sm90::swizzled_descriptor(other_p_low + ((k * 32) >> 4)),
-            other_v + ((k * 16 * 128) >> 4), true);
-      }
-      sm90::wgmma_commit();
-      sm90::wgmma_wait<0>();
-      sm90::fence_accumulators(o);
-      __syncwarp();
+      add_other_tile(tile0_max);
       if (lane == 0) {  // done with stage 0's right half: its values and P_0
         sm90::mbarrier_arrive(&barriers[kEmptyBarrier + 1]);
       }
-      rescale(next);
-      l[0] += own_sum[0];
-      l[1] += own_sum[1];
-      sm90::fence_accumulators(o);
-      sm90::wgmma_fence();
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const uint32_t fragment[4] = {p[4 * k], p[4 * k + 1], p[4 * k + 2], p[4 * k + 3]};
-        sm90::wgmma_m64n256k16_bf16_rs_n_major_b(o, fragment, own_v + ((k * 16 * 128) >> 4));
-      }
-      sm90::wgmma_commit();
-      sm90::wgmma_wait<0>();
-      sm90::fence_accumulators(o);
-      sm90::fence_fragment(p);
-      __syncwarp();
+      add_own_tile();
       if (lane == 0) {  // done with its stage's right half
         sm90::mbarrier_arrive(&barriers[kEmptyBarrier + 3]);
       }

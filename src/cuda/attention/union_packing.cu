@@ -56,9 +56,7 @@ __global__ void __launch_bounds__(kThreads)
   const int tid = static_cast<int>(threadIdx.x);
   const int64_t group = blockIdx.x;
   const int64_t query0 = group * args.group;
-  const int64_t left = args.s_q - query0;
-  const int queries = left < args.group ? static_cast<int>(left) : args.group;
-  const int n = queries * args.topk;
+  const int n = union_group_queries(args, query0) * args.topk;
 
   // 1.
   uint32_t keys[kItems];
@@ -130,9 +128,7 @@ __global__ void __launch_bounds__(kThreads)
   const int tid = static_cast<int>(threadIdx.x);
   const int64_t group = blockIdx.x;
   const int64_t query0 = group * args.group;
-  const int64_t left = args.s_q - query0;
-  const int queries = left < args.group ? static_cast<int>(left) : args.group;
-  const int n = queries * args.topk;
+  const int n = union_group_queries(args, query0) * args.topk;
 
   // 1.
   for (int i = tid; i < words; i += kThreads) cells[i] = 0;

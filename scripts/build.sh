@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs the build dependencies that are missing (Debian/Ubuntu), then configures and builds
-# the release preset into build/release. Arguments are build targets (default: everything).
-# The CUDA backend is built when nvcc is found; without it the build is CPU-only.
+# Installs the build dependencies that are missing (Debian/Ubuntu packages, and the Python
+# packages the extension and the tests need), then configures and builds the release preset into
+# build/release. Arguments are build targets (default: everything). The CUDA backend is built when
+# nvcc is found; without it the build is CPU-only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +24,19 @@ if ((${#missing[@]})); then
   "${sudo[@]}" apt-get update
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
     "${missing[@]}"
+fi
+
+# Python packages: nanobind for the extension (before the configure, which looks for it), numpy
+# for the package, pytest for the tests. Into the active venv when there is one.
+missing=()
+for module in nanobind numpy pytest; do
+  python3 -c "import $module" >/dev/null 2>&1 || missing+=("$module")
+done
+if ((${#missing[@]})); then
+  echo "installing missing Python packages: ${missing[*]}"
+  python3 -m pip install --quiet --disable-pip-version-check "${missing[@]}" ||
+    python3 -m pip install --quiet --disable-pip-version-check --break-system-packages \
+      "${missing[@]}"
 fi
 
 cmake_version=$(cmake --version | sed -n 's/^cmake version \([0-9.]*\).*/\1/p')

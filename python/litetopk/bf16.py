@@ -24,8 +24,11 @@ def from_bf16_bits(bits):
 
 def as_bf16_bits(x, name):
     """bf16 bits (uint16, C-contiguous) of an array of bf16 bits (uint16), ml_dtypes.bfloat16 or
-    float32 (rounded to the nearest bf16); ValueError naming `name` for anything else."""
+    float32 (rounded to the nearest bf16), in any byte order; ValueError naming `name` for
+    anything else."""
     x = np.asarray(x)
+    if not x.dtype.isnative:
+        x = x.astype(x.dtype.newbyteorder("="))
     if x.dtype == np.uint16:
         return np.ascontiguousarray(x)
     if x.dtype.name == "bfloat16":

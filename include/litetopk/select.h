@@ -62,6 +62,45 @@ struct SelectOptions {
 
 // ---- GPU (all pointers are device pointers) ----
 
+// One select call planned once (select_topk_plan): the problem's sizes and flags validated, the
+// algorithm resolved and the workspace sized, for launches with any addresses
+// (select_topk_launch). Plan on the device the launches run on. Read-only once planned.
+struct SelectPlan {
+  SelectProblem problem{};  // sizes and flags of the planned call (its pointers are not used)
+  SelectAlgo algo = SelectAlgo::kAuto;  // the algorithm that runs: never kAuto once planned
+  std::size_t workspace_bytes = 0;      // caller-owned device workspace each launch needs
+  bool validate_ranges = false;         // options.validate_ranges (synchronizes each launch)
+  bool has_row_starts = false;          // the launches pass row_starts (row_ends) or not
+  bool has_row_ends = false;
+  bool has_values = false;              // the launches write values or not
+  int32_t segments = 0;       // blocks per row of the planned algorithm
+  int32_t blocks_per_sm = 0;  // sample-filter's occupancy
+  bool large_k = false;       // sample-filter's k > 2048 configuration
+};
+
+// The addresses of one launch of a plan (device pointers).
+struct SelectAddresses {
+  const void* scores = nullptr;
+  const int32_t* row_starts = nullptr;  // required when the plan has row starts, else ignored
+  const int32_t* row_ends = nullptr;    // likewise
+  int32_t* indices = nullptr;
+  void* values = nullptr;               // required when the plan has values, else ignored
+};
+
+// Validates the problem's sizes and flags (its pointers may be null: only whether row_starts,
+// row_ends and values are null is kept), resolves options.algo on the current device and sizes
+// the workspace. No allocation, no synchronization.
+Status select_topk_plan(const SelectProblem& problem, const SelectOptions& options,
+                        SelectPlan* plan);
+
+// Launches a plan on `stream` with `workspace` (plan.workspace_bytes of device memory). Checks only
+// what the plan could not: that the addresses are set and aligned. No allocation, no
+// synchronization (unless plan.validate_ranges), so it can be captured in a CUDA graph.
+Status select_topk_launch(const SelectPlan& plan, const SelectAddresses& addresses,
+                          void* workspace, cudaStream_t stream);
+
+// The one-shot calls below plan and launch in one go.
+
 // Bytes of caller-owned device workspace select_topk needs for this problem and options.
 Status select_topk_workspace_size(const SelectProblem& problem, std::size_t* workspace_bytes,
                                   const SelectOptions& options = {});

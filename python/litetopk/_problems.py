@@ -7,17 +7,15 @@ argument, what was expected and what was given, before anything reaches the libr
 then checks the sizes themselves (k, H, D, ranges ...) and its message comes back as ValueError too.
 """
 
+from ._ext import ext
+
 DTYPE_CODES = {"float32": 0, "bfloat16": 1, "float16": 2}
 SCORE_DTYPES = ("float32", "bfloat16", "float16")
 CACHE_DTYPES = ("float16", "bfloat16")
 FP8_DTYPES = ("float8_e4m3fn", "uint8")
-SELECT_ALGOS = {"auto": 0, "radix": 1, "sample-filter": 2, "grid-radix": 3}
-CPU_SELECT_ALGOS = {"reference": 0, "fast": 1}
 INDEXER_ALGOS = {"auto": 0, "unfused": 1, "fused": 2}
 # sparse_attention's algorithms, passed by name (litetopk::parse_sparse_attention_algo's).
 SPARSE_ATTENTION_ALGOS = ("auto", "per-query", "union-packed", "plain")
-# Bits of the select call's flags (c_api.h's litetopk_select_flags).
-SMALLEST, SORTED, DETERMINISTIC, VALIDATE_RANGES = 1, 2, 4, 8
 HEAD_DIM = 128  # sparse and dense decode
 
 
@@ -74,11 +72,21 @@ def algo_code(table, name, what):
         raise ValueError(f"{what} must be one of {', '.join(table)}, got {name!r}") from None
 
 
+def enum_value(enum, name, what):
+    """The member `name` of one of the extension's enums (the C++ enum itself); ValueError naming
+    the members otherwise."""
+    try:
+        return enum[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"{what} must be one of {', '.join(enum.__members__)}, got "
+                         f"{name!r}") from None
+
+
 # ---- select_topk ----
 
-def select_args(scores, k, row_starts, row_ends, indices, values, largest, sorted_, deterministic,
-                validate_ranges=False):
-    """The select problem's arguments (scores .. values, flags) for the extension."""
+def select_problem(scores, k, row_starts, row_ends, indices, values, largest, sorted_,
+                   deterministic):
+    """The extension's SelectProblem (litetopk::SelectProblem) for these array views."""
     if scores is None or len(scores[1]) != 2:
         _fail("scores", "a 2-D array [batch, n]", scores)
     batch, n = scores[1]
@@ -95,10 +103,14 @@ def select_args(scores, k, row_starts, row_ends, indices, values, largest, sorte
     check("indices", indices, (batch, max(k, 0)), ("int32",), device=device)
     if values is not None:
         check("values", values, (batch, max(k, 0)), (scores[3],), device=device)
-    flags = ((0 if largest else SMALLEST) | (SORTED if sorted_ else 0)
-             | (DETERMINISTIC if deterministic else 0) | (VALIDATE_RANGES if validate_ranges else 0))
-    return (scores[0], DTYPE_CODES[scores[3]], batch, n, row_stride, address(row_starts),
-            address(row_ends), k, flags, indices[0], address(values))
+    lib = ext()
+    problem = lib.SelectProblem()
+    problem.scores, problem.dtype = scores[0], lib.DType[scores[3]]
+    problem.batch, problem.n, problem.row_stride, problem.k = batch, n, row_stride, k
+    problem.row_starts, problem.row_ends = address(row_starts), address(row_ends)
+    problem.indices, problem.values = indices[0], address(values)
+    problem.largest, problem.sorted, problem.deterministic = largest, sorted_, deterministic
+    return problem
 
 
 # ---- indexer ----

@@ -57,37 +57,12 @@ cudaStream_t as_stream(Address stream) { return reinterpret_cast<cudaStream_t>(s
 
 DType as_dtype(int code) { return static_cast<DType>(code); }
 
-// ---- select_topk ----
-
-// Bits of `flags`, as in c_api.h's litetopk_select_flags.
-constexpr unsigned kSmallest = 1, kSorted = 2, kDeterministic = 4, kValidateRanges = 8;
-
-litetopk::SelectProblem select_problem(Address scores, int dtype, int64_t batch, int64_t n,
-                                       int64_t row_stride, Address row_starts, Address row_ends,
-                                       int64_t k, unsigned flags, Address indices,
-                                       Address values) {
-  litetopk::SelectProblem p;
-  p.scores = as<const void>(scores);
-  p.dtype = as_dtype(dtype);
-  p.batch = batch;
-  p.n = n;
-  p.row_stride = row_stride;
-  p.row_starts = as<const int32_t>(row_starts);
-  p.row_ends = as<const int32_t>(row_ends);
-  p.k = k;
-  p.largest = (flags & kSmallest) == 0;
-  p.sorted = (flags & kSorted) != 0;
-  p.deterministic = (flags & kDeterministic) != 0;
-  p.indices = as<int32_t>(indices);
-  p.values = as<void>(values);
-  return p;
-}
-
-litetopk::SelectOptions select_options(int algo, unsigned flags) {
-  litetopk::SelectOptions options;
-  options.algo = static_cast<litetopk::SelectAlgo>(algo);
-  options.validate_ranges = (flags & kValidateRanges) != 0;
-  return options;
+// A pointer field of a bound struct, read and written from Python as an address (an int).
+template <typename Struct, typename Pointer>
+void address_field(nb::class_<Struct>& cls, const char* name, Pointer Struct::*field) {
+  cls.def_prop_rw(
+      name, [field](const Struct& self) { return reinterpret_cast<Address>(self.*field); },
+      [field](Struct& self, Address value) { self.*field = reinterpret_cast<Pointer>(value); });
 }
 
 // ---- indexer_topk: (q, kv, kv_scale, weights, ks, ke, T, H, D, S, k, indices, values) ----
@@ -317,57 +292,78 @@ NB_MODULE(_C, m) {
   m.attr("SAMPLE_FILTER_MAX_K") = litetopk::kSampleFilterMaxK;
   m.def("device_info", &device_info, "The current CUDA device (device_count 0 without one).");
 
-  // ---- select_topk ----
+  // ---- dtypes and select_topk: the C++ structs and enums themselves ----
+  nb::enum_<DType>(m, "DType")
+      .value("float32", DType::kFloat32)
+      .value("bfloat16", DType::kBFloat16)
+      .value("float16", DType::kFloat16);
+  nb::enum_<litetopk::SelectAlgo>(m, "SelectAlgo")
+      .value("auto", litetopk::SelectAlgo::kAuto)
+      .value("radix", litetopk::SelectAlgo::kRadix)
+      .value("sample-filter", litetopk::SelectAlgo::kSampleFilter)
+      .value("grid-radix", litetopk::SelectAlgo::kGridRadix);
+  nb::enum_<litetopk::CpuSelectAlgo>(m, "CpuSelectAlgo")
+      .value("reference", litetopk::CpuSelectAlgo::kReference)
+      .value("fast", litetopk::CpuSelectAlgo::kFast);
+
+  using litetopk::SelectProblem;
+  nb::class_<SelectProblem> select_problem(m, "SelectProblem");
+  select_problem.def(nb::init<>())
+      .def_rw("dtype", &SelectProblem::dtype)
+      .def_rw("batch", &SelectProblem::batch)
+      .def_rw("n", &SelectProblem::n)
+      .def_rw("row_stride", &SelectProblem::row_stride)
+      .def_rw("k", &SelectProblem::k)
+      .def_rw("largest", &SelectProblem::largest)
+      .def_rw("sorted", &SelectProblem::sorted)
+      .def_rw("deterministic", &SelectProblem::deterministic);
+  address_field(select_problem, "scores", &SelectProblem::scores);
+  address_field(select_problem, "row_starts", &SelectProblem::row_starts);
+  address_field(select_problem, "row_ends", &SelectProblem::row_ends);
+  address_field(select_problem, "indices", &SelectProblem::indices);
+  address_field(select_problem, "values", &SelectProblem::values);
+
+  using litetopk::SelectOptions;
+  nb::class_<SelectOptions>(m, "SelectOptions")
+      .def(nb::init<>())
+      .def_rw("algo", &SelectOptions::algo)
+      .def_rw("validate_ranges", &SelectOptions::validate_ranges);
+
+  using litetopk::SelectPlan;
+  nb::class_<SelectPlan>(m, "SelectPlan")
+      .def_ro("problem", &SelectPlan::problem)
+      .def_ro("algo", &SelectPlan::algo)
+      .def_ro("workspace_bytes", &SelectPlan::workspace_bytes);
+
   m.def(
-      "select_topk_workspace_size",
-      [](Address scores, int dtype, int64_t batch, int64_t n, int64_t row_stride,
-         Address row_starts, Address row_ends, int64_t k, unsigned flags, Address indices,
-         Address values, int algo) {
-        const auto p = select_problem(scores, dtype, batch, n, row_stride, row_starts, row_ends,
-                                      k, flags, indices, values);
-        std::size_t bytes = 0;
-        check(litetopk::select_topk_workspace_size(p, &bytes, select_options(algo, flags)));
-        return bytes;
+      "select_topk_plan",
+      [](const SelectProblem& problem, const SelectOptions& options) {
+        SelectPlan plan;
+        check(litetopk::select_topk_plan(problem, options, &plan));
+        return plan;
       },
-      "scores"_a, "dtype"_a, "batch"_a, "n"_a, "row_stride"_a, "row_starts"_a, "row_ends"_a,
-      "k"_a, "flags"_a, "indices"_a, "values"_a, "algo"_a, ReleaseGil());
+      "problem"_a, "options"_a, ReleaseGil(),
+      "Validates the sizes, resolves the algorithm on the current device, sizes the workspace.");
+  // The hot path: addresses in, one launch; the GIL stays held (the launch only enqueues).
   m.def(
-      "select_topk",
-      [](Address scores, int dtype, int64_t batch, int64_t n, int64_t row_stride,
-         Address row_starts, Address row_ends, int64_t k, unsigned flags, Address indices,
-         Address values, int algo, Address workspace, std::size_t workspace_bytes,
-         Address stream) {
-        const auto p = select_problem(scores, dtype, batch, n, row_stride, row_starts, row_ends,
-                                      k, flags, indices, values);
-        check(litetopk::select_topk(p, as<void>(workspace), workspace_bytes, as_stream(stream),
-                                    select_options(algo, flags)));
+      "select_topk_launch",
+      [](const SelectPlan& plan, Address scores, Address row_starts, Address row_ends,
+         Address indices, Address values, Address workspace, Address stream) {
+        const litetopk::SelectAddresses addresses{as<const void>(scores),
+                                                  as<const int32_t>(row_starts),
+                                                  as<const int32_t>(row_ends),
+                                                  as<int32_t>(indices), as<void>(values)};
+        check(litetopk::select_topk_launch(plan, addresses, as<void>(workspace),
+                                           as_stream(stream)));
       },
-      "scores"_a, "dtype"_a, "batch"_a, "n"_a, "row_stride"_a, "row_starts"_a, "row_ends"_a,
-      "k"_a, "flags"_a, "indices"_a, "values"_a, "algo"_a, "workspace"_a, "workspace_bytes"_a,
-      "stream"_a, ReleaseGil());
-  m.def(
-      "select_topk_dispatch",
-      [](Address scores, int dtype, int64_t batch, int64_t n, int64_t row_stride,
-         Address row_starts, Address row_ends, int64_t k, unsigned flags, Address indices,
-         Address values) {
-        const auto p = select_problem(scores, dtype, batch, n, row_stride, row_starts, row_ends,
-                                      k, flags, indices, values);
-        return std::string(litetopk::select_algo_name(litetopk::select_topk_dispatch(p)));
-      },
-      "scores"_a, "dtype"_a, "batch"_a, "n"_a, "row_stride"_a, "row_starts"_a, "row_ends"_a,
-      "k"_a, "flags"_a, "indices"_a, "values"_a, ReleaseGil());
+      "plan"_a, "scores"_a, "row_starts"_a, "row_ends"_a, "indices"_a, "values"_a,
+      "workspace"_a, "stream"_a);
   m.def(
       "select_topk_cpu",
-      [](Address scores, int dtype, int64_t batch, int64_t n, int64_t row_stride,
-         Address row_starts, Address row_ends, int64_t k, unsigned flags, Address indices,
-         Address values, int cpu_algo, int num_threads) {
-        const auto p = select_problem(scores, dtype, batch, n, row_stride, row_starts, row_ends,
-                                      k, flags, indices, values);
-        check(litetopk::select_topk_cpu(p, static_cast<litetopk::CpuSelectAlgo>(cpu_algo),
-                                        num_threads));
+      [](const SelectProblem& problem, litetopk::CpuSelectAlgo algo, int num_threads) {
+        check(litetopk::select_topk_cpu(problem, algo, num_threads));
       },
-      "scores"_a, "dtype"_a, "batch"_a, "n"_a, "row_stride"_a, "row_starts"_a, "row_ends"_a,
-      "k"_a, "flags"_a, "indices"_a, "values"_a, "cpu_algo"_a, "num_threads"_a, ReleaseGil());
+      "problem"_a, "algo"_a, "num_threads"_a, ReleaseGil());
 
   // ---- indexer_topk ----
   m.def("indexer_state_bytes", &litetopk::indexer_state_bytes, "k"_a);

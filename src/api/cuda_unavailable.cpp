@@ -15,10 +15,8 @@ Status not_compiled() {
 }
 }  // namespace
 
-Status cuda_select_workspace_size(const SelectProblem&, SelectAlgo, std::size_t*) {
-  return not_compiled();
-}
-Status cuda_select_topk(const SelectProblem&, SelectAlgo, void*, std::size_t, cudaStream_t) {
+Status cuda_select_plan(const SelectProblem&, SelectAlgo, SelectPlan*) { return not_compiled(); }
+Status cuda_select_launch(const SelectPlan&, const SelectProblem&, void*, cudaStream_t) {
   return not_compiled();
 }
 Status cuda_validate_select_ranges(const SelectProblem&, cudaStream_t) { return not_compiled(); }

@@ -4,13 +4,14 @@
 #include <limits>
 
 #include "api/format.h"
+#include "api/select_validation.h"
 #include "litetopk/select.h"
 
 namespace litetopk {
 
 using detail::invalid_argument;
 
-Status validate_select_problem(const SelectProblem& p) {
+Status detail::validate_select_sizes(const SelectProblem& p) {
   if (dtype_size(p.dtype) == 0) {
     return invalid_argument("dtype must be float32, bfloat16 or float16, got enum value ",
                             static_cast<int>(p.dtype));
@@ -30,6 +31,10 @@ Status validate_select_problem(const SelectProblem& p) {
   if (p.batch > 0 && p.batch > std::numeric_limits<int64_t>::max() / p.k) {
     return invalid_argument("batch * k overflows int64: batch ", p.batch, ", k ", p.k);
   }
+  return Status::ok();
+}
+
+Status detail::validate_select_addresses(const SelectProblem& p) {
   if (p.batch == 0) return Status::ok();
   if (p.scores == nullptr && p.n > 0) return invalid_argument("scores must not be null");
   if (p.indices == nullptr) return invalid_argument("indices must not be null");
@@ -44,6 +49,11 @@ Status validate_select_problem(const SelectProblem& p) {
     return invalid_argument("values must be aligned to its element size (", element, " bytes)");
   }
   return Status::ok();
+}
+
+Status validate_select_problem(const SelectProblem& p) {
+  if (Status status = detail::validate_select_sizes(p); !status) return status;
+  return detail::validate_select_addresses(p);
 }
 
 Status validate_select_ranges(const SelectProblem& p, const int32_t* starts, const int32_t* ends) {

@@ -12,6 +12,7 @@ pytestmark = needs_torch
 if torch is not None:
     from litetopk import _problems as P
     from litetopk import ops
+    from litetopk.ops import _runtime as runtime
     from litetopk._ext import ext as real_ext
     from test_torch import attention_inputs, indexer_inputs, numpy_attention
 
@@ -30,35 +31,29 @@ class StandIn:
     def __getattr__(self, name):  # indexer_state_bytes and the like
         return getattr(real_ext(), name)
 
-    # ---- select_topk(scores, dtype, batch, n, row_stride, starts, ends, k, flags, indices,
-    # values, algo, workspace, workspace_bytes, stream)
-    @staticmethod
-    def _select_algo(args, code):
-        if code != P.SELECT_ALGOS["auto"]:
-            return code
-        return P.SELECT_ALGOS["sample-filter" if args[7] <= 64 else "radix"]
+    # ---- select_topk_plan(problem, options) -> SelectPlan; select_topk_launch(plan, scores,
+    # row_starts, row_ends, indices, values, workspace, stream)
+    class SelectPlan:
+        def __init__(self, problem, algo, workspace_bytes):
+            self.problem, self.algo, self.workspace_bytes = problem, algo, workspace_bytes
 
-    def _select_bytes(self, args, code):
-        batch, n, k = args[2], args[3], args[7]
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
-        algo = self._select_algo(args, code)
-        return batch * (16 if algo == P.SELECT_ALGOS["sample-filter"] else n) * 4
+    def select_topk_plan(self, problem, options):
+        self.size_queries.append(("select", problem))
+        if problem.k < 1:
+            raise ValueError(f"k must be >= 1, got {problem.k}")
+        lib = real_ext()
+        algo = options.algo
+        if algo == lib.SelectAlgo.auto:
+            algo = lib.SelectAlgo["sample-filter" if problem.k <= 64 else "radix"]
+        sample_filter = algo == lib.SelectAlgo["sample-filter"]
+        size = problem.batch * (16 if sample_filter else problem.n) * 4
+        return self.SelectPlan(problem, algo, size)
 
-    def select_topk_workspace_size(self, *args):
-        self.size_queries.append(("select", args))
-        return self._select_bytes(args[:11], args[11])
-
-    def select_topk_dispatch(self, *args):
-        return {v: name for name, v in P.SELECT_ALGOS.items()}[self._select_algo(args, 0)]
-
-    def select_topk(self, *args):
-        needed = self._select_bytes(args[:11], args[11])
-        if args[13] < needed:
-            raise ValueError(f"workspace_bytes must be >= {needed} for this problem, got "
-                             f"{args[13]}")
-        assert args[12] != 0 or needed == 0
-        self.calls.append(("select", args))
+    def select_topk_launch(self, plan, scores, row_starts, row_ends, indices, values, workspace,
+                           stream):
+        assert workspace != 0 or plan.workspace_bytes == 0
+        self.calls.append(("select", plan, scores, row_starts, row_ends, indices, values,
+                           workspace, stream))
 
     # ---- indexer_topk(problem, algo, candidate_capacity, cold_sample, state, state_bytes, ...)
     @staticmethod
@@ -121,14 +116,14 @@ def lib(monkeypatch):
     """CPU tensors as device 0's, the stand-in as the extension; returns the stand-in."""
     stand_in = StandIn()
     monkeypatch.setattr(torch.Tensor, "get_device", lambda self: 0)
-    monkeypatch.setattr(ops, "ext", lambda: stand_in)
-    monkeypatch.setattr(ops, "_current_device", lambda: 0)
-    monkeypatch.setattr(ops, "_raw_stream", lambda device: STREAM)
-    monkeypatch.setattr(ops, "_capturing", lambda: False)
-    monkeypatch.setattr(ops, "_empty_workspace",
+    monkeypatch.setattr(runtime, "ext", lambda: stand_in)
+    monkeypatch.setattr(runtime, "_current_device", lambda: 0)
+    monkeypatch.setattr(runtime, "_raw_stream", lambda device: STREAM)
+    monkeypatch.setattr(runtime, "_capturing", lambda: False)
+    monkeypatch.setattr(runtime, "_empty_workspace",
                         lambda nbytes, device: torch.empty(nbytes, dtype=torch.uint8))
-    monkeypatch.setattr(ops, "_plans", {})
-    monkeypatch.setattr(ops, "_scratch", {})
+    monkeypatch.setattr(runtime, "_plans", {})
+    monkeypatch.setattr(runtime, "_scratch", {})
     return stand_in
 
 
@@ -170,15 +165,16 @@ def test_select_plans_per_signature(lib):
     assert first[0].shape == (4, 16) and second[1].dtype == torch.float32
     assert len(lib.size_queries) == 1 and len(lib.calls) == 2
     # The call gets the algorithm auto resolved to, and the new tensors' addresses.
-    assert lib.calls[1][1][11] == P.SELECT_ALGOS["sample-filter"]
-    assert lib.calls[1][1][9] == second[0].data_ptr()
+    assert lib.calls[1][1].algo == real_ext().SelectAlgo["sample-filter"]
+    assert lib.calls[1][5] == second[0].data_ptr()
     ops.topk(scores, 100)  # another k: another plan, another algorithm
-    assert len(lib.size_queries) == 2 and lib.calls[-1][1][11] == P.SELECT_ALGOS["radix"]
+    assert len(lib.size_queries) == 2 and lib.calls[-1][1].algo == real_ext().SelectAlgo.radix
     ops.topk(scores[:, :200], 16)  # another shape and row stride
-    assert len(lib.size_queries) == 3 and lib.calls[-1][1][3:5] == (200, 300)
+    assert len(lib.size_queries) == 3 and (lib.calls[-1][1].problem.n,
+                                          lib.calls[-1][1].problem.row_stride) == (200, 300)
     indices = torch.empty(4, 16, dtype=torch.int32)
     ops.topk(scores, 16, out=(indices, None))
-    assert len(lib.size_queries) == 4 and lib.calls[-1][1][10] == 0
+    assert len(lib.size_queries) == 4 and lib.calls[-1][6] == 0
 
 
 def test_bad_input_raises_every_time(lib):
@@ -189,35 +185,35 @@ def test_bad_input_raises_every_time(lib):
             ops.topk(scores, 16, out=(torch.empty(4, 16), None))
         with pytest.raises(ValueError, match="k must be >= 1, got 0"):
             ops.topk(scores, 0)
-    assert not lib.calls and not ops._plans
+    assert not lib.calls and not runtime._plans
 
 
 def test_workspace_reuse_and_capture(lib, monkeypatch):
     scores = torch.randn(4, 300)
     ops.topk(scores, 100)
     ops.topk(scores, 100)
-    assert lib.calls[0][1][12] == lib.calls[1][1][12]  # one workspace per stream and thread
-    assert len(ops._scratch) == 1
-    monkeypatch.setattr(ops, "_capturing", lambda: True)
+    assert lib.calls[0][7] == lib.calls[1][7]  # one workspace per stream and thread
+    assert len(runtime._scratch) == 1
+    monkeypatch.setattr(runtime, "_capturing", lambda: True)
     owners = []
-    monkeypatch.setattr(ops, "_empty_workspace",
+    monkeypatch.setattr(runtime, "_empty_workspace",
                         lambda nbytes, device: owners.append(torch.empty(nbytes, dtype=torch.uint8))
                         or owners[-1])
     ops.topk(scores, 100)
     ops.topk(scores, 100)
     # Under graph capture every call takes a workspace of its own, of exactly its size.
     assert [o.numel() for o in owners] == [4 * 300 * 4] * 2
-    assert lib.calls[2][1][12] == owners[0].data_ptr() != lib.calls[3][1][12]
+    assert lib.calls[2][7] == owners[0].data_ptr() != lib.calls[3][7]
 
 
 def test_workspace_is_kept_on_the_default_stream_only(lib, monkeypatch):
-    monkeypatch.setattr(ops, "_SCRATCH_MAX_BYTES", 1000)
+    monkeypatch.setattr(runtime, "_SCRATCH_MAX_BYTES", 1000)
     ops.topk(torch.randn(4, 300), 100)  # 4800 bytes: over the cap
-    assert not ops._scratch
-    monkeypatch.setattr(ops, "_SCRATCH_MAX_BYTES", 1 << 20)
-    monkeypatch.setattr(ops, "_raw_stream", lambda device: 0x5EED)
+    assert not runtime._scratch
+    monkeypatch.setattr(runtime, "_SCRATCH_MAX_BYTES", 1 << 20)
+    monkeypatch.setattr(runtime, "_raw_stream", lambda device: 0x5EED)
     ops.topk(torch.randn(4, 300), 100)  # a side stream
-    assert not ops._scratch and lib.calls[-1][1][14] == 0x5EED
+    assert not runtime._scratch and lib.calls[-1][8] == 0x5EED
 
 
 def test_sparse_attention_plan_and_addresses(lib):

@@ -375,12 +375,13 @@ def test_host_time_per_eager_call(capsys):
     paged = paged_inputs("cuda", contexts=[1000, 700], next_n=1)
     lib = litetopk._ext.ext()
     stream = torch.cuda.current_stream().cuda_stream
-    problem = (scores.data_ptr(), 0, 4, 4096, 4096, 0, 0, 64, 0, indices.data_ptr(), 0, 0)
-    ws = torch.empty(max(1, lib.select_topk_workspace_size(*problem)), dtype=torch.uint8,
-                     device="cuda")
-    raw = problem + (ws.data_ptr(), ws.numel(), stream)
+    problem = lib.SelectProblem()
+    problem.dtype, problem.batch, problem.n, problem.k = lib.DType.float32, 4, 4096, 64
+    plan = lib.select_topk_plan(problem, lib.SelectOptions())
+    ws = torch.empty(max(1, plan.workspace_bytes), dtype=torch.uint8, device="cuda")
+    raw = (plan, scores.data_ptr(), 0, 0, indices.data_ptr(), 0, ws.data_ptr(), stream)
     calls = {
-        "binding select_topk (no torch op)": lambda: lib.select_topk(*raw),
+        "binding select_topk_launch (no torch op)": lambda: lib.select_topk_launch(*raw),
         "torch.topk (reference)": lambda: torch.topk(scores, 64, sorted=False),
         "topk": lambda: topk(scores, 64),
         "topk_out": lambda: topk(scores, 64, out=(indices, None)),

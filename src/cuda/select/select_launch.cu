@@ -1,5 +1,6 @@
-// The CUDA backend of select_topk: the cost model, workspace layout and launch of one algorithm,
-// plus the sort for sorted output.
+// The CUDA backend of select_topk: a plan (the planners' facts for the dispatch rule in
+// src/heuristics/select_heuristics.cpp, the chosen algorithm's launch shape, the workspace size),
+// and its launch (carve the workspace once, run the algorithm, then the sort for sorted output).
 #include <cuda_runtime_api.h>
 
 #include <vector>
@@ -8,42 +9,34 @@
 #include "api/select_backend.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/select/select_kernels.h"
+#include "heuristics/select_heuristics.h"
 
 namespace litetopk {
 namespace cuda_select {
 
 namespace {
 
-// Everything one call needs, carved from the workspace (or only sized when base is null).
+// Everything one launch needs, carved from the workspace (or only sized when base is null).
 struct CallLayout {
-  SampleFilterPlan sample_filter{};
   SampleFilterWorkspace sample_filter_ws{};
-  RadixPlan radix{};
   RadixWorkspace radix_ws{};
-  GridRadixPlan grid{};
   GridRadixWorkspace grid_ws{};
   SortWorkspace sort_ws{};
   std::size_t bytes = 0;
 };
 
-Status lay_out(const SelectProblem& problem, SelectAlgo algo, void* base, CallLayout* layout) {
-  cuda_common::DeviceShape device{};
-  Status status = cuda_common::current_device_shape(&device);
-  if (!status) return status;
+SampleFilterPlan sample_filter_of(const SelectPlan& plan) {
+  return SampleFilterPlan{plan.large_k, plan.segments, plan.blocks_per_sm};
+}
+
+Status lay_out(const SelectProblem& problem, const SelectPlan& plan, void* base,
+               CallLayout* layout) {
   cuda_common::WorkspaceCarver carver(base);
-  if (algo == SelectAlgo::kSampleFilter) {
-    layout->sample_filter = plan_sample_filter(problem, device);
-    layout->sample_filter_ws = carve_sample_filter(carver, problem, layout->sample_filter);
-  } else if (algo == SelectAlgo::kGridRadix) {
-    if (Status s = plan_grid_radix(problem, &layout->grid); !s) return s;
-    if (layout->grid.segments == 0) {
-      return Status(StatusCode::kUnsupported,
-                    detail::concat("grid-radix needs every block resident: ", problem.batch,
-                           " rows are too many for this device (use auto or radix)"));
-    }
+  if (plan.algo == SelectAlgo::kSampleFilter) {
+    layout->sample_filter_ws = carve_sample_filter(carver, problem, sample_filter_of(plan));
+  } else if (plan.algo == SelectAlgo::kGridRadix) {
     layout->grid_ws = carve_grid_radix(carver, problem);
   } else {
-    layout->radix = plan_radix(problem, device);
     layout->radix_ws = carve_radix(carver, problem);
   }
   if (problem.sorted) {
@@ -55,6 +48,17 @@ Status lay_out(const SelectProblem& problem, SelectAlgo algo, void* base, CallLa
   return Status::ok();
 }
 
+// The planners' view of one problem on `device` (grid-radix's asks the occupancy calculator).
+Status shape_facts(const SelectProblem& problem, const cuda_common::DeviceShape& device,
+                   heuristics::SelectShapeFacts* facts) {
+  facts->k = problem.k;
+  facts->sample_filter_segments = plan_sample_filter(problem, device).segments;
+  GridRadixPlan grid{};
+  if (Status s = plan_grid_radix(problem, &grid); !s) return s;
+  facts->grid_radix_segments = grid.segments;
+  return Status::ok();
+}
+
 }  // namespace
 }  // namespace cuda_select
 
@@ -63,41 +67,56 @@ namespace detail {
 using cuda_select::CallLayout;
 
 SelectAlgo cuda_select_dispatch(const SelectProblem& problem) {
-  // Sample-filter reads the scores once; radix reads them 4 to 7 times, but spreads a row over
-  // many blocks in every pass. Sample-filter wins whenever each row gets a block of its own; when
-  // the batch is too small for that and rows are split, its last-block merge of up to
-  // segments * k candidates runs on one SM, and radix was faster on every such shape measured on
-  // the H200 (docs/BENCHMARKS.md: 64 x 131072, 8 x 2^20, 1 x 2^24); grid-radix runs radix's
-  // passes in one launch where the rows' blocks fit on the device at once.
   cuda_common::DeviceShape device{};
-  if (!cuda_common::current_device_shape(&device)) return SelectAlgo::kRadix;
-  if (problem.k <= kSampleFilterMaxK &&
-      cuda_select::plan_sample_filter(problem, device).segments == 1) {
-    return SelectAlgo::kSampleFilter;
+  heuristics::SelectShapeFacts facts{};
+  if (!cuda_common::current_device_shape(&device) ||
+      !cuda_select::shape_facts(problem, device, &facts)) {
+    return SelectAlgo::kRadix;
   }
-  // Radix's passes in one launch when the rows' blocks fit on the device at once: no host
-  // round trips between passes.
-  cuda_select::GridRadixPlan grid{};
-  if (cuda_select::plan_grid_radix(problem, &grid) && grid.segments > 0) {
-    return SelectAlgo::kGridRadix;
-  }
-  return SelectAlgo::kRadix;
+  return heuristics::choose_select_algo(facts);
 }
 
-Status cuda_select_workspace_size(const SelectProblem& problem, SelectAlgo algo,
-                                  std::size_t* workspace_bytes) {
+Status cuda_select_plan(const SelectProblem& problem, SelectAlgo algo, SelectPlan* plan) {
+  cuda_common::DeviceShape device{};
+  if (Status status = cuda_common::current_device_shape(&device); !status) return status;
+  if (algo == SelectAlgo::kAuto) {
+    heuristics::SelectShapeFacts facts{};
+    if (Status status = cuda_select::shape_facts(problem, device, &facts); !status) return status;
+    algo = heuristics::choose_select_algo(facts);
+  }
+  plan->algo = algo;
+  if (algo == SelectAlgo::kSampleFilter) {
+    const cuda_select::SampleFilterPlan sample_filter =
+        cuda_select::plan_sample_filter(problem, device);
+    plan->segments = sample_filter.segments;
+    plan->blocks_per_sm = sample_filter.blocks_per_sm;
+    plan->large_k = sample_filter.large_k;
+  } else if (algo == SelectAlgo::kGridRadix) {
+    cuda_select::GridRadixPlan grid{};
+    if (Status status = cuda_select::plan_grid_radix(problem, &grid); !status) return status;
+    if (grid.segments == 0) {
+      return Status(StatusCode::kUnsupported,
+                    detail::concat("grid-radix needs every block resident: ", problem.batch,
+                                   " rows are too many for this device (use auto or radix)"));
+    }
+    plan->segments = grid.segments;
+  } else {
+    plan->segments = cuda_select::plan_radix(problem, device).segments;
+  }
   CallLayout layout;
-  Status status = cuda_select::lay_out(problem, algo, nullptr, &layout);
-  if (!status) return status;
-  *workspace_bytes = layout.bytes;
+  if (Status status = cuda_select::lay_out(problem, *plan, nullptr, &layout); !status) {
+    return status;
+  }
+  plan->workspace_bytes = layout.bytes;
   return Status::ok();
 }
 
-Status cuda_select_topk(const SelectProblem& problem, SelectAlgo algo, void* workspace,
-                        std::size_t /*workspace_bytes*/, cudaStream_t stream) {
+Status cuda_select_launch(const SelectPlan& plan, const SelectProblem& problem, void* workspace,
+                          cudaStream_t stream) {
   CallLayout layout;
-  Status status = cuda_select::lay_out(problem, algo, workspace, &layout);
-  if (!status) return status;
+  if (Status status = cuda_select::lay_out(problem, plan, workspace, &layout); !status) {
+    return status;
+  }
   cuda_select::SelectArgs args{};
   args.scores = problem.scores;
   args.row_stride = problem.row_stride == 0 ? problem.n : problem.row_stride;
@@ -111,14 +130,16 @@ Status cuda_select_topk(const SelectProblem& problem, SelectAlgo algo, void* wor
   args.values = problem.values;
   args.out_composites = problem.sorted ? layout.sort_ws.composites : nullptr;
   const auto launch_algo = [&]() -> Status {
-    switch (algo) {
+    switch (plan.algo) {
       case SelectAlgo::kSampleFilter:
-        return cuda_select::launch_sample_filter(problem, layout.sample_filter, args,
-                                                 layout.sample_filter_ws, stream);
+        return cuda_select::launch_sample_filter(problem, cuda_select::sample_filter_of(plan),
+                                                 args, layout.sample_filter_ws, stream);
       case SelectAlgo::kGridRadix:
-        return cuda_select::launch_grid_radix(problem, layout.grid, args, layout.grid_ws, stream);
+        return cuda_select::launch_grid_radix(problem, cuda_select::GridRadixPlan{plan.segments},
+                                              args, layout.grid_ws, stream);
       default:
-        return cuda_select::launch_radix(problem, layout.radix, args, layout.radix_ws, stream);
+        return cuda_select::launch_radix(problem, cuda_select::RadixPlan{plan.segments}, args,
+                                         layout.radix_ws, stream);
     }
   };
   const Status launched = launch_algo();
@@ -148,14 +169,21 @@ Status cuda_validate_select_ranges(const SelectProblem& problem, cudaStream_t st
 namespace cuda_select {
 
 Status select_workspace_size(const SelectProblem& problem, std::size_t* workspace_bytes) {
-  return detail::cuda_select_workspace_size(problem, detail::cuda_select_dispatch(problem),
-                                            workspace_bytes);
+  SelectPlan plan{};
+  if (Status status = detail::cuda_select_plan(problem, SelectAlgo::kAuto, &plan); !status) {
+    return status;
+  }
+  *workspace_bytes = plan.workspace_bytes;
+  return Status::ok();
 }
 
 Status select_rows(const SelectProblem& problem, void* workspace, cudaStream_t stream) {
   if (problem.batch == 0) return Status::ok();
-  return detail::cuda_select_topk(problem, detail::cuda_select_dispatch(problem), workspace, 0,
-                                  stream);
+  SelectPlan plan{};
+  if (Status status = detail::cuda_select_plan(problem, SelectAlgo::kAuto, &plan); !status) {
+    return status;
+  }
+  return detail::cuda_select_launch(plan, problem, workspace, stream);
 }
 
 }  // namespace cuda_select

@@ -1,0 +1,20 @@
+// select_topk's dispatch rule: which GPU algorithm kAuto runs for a shape, from what the
+// algorithms' planners say about it on the current device.
+#pragma once
+
+#include <cstdint>
+
+#include "litetopk/select.h"
+
+namespace litetopk::heuristics {
+
+// What the planners report for one problem on the current device.
+struct SelectShapeFacts {
+  int64_t k = 0;
+  int32_t sample_filter_segments = 0;  // blocks per row sample-filter would use
+  int32_t grid_radix_segments = 0;     // blocks per row grid-radix would use; 0: does not fit
+};
+
+SelectAlgo choose_select_algo(const SelectShapeFacts& facts);
+
+}  // namespace litetopk::heuristics

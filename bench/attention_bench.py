@@ -51,7 +51,9 @@ import torch
 import flashmla_peer
 from litetopk_bench_common import (Progress, add_common_arguments, litetopk, print_results,
                                    require_cuda, result_record, time_cuda, write_results)
-from litetopk._problems import SPARSE_ATTENTION_ALGOS  # noqa: E402 (after the path fallback)
+from litetopk._ext import ext  # noqa: E402 (after the path fallback)
+
+SPARSE_ATTENTION_ALGOS = tuple(ext().SparseAttentionAlgo.__members__)
 
 KI = 1024
 D_V = 512

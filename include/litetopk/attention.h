@@ -92,7 +92,37 @@ struct SparseAttentionProblem {
 Status validate_sparse_attention_problem(const SparseAttentionProblem& problem);
 
 // ---- GPU (device pointers) ----
-// The workspace: 0 bytes for kPerQuery and kPlain, the unions for kUnionPacked (kAuto: what it
+// One sparse_attention call planned once (sparse_attention_plan): the problem's shapes checked,
+// the algorithm resolved and the workspace laid out, for launches with any addresses
+// (sparse_attention_launch). Read-only once planned.
+struct SparseAttentionPlan {
+  SparseAttentionProblem problem{};  // shapes of the planned call (its pointers are not used)
+  SparseAttentionAlgo algo = SparseAttentionAlgo::kAuto;  // the kernel that runs: never kAuto
+  int32_t group = 1;                 // queries per union (1 unless kUnionPacked)
+  std::size_t counts_offset = 0;     // workspace bytes before the union sizes
+  std::size_t workspace_bytes = 0;   // [groups][G * topk] int32 slot words, then [groups] sizes
+};
+
+// The addresses of one launch of a plan (device pointers; max_logits and lse optional).
+struct SparseAttentionAddresses {
+  const void* q = nullptr;
+  const void* kv = nullptr;
+  const int32_t* indices = nullptr;
+  void* out = nullptr;
+  float* max_logits = nullptr;
+  float* lse = nullptr;
+};
+
+// Checks the shapes, sizes and algorithm (the problem's pointers may be null) and plans. No
+// device query, no allocation.
+Status sparse_attention_plan(const SparseAttentionProblem& problem, SparseAttentionPlan* plan);
+// Launches a plan on `stream` with `workspace` (plan.workspace_bytes of device memory). Checks
+// only the addresses (set and aligned). No allocation, no synchronization (graph-capturable).
+Status sparse_attention_launch(const SparseAttentionPlan& plan,
+                               const SparseAttentionAddresses& addresses, void* workspace,
+                               cudaStream_t stream);
+
+// The one-shot calls: plan and launch in one go. The workspace: 0 bytes for kPerQuery and kPlain, the unions for kUnionPacked (kAuto: what it
 // resolves to). The call checks the problem like validate_sparse_attention_problem, launches on
 // `stream`, and neither allocates nor synchronizes (graph-capturable).
 Status sparse_attention_workspace_size(const SparseAttentionProblem& problem,

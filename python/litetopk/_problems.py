@@ -14,8 +14,6 @@ SCORE_DTYPES = ("float32", "bfloat16", "float16")
 CACHE_DTYPES = ("float16", "bfloat16")
 FP8_DTYPES = ("float8_e4m3fn", "uint8")
 INDEXER_ALGOS = {"auto": 0, "unfused": 1, "fused": 2}
-# sparse_attention's algorithms, passed by name (litetopk::parse_sparse_attention_algo's).
-SPARSE_ATTENTION_ALGOS = ("auto", "per-query", "union-packed", "plain")
 HEAD_DIM = 128  # sparse and dense decode
 
 
@@ -321,23 +319,17 @@ def sparse_attention_shapes(q, kv, indices):
     return s_q, h_q, d_qk, kv[1][0], indices[1][-1]
 
 
-def sparse_attention_algo(algo):
-    """algo, checked against SPARSE_ATTENTION_ALGOS (ValueError naming them otherwise)."""
-    if algo not in SPARSE_ATTENTION_ALGOS:
-        raise ValueError(f"algo must be one of {', '.join(SPARSE_ATTENTION_ALGOS)}, got {algo!r}")
-    return algo
-
-
 def sparse_attention_args(q, kv, indices, sm_scale, out, max_logits=None, lse=None,
                           bf16=BF16_DTYPES, algo="auto"):
-    """The extension's sparse attention tuple (include/litetopk/attention.h): q [s_q, h_q, d_qk]
+    """The extension's SparseAttentionProblem (include/litetopk/attention.h): q [s_q, h_q, d_qk]
     bf16, kv [s_kv, 1, d_qk] bf16 (one latent head), indices [s_q, 1, topk] int32 (or
     [s_q, topk]), out [s_q, h_q, d_v] bf16, max_logits and lse [s_q, h_q] fp32 or None; every
-    array contiguous; algo one of SPARSE_ATTENTION_ALGOS (the GPU kernel; the CPU reference
-    ignores it), its name the tuple's last item. `bf16`: the dtype names that hold bf16 (numpy
+    array contiguous; algo a name of the extension's SparseAttentionAlgo (the GPU kernel; the CPU
+    reference ignores it). `bf16`: the dtype names that hold bf16 (numpy
     passes its uint16 bits). The library then checks the sizes (h_q, d_qk, d_v, topk, sm_scale),
     whether union-packed applies, and the alignment."""
-    algo = sparse_attention_algo(algo)
+    lib = ext()
+    algo = enum_value(lib.SparseAttentionAlgo, algo, "algo")
     s_q, h_q, d_qk, s_kv, topk = sparse_attention_shapes(q, kv, indices)
     device = q[4]
     check("q", q, dtypes=bf16)
@@ -353,5 +345,9 @@ def sparse_attention_args(q, kv, indices, sm_scale, out, max_logits=None, lse=No
     for name, view in (("max_logits", max_logits), ("lse", lse)):
         if view is not None:
             check(name, view, (s_q, h_q), ("float32",), device=device)
-    return (q[0], kv[0], indices[0], s_q, s_kv, h_q, d_qk, d_v, topk, float(sm_scale), out[0],
-            address(max_logits), address(lse), algo)
+    problem = lib.SparseAttentionProblem()
+    problem.q, problem.kv, problem.indices = q[0], kv[0], indices[0]
+    problem.s_q, problem.s_kv, problem.h_q, problem.d_qk = s_q, s_kv, h_q, d_qk
+    problem.d_v, problem.topk, problem.sm_scale, problem.algo = d_v, topk, float(sm_scale), algo
+    problem.out, problem.max_logits, problem.lse = out[0], address(max_logits), address(lse)
+    return problem

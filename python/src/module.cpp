@@ -241,45 +241,6 @@ nb::dict device_info() {
   return d;
 }
 
-// ---- sparse_attention: (q, kv, indices, s_q, s_kv, h_q, d_qk, d_v, topk, sm_scale, out,
-//      max_logits, lse, algo), algo a SparseAttentionAlgo's name ("auto", "per-query", ...) ----
-
-using SparseAttentionArgs =
-    std::tuple<Address, Address, Address, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-               float, Address, Address, Address, std::string>;
-
-// The algorithm of `name`; ValueError naming the valid ones for any other name.
-litetopk::SparseAttentionAlgo sparse_attention_algo(const std::string& name) {
-  litetopk::SparseAttentionAlgo algo = litetopk::SparseAttentionAlgo::kAuto;
-  if (litetopk::parse_sparse_attention_algo(name.c_str(), &algo)) return algo;
-  std::string valid;
-  for (litetopk::SparseAttentionAlgo a :
-       {litetopk::SparseAttentionAlgo::kAuto, litetopk::SparseAttentionAlgo::kPerQuery,
-        litetopk::SparseAttentionAlgo::kUnionPacked, litetopk::SparseAttentionAlgo::kPlain}) {
-    valid += (valid.empty() ? "" : ", ") + std::string(litetopk::sparse_attention_algo_name(a));
-  }
-  throw nb::value_error(("algo must be one of " + valid + ", got '" + name + "'").c_str());
-}
-
-litetopk::SparseAttentionProblem sparse_attention_problem(const SparseAttentionArgs& a) {
-  litetopk::SparseAttentionProblem p;
-  p.q = as<const void>(std::get<0>(a));
-  p.kv = as<const void>(std::get<1>(a));
-  p.indices = as<const int32_t>(std::get<2>(a));
-  p.s_q = std::get<3>(a);
-  p.s_kv = std::get<4>(a);
-  p.h_q = std::get<5>(a);
-  p.d_qk = std::get<6>(a);
-  p.d_v = std::get<7>(a);
-  p.topk = std::get<8>(a);
-  p.sm_scale = std::get<9>(a);
-  p.out = as<void>(std::get<10>(a));
-  p.max_logits = as<float>(std::get<11>(a));
-  p.lse = as<float>(std::get<12>(a));
-  p.algo = sparse_attention_algo(std::get<13>(a));
-  return p;
-}
-
 }  // namespace
 
 NB_MODULE(_C, m) {
@@ -571,27 +532,64 @@ NB_MODULE(_C, m) {
       },
       "cache"_a, "attention"_a, ReleaseGil());
 
-  // ---- sparse_attention ----
+  // ---- sparse_attention: the C++ structs and enum themselves ----
+  using litetopk::SparseAttentionAlgo;
+  nb::enum_<SparseAttentionAlgo>(m, "SparseAttentionAlgo")
+      .value("auto", SparseAttentionAlgo::kAuto)
+      .value("per-query", SparseAttentionAlgo::kPerQuery)
+      .value("union-packed", SparseAttentionAlgo::kUnionPacked)
+      .value("plain", SparseAttentionAlgo::kPlain);
+  using litetopk::SparseAttentionProblem;
+  nb::class_<SparseAttentionProblem> attention_problem(m, "SparseAttentionProblem");
+  attention_problem.def(nb::init<>())
+      .def(nb::init<const SparseAttentionProblem&>())
+      .def_rw("s_q", &SparseAttentionProblem::s_q)
+      .def_rw("s_kv", &SparseAttentionProblem::s_kv)
+      .def_rw("h_q", &SparseAttentionProblem::h_q)
+      .def_rw("d_qk", &SparseAttentionProblem::d_qk)
+      .def_rw("d_v", &SparseAttentionProblem::d_v)
+      .def_rw("topk", &SparseAttentionProblem::topk)
+      .def_rw("sm_scale", &SparseAttentionProblem::sm_scale)
+      .def_rw("algo", &SparseAttentionProblem::algo);
+  address_field(attention_problem, "q", &SparseAttentionProblem::q);
+  address_field(attention_problem, "kv", &SparseAttentionProblem::kv);
+  address_field(attention_problem, "indices", &SparseAttentionProblem::indices);
+  address_field(attention_problem, "out", &SparseAttentionProblem::out);
+  address_field(attention_problem, "max_logits", &SparseAttentionProblem::max_logits);
+  address_field(attention_problem, "lse", &SparseAttentionProblem::lse);
+
+  using litetopk::SparseAttentionPlan;
+  nb::class_<SparseAttentionPlan>(m, "SparseAttentionPlan")
+      .def_ro("problem", &SparseAttentionPlan::problem)
+      .def_ro("algo", &SparseAttentionPlan::algo)
+      .def_ro("group", &SparseAttentionPlan::group)
+      .def_ro("workspace_bytes", &SparseAttentionPlan::workspace_bytes);
+
   m.def(
-      "sparse_attention_workspace_size",
-      [](const SparseAttentionArgs& args) {
-        std::size_t bytes = 0;
-        check(litetopk::sparse_attention_workspace_size(sparse_attention_problem(args), &bytes));
-        return bytes;
+      "sparse_attention_plan",
+      [](const SparseAttentionProblem& problem) {
+        SparseAttentionPlan plan;
+        check(litetopk::sparse_attention_plan(problem, &plan));
+        return plan;
       },
-      "problem"_a, ReleaseGil());
+      "problem"_a, ReleaseGil(), "Checks the shapes and algorithm, resolves it, sizes the workspace.");
+  // The hot path: addresses in, one launch; the GIL stays held (the launch only enqueues).
   m.def(
-      "sparse_attention",
-      [](const SparseAttentionArgs& args, Address workspace, std::size_t workspace_bytes,
-         Address stream) {
-        check(litetopk::sparse_attention(sparse_attention_problem(args), as<void>(workspace),
-                                         workspace_bytes, as_stream(stream)));
+      "sparse_attention_launch",
+      [](const SparseAttentionPlan& plan, Address q, Address kv, Address indices, Address out,
+         Address max_logits, Address lse, Address workspace, Address stream) {
+        const litetopk::SparseAttentionAddresses addresses{
+            as<const void>(q), as<const void>(kv),   as<const int32_t>(indices),
+            as<void>(out),     as<float>(max_logits), as<float>(lse)};
+        check(litetopk::sparse_attention_launch(plan, addresses, as<void>(workspace),
+                                                as_stream(stream)));
       },
-      "problem"_a, "workspace"_a, "workspace_bytes"_a, "stream"_a, ReleaseGil());
+      "plan"_a, "q"_a, "kv"_a, "indices"_a, "out"_a, "max_logits"_a, "lse"_a, "workspace"_a,
+      "stream"_a);
   m.def(
       "sparse_attention_cpu",
-      [](const SparseAttentionArgs& args) {
-        check(litetopk::sparse_attention_cpu(sparse_attention_problem(args)));
+      [](const SparseAttentionProblem& problem) {
+        check(litetopk::sparse_attention_cpu(problem));
       },
       "problem"_a, ReleaseGil());
 }

@@ -55,7 +55,7 @@ Status cuda_paged_indexer_topk(const PagedIndexerProblem&, IndexerAlgo, void*, c
 Status cuda_paged_indexer_logits(const PagedIndexerProblem&, float*, int64_t, cudaStream_t) {
   return not_compiled();
 }
-Status cuda_sparse_attention(const SparseAttentionProblem&, const heuristics::SparseAttentionPlan&,
+Status cuda_sparse_attention(const SparseAttentionProblem&, const SparseAttentionPlan&,
                              void*, cudaStream_t) {
   return not_compiled();
 }

@@ -3,13 +3,12 @@
 // validated the problem and checked the workspace against the plan.
 #pragma once
 
-#include "heuristics/attention_plan.h"
 #include "litetopk/attention.h"
 
 namespace litetopk::detail {
 
 Status cuda_sparse_attention(const SparseAttentionProblem& problem,
-                             const heuristics::SparseAttentionPlan& plan, void* workspace,
+                             const SparseAttentionPlan& plan, void* workspace,
                              cudaStream_t stream);
 
 }  // namespace litetopk::detail

@@ -8,6 +8,7 @@
 
 #include "api/argument_checks.h"
 #include "api/format.h"
+#include "api/sparse_attention_validation.h"
 #include "heuristics/attention_plan.h"
 #include "litetopk/attention.h"
 
@@ -78,10 +79,18 @@ Status check_pointers(const SparseAttentionProblem& p) {
 
 }  // namespace
 
-Status validate_sparse_attention_problem(const SparseAttentionProblem& p) {
-  if (Status s = check_shapes(p); !s) return s;
+Status detail::validate_sparse_attention_shapes(const SparseAttentionProblem& p) {
+  return check_shapes(p);
+}
+
+Status detail::validate_sparse_attention_addresses(const SparseAttentionProblem& p) {
   if (p.s_q == 0) return Status::ok();
   return check_pointers(p);
+}
+
+Status validate_sparse_attention_problem(const SparseAttentionProblem& p) {
+  if (Status s = check_shapes(p); !s) return s;
+  return detail::validate_sparse_attention_addresses(p);
 }
 
 }  // namespace litetopk

@@ -18,18 +18,20 @@ bool union_packing_applies(const SparseAttentionProblem& problem) {
          problem.s_kv <= kUnionMaxTokens;
 }
 
-SparseAttentionPlan plan_sparse_attention(const SparseAttentionProblem& problem) {
-  SparseAttentionPlan plan{problem.algo, 1, 0, 0};
-  if (plan.algo == SparseAttentionAlgo::kAuto) {
-    plan.algo = union_packing_applies(problem) ? SparseAttentionAlgo::kUnionPacked
-                                               : SparseAttentionAlgo::kPerQuery;
+void plan_sparse_attention(const SparseAttentionProblem& problem, SparseAttentionPlan* plan) {
+  plan->algo = problem.algo;
+  plan->group = 1;
+  plan->counts_offset = 0;
+  plan->workspace_bytes = 0;
+  if (plan->algo == SparseAttentionAlgo::kAuto) {
+    plan->algo = union_packing_applies(problem) ? SparseAttentionAlgo::kUnionPacked
+                                                : SparseAttentionAlgo::kPerQuery;
   }
-  if (plan.algo != SparseAttentionAlgo::kUnionPacked) return plan;
-  plan.group = static_cast<int32_t>(kAttentionMmaRows / problem.h_q);
-  const int64_t groups = (problem.s_q + plan.group - 1) / plan.group;
-  plan.counts_offset = aligned(static_cast<std::size_t>(groups * plan.group * problem.topk) * 4);
-  plan.workspace_bytes = plan.counts_offset + aligned(static_cast<std::size_t>(groups) * 4);
-  return plan;
+  if (plan->algo != SparseAttentionAlgo::kUnionPacked) return;
+  plan->group = static_cast<int32_t>(kAttentionMmaRows / problem.h_q);
+  const int64_t groups = (problem.s_q + plan->group - 1) / plan->group;
+  plan->counts_offset = aligned(static_cast<std::size_t>(groups * plan->group * problem.topk) * 4);
+  plan->workspace_bytes = plan->counts_offset + aligned(static_cast<std::size_t>(groups) * 4);
 }
 
 }  // namespace litetopk::heuristics

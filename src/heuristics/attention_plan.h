@@ -21,14 +21,8 @@ constexpr int64_t kUnionMaxTokens = int64_t{1} << 27;
 // int32 word).
 bool union_packing_applies(const SparseAttentionProblem& problem);
 
-struct SparseAttentionPlan {
-  SparseAttentionAlgo algo;     // never kAuto
-  int32_t group;                // queries per union (1 unless kUnionPacked)
-  std::size_t counts_offset;    // workspace bytes before the union sizes
-  std::size_t workspace_bytes;  // [groups][G * topk] int32 slot words, then [groups] int32 sizes
-};
-
-// The plan of a validated problem: kAuto is kUnionPacked where it applies, else kPerQuery.
-SparseAttentionPlan plan_sparse_attention(const SparseAttentionProblem& problem);
+// Fills plan's algo, group and workspace layout for a validated problem: kAuto is kUnionPacked
+// where it applies, else kPerQuery.
+void plan_sparse_attention(const SparseAttentionProblem& problem, SparseAttentionPlan* plan);
 
 }  // namespace litetopk::heuristics

@@ -432,14 +432,14 @@ def test_sparse_attention_bad_input(change, message):
 
 
 def test_sparse_attention_algo_names():
-    """The extension tuple's last item is the algorithm's name, parsed by the extension itself
-    (a caller of litetopk._C that bypasses the Python checks gets the same ValueError). The CPU
-    reference ignores the algorithm: every name gives the numpy function's answer, though
-    union-packed is still refused where it does not apply (h_q 64), as on the GPU."""
+    """The problem's algo is the extension's SparseAttentionAlgo, the C++ enum itself (its
+    names are the library's). The CPU reference ignores the algorithm: every member gives the
+    numpy function's answer, though union-packed is still refused where it does not apply
+    (h_q 64), as on the GPU; a name that is no member is refused naming the members."""
     from litetopk import _problems as P
     from litetopk._ext import ext
     names = "auto, per-query, union-packed, plain"
-    assert ", ".join(P.SPARSE_ATTENTION_ALGOS) == names
+    assert ", ".join(ext().SparseAttentionAlgo.__members__) == names
     for h_q in (16, 64):
         q, kv, indices = make_sparse_attention_inputs(s_q=4, h_q=h_q, topk=12, seed=11)
         want = litetopk.sparse_attention(q, kv, indices, 0.05, out_dtype=np.uint16)
@@ -447,20 +447,19 @@ def test_sparse_attention_algo_names():
                   np.empty((4, h_q), np.float32)]
         problem = P.sparse_attention_args(*(P.numpy_view(x) for x in (q, kv, indices)), 0.05,
                                           *(P.numpy_view(x) for x in arrays), bf16=("uint16",))
-        assert problem[13] == "auto"
-        for algo in P.SPARSE_ATTENTION_ALGOS:
+        assert problem.algo == ext().SparseAttentionAlgo.auto
+        for algo in ext().SparseAttentionAlgo:
             for x in arrays:
                 x.fill(7)
-            if algo == "union-packed" and h_q == 64:
+            problem.algo = algo
+            if algo.name == "union-packed" and h_q == 64:
                 with pytest.raises(ValueError, match="algo union-packed needs h_q 16 or 32"):
-                    ext().sparse_attention_cpu(problem[:13] + (algo,))
+                    ext().sparse_attention_cpu(problem)
                 continue
-            ext().sparse_attention_cpu(problem[:13] + (algo,))
+            ext().sparse_attention_cpu(problem)
             for got, w in zip(arrays, want):
                 np.testing.assert_array_equal(got, w)
         for bad in ("bogus", "Auto", "", "union_packed"):
-            with pytest.raises(ValueError, match=f"algo must be one of {names}, got '{bad}'"):
-                ext().sparse_attention_cpu(problem[:13] + (bad,))
             with pytest.raises(ValueError, match=f"algo must be one of {names}, got '{bad}'"):
                 P.sparse_attention_args(*(P.numpy_view(x) for x in (q, kv, indices)), 0.05,
                                         P.numpy_view(arrays[0]), bf16=("uint16",), algo=bad)

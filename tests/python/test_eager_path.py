@@ -92,22 +92,21 @@ class StandIn:
     def indexer_logits(self, problem, logits, logits_stride, stream):
         self.calls.append(("logits", problem, logits, logits_stride))
 
-    # ---- sparse_attention(problem, workspace, workspace_bytes, stream): the library's rules
-    # (the workspace of the problem's algo, the union-packed kernel's unions, auto resolved per
-    # problem; validation on every call), from the library's own size query, which runs on the
-    # host; the tensors are on the CPU, so the stand-in runs the CPU reference on the addresses
-    # it is given.
-    def sparse_attention_workspace_size(self, problem):
+    # ---- sparse_attention_plan(problem) -> SparseAttentionPlan (the library's own, which runs
+    # on the host); sparse_attention_launch(plan, q, kv, indices, out, max_logits, lse,
+    # workspace, stream). The tensors are on the CPU, so the stand-in's launch runs the CPU
+    # reference on the addresses it is given.
+    def sparse_attention_plan(self, problem):
         self.size_queries.append(("sparse_attention", problem))
-        return real_ext().sparse_attention_workspace_size(problem)
+        return real_ext().sparse_attention_plan(problem)
 
-    def sparse_attention(self, problem, workspace, workspace_bytes, stream):
-        needed = real_ext().sparse_attention_workspace_size(problem)
-        if workspace_bytes < needed:
-            raise ValueError(f"workspace_bytes must be >= {needed} for this problem, got "
-                             f"{workspace_bytes}")
-        assert (workspace != 0) == (needed > 0) and stream == STREAM
-        self.calls.append(("sparse_attention", problem, workspace, workspace_bytes))
+    def sparse_attention_launch(self, plan, q, kv, indices, out, max_logits, lse, workspace,
+                                stream):
+        assert (workspace != 0) == (plan.workspace_bytes > 0) and stream == STREAM
+        problem = real_ext().SparseAttentionProblem(plan.problem)
+        problem.q, problem.kv, problem.indices = q, kv, indices
+        problem.out, problem.max_logits, problem.lse = out, max_logits, lse
+        self.calls.append(("sparse_attention", plan, problem, workspace))
         real_ext().sparse_attention_cpu(problem)
 
 
@@ -225,11 +224,15 @@ def test_sparse_attention_plan_and_addresses(lib):
     first = ops.sparse_attention(q, kv, indices, 0.07)
     second = ops.sparse_attention(q, kv, indices, 0.07)
     assert len(lib.size_queries) == 1 and len(lib.calls) == 2
-    problem = lib.calls[1][1]
-    assert problem[:3] == (q.data_ptr(), kv.data_ptr(), indices.data_ptr())
-    assert problem[3:10] == (5, 300, 32, 576, 512, 20, pytest.approx(0.07))
-    assert problem[10:] == (second[0].data_ptr(), second[1].data_ptr(), second[2].data_ptr(),
-                            "auto")
+    problem = lib.calls[1][2]
+    assert (problem.q, problem.kv, problem.indices) == (q.data_ptr(), kv.data_ptr(),
+                                                        indices.data_ptr())
+    assert (problem.s_q, problem.s_kv, problem.h_q, problem.d_qk, problem.d_v,
+            problem.topk) == (5, 300, 32, 576, 512, 20)
+    assert problem.sm_scale == pytest.approx(0.07)
+    assert (problem.out, problem.max_logits, problem.lse) == (
+        second[0].data_ptr(), second[1].data_ptr(), second[2].data_ptr())
+    assert problem.algo == real_ext().SparseAttentionAlgo.auto
     want = numpy_attention(q, kv, indices, 0.07)
     for got in (first, second):
         for g, w in zip(got, want):
@@ -237,48 +240,52 @@ def test_sparse_attention_plan_and_addresses(lib):
     out = torch.empty(5, 32, 512, dtype=torch.bfloat16)
     ops.sparse_attention(q, kv, indices, 0.07, out=(out, None, None))
     assert len(lib.size_queries) == 2  # the _out signature
-    assert lib.calls[-1][1][10:] == (out.data_ptr(), 0, 0, "auto")
+    problem = lib.calls[-1][2]
+    assert (problem.out, problem.max_logits, problem.lse) == (out.data_ptr(), 0, 0)
     assert torch.equal(out, want[0])
     ops.sparse_attention(q, kv, indices, 0.08)  # another scale: another plan
-    assert len(lib.size_queries) == 3 and lib.calls[-1][1][9] == pytest.approx(0.08)
+    assert len(lib.size_queries) == 3
+    assert lib.calls[-1][2].sm_scale == pytest.approx(0.08)
     with pytest.raises(ValueError, match="h_q must be 16, 32, 64 or 128, got 8"):
         ops.sparse_attention(q[:, :8].contiguous(), kv, indices, 0.07)
     assert len(lib.calls) == 4  # a bad signature keeps no plan and calls nothing
 
 
 def test_sparse_attention_algo_plans(lib):
-    """algo is part of the signature: each name has its own plan and size query, passes its name
-    as the problem's last item and gets the workspace its kernel needs (the union-packed kernel's
-    unions; auto is union-packed at h_q 32, per-query at 64); a bad name calls nothing."""
+    """algo is part of the signature: each name has its own plan (the kernel it resolves to,
+    and the workspace that kernel needs: the union-packed kernel's unions; auto is union-packed
+    at h_q 32, per-query at 64); a bad name calls nothing."""
     q, kv, indices = attention_inputs("cpu", s_q=5, h_q=32, topk=20, seed=62)
     want = numpy_attention(q, kv, indices, 0.07)
-    given = {}
-    for algo in P.SPARSE_ATTENTION_ALGOS:
+    algos = list(real_ext().SparseAttentionAlgo.__members__)
+    assert algos == ["auto", "per-query", "union-packed", "plain"]
+    plans = {}
+    for algo in algos:
         for _ in range(2):  # the second call reuses the plan
             got = ops.sparse_attention(q, kv, indices, 0.07, algo=algo)
             for g, w in zip(got, want):
                 assert torch.equal(g, w), algo
-        problem, workspace, given[algo] = lib.calls[-1][1:]
-        assert problem[13] == algo and lib.size_queries[-1][1][13] == algo
+        plans[algo] = lib.calls[-1][1]
+        assert lib.size_queries[-1][1].algo.name == algo
     assert len(lib.size_queries) == 4 and len(lib.calls) == 8
-    sizes = {algo: real_ext().sparse_attention_workspace_size(problem[:13] + (algo,))
-             for algo in P.SPARSE_ATTENTION_ALGOS}
-    assert sizes["union-packed"] > 0 and sizes["auto"] == sizes["union-packed"]
-    assert sizes["per-query"] == sizes["plain"] == 0
-    for algo, workspace_bytes in given.items():
-        assert workspace_bytes >= sizes[algo], algo
+    assert plans["auto"].algo.name == "union-packed" and plans["per-query"].algo.name == "per-query"
+    assert plans["union-packed"].workspace_bytes > 0
+    assert plans["auto"].workspace_bytes == plans["union-packed"].workspace_bytes
+    assert plans["per-query"].workspace_bytes == plans["plain"].workspace_bytes == 0
     out = torch.empty(5, 32, 512, dtype=torch.bfloat16)
     ops.sparse_attention(q, kv, indices, 0.07, out=(out, None, None), algo="per-query")
-    assert lib.calls[-1][1][10:] == (out.data_ptr(), 0, 0, "per-query")
+    problem = lib.calls[-1][2]
+    assert (problem.out, problem.max_logits, problem.lse) == (out.data_ptr(), 0, 0)
+    assert lib.calls[-1][1].algo.name == "per-query"
     assert torch.equal(out, want[0])
     calls = len(lib.calls)
     with pytest.raises(ValueError, match="algo must be one of auto, per-query, union-packed, "
                                          "plain, got 'bogus'"):
         ops.sparse_attention(q, kv, indices, 0.07, algo="bogus")
-    # union-packed takes h_q 16 and 32 only: at 64 the library's size query refuses it.
+    # union-packed takes h_q 16 and 32 only: at 64 the library's plan refuses it.
     q64, kv64, indices64 = attention_inputs("cpu", s_q=5, h_q=64, topk=20, seed=63)
     with pytest.raises(ValueError, match="algo union-packed needs h_q 16 or 32"):
         ops.sparse_attention(q64, kv64, indices64, 0.07, algo="union-packed")
     assert len(lib.calls) == calls
     ops.sparse_attention(q64, kv64, indices64, 0.07)  # auto at 64: per-query, no workspace
-    assert lib.calls[-1][1][13] == "auto" and lib.calls[-1][3] == 0
+    assert lib.calls[-1][1].algo.name == "per-query" and lib.calls[-1][3] == 0

@@ -15,7 +15,7 @@ pytestmark = needs_cuda
 
 if torch is not None:
     import litetopk
-    from litetopk import _problems as P
+    from litetopk._ext import ext
     from litetopk.ops import (IndexerState, SparseKvCache, dense_decode, flash_mla_sparse_fwd,
                               fp8_mqa_logits, fp8_mqa_topk, fp8_paged_mqa_logits,
                               fp8_paged_mqa_topk, sparse_attention, topk)
@@ -297,7 +297,7 @@ def test_sparse_attention_every_algo_on_neighbour_shared_rows(h_q):
     lists a token twice sends its group to the per-query path)."""
     q, kv, indices = neighbour_shared_inputs(h_q)
     want = cpu_attention(q, kv, indices, 0.045)
-    for algo in P.SPARSE_ATTENTION_ALGOS:
+    for algo in ext().SparseAttentionAlgo.__members__:
         got = sparse_attention(q, kv, indices, 0.045, algo=algo)
         check_attention_close(got, want, kv, indices)
         again = sparse_attention(q, kv, indices, 0.045, algo=algo)  # deterministic

@@ -13,7 +13,7 @@ DEVICES = ["cpu"] + (["cuda"] if has_cuda else [])
 
 if torch is not None:
     import litetopk
-    from litetopk import _problems as P
+    from litetopk._ext import ext
     from litetopk.ops import (IndexerState, SparseKvCache, flash_mla_sparse_fwd, fp8_mqa_logits,
                               fp8_mqa_topk, fp8_paged_mqa_logits, fp8_paged_mqa_topk,
                               sparse_attention, topk)
@@ -598,7 +598,7 @@ def test_sparse_attention_algos(device):
     h_q 16 and 32 is refused on either device."""
     q, kv, indices = attention_inputs(device, s_q=9, h_q=16, topk=30, seed=9)
     want = numpy_attention(q, kv, indices, 0.05)
-    for algo in P.SPARSE_ATTENTION_ALGOS:
+    for algo in ext().SparseAttentionAlgo.__members__:
         results = [sparse_attention(q, kv, indices, 0.05, algo=algo),
                    torch.ops.litetopk.sparse_attention(q, kv, indices, 0.05, 512, algo)]
         out = torch.full_like(results[0][0], 7.0)

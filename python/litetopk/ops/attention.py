@@ -12,20 +12,19 @@ def _sparse_attention_problem(q, kv, indices, sm_scale, out, max_logits, lse, al
 
 
 def _sparse_attention_launch(plan, device, q, kv, indices, out, max_logits, lse):
-    launch, sizes, algo, size = plan
     stream = _stream(device)
-    workspace, owner = _workspace(size, device, stream)
-    launch((q.data_ptr(), kv.data_ptr(), indices.data_ptr()) + sizes
-           + (out.data_ptr(), _ptr(max_logits), _ptr(lse), algo), workspace, size, stream)
+    workspace, owner = _workspace(plan.workspace_bytes, device, stream)
+    library().sparse_attention_launch(plan, q.data_ptr(), kv.data_ptr(), indices.data_ptr(),
+                                      out.data_ptr(), _ptr(max_logits), _ptr(lse), workspace,
+                                      stream)
 
 
 def _sparse_attention_select(q, kv, indices, sm_scale, out, max_logits, lse, algo, outputs):
     """sparse_attention into out (max_logits, lse); `outputs` is their part of the signature
-    ("new" for outputs _sparse_attention_fake made). The library validates every GPU call (the
-    addresses' alignment included); the plan only saves the Python checks and the size query.
-    The workspace is sized for `algo` (auto resolves from the sizes alone, the same at the size
-    query and at every call of the signature). CPU tensors run the reference whatever algo names
-    (the name is still checked, and union-packed only where it applies, as on the GPU)."""
+    ("new" for outputs _sparse_attention_fake made). A CUDA signature is planned once (the Python
+    checks, the library's shape checks, the algorithm and the workspace); each call passes the
+    addresses, which the launch checks. CPU tensors run the reference whatever algo names (the
+    name is still checked, and union-packed only where it applies, as on the GPU)."""
     device = q.get_device()
     key = ("sparse_attention", _meta(q), _meta(kv), _meta(indices), float(sm_scale), outputs,
            algo)
@@ -36,8 +35,7 @@ def _sparse_attention_select(q, kv, indices, sm_scale, out, max_logits, lse, alg
         if device < 0:
             lib.sparse_attention_cpu(problem)
             return
-        size = _launch(device, lib.sparse_attention_workspace_size, problem)
-        plan = _remember(key, (lib.sparse_attention, problem[3:10], problem[13], size))
+        plan = _remember(key, _launch(device, lib.sparse_attention_plan, problem))
     _launch(device, _sparse_attention_launch, plan, device, q, kv, indices, out, max_logits, lse)
 
 

@@ -11,7 +11,7 @@
 namespace litetopk::detail {
 
 Status cuda_sparse_attention(const SparseAttentionProblem& problem,
-                             const heuristics::SparseAttentionPlan& plan, void* workspace,
+                             const SparseAttentionPlan& plan, void* workspace,
                              cudaStream_t stream) {
   using namespace cuda_attention;
   if (problem.s_q == 0) return Status::ok();

@@ -7,14 +7,18 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "cli_options.h"
 #include "commands.h"
 #include "decode_runner.h"
-#include "environment.h"
+#include "device_choice.h"
+#include "memory_plan.h"
+#include "progress.h"
 #include "report.h"
 
 namespace litetopk::tools {
@@ -56,6 +60,19 @@ DecodeSpec parse_spec(const DecodeArgs& args, std::vector<float>* deltas) {
   return spec;
 }
 
+// The host buffers of a run: the dense keys and values (the cache dtype, and the fp32 copies the
+// references and the rebuild use) and the sparse cache.
+std::vector<HostBuffer> host_buffers(const DecodeArgs& args) {
+  const DecodeSpec& spec = args.spec;
+  const double slots = static_cast<double>(spec.batch) * static_cast<double>(spec.num_kv_heads) *
+                       static_cast<double>(spec.context) *
+                       static_cast<double>(kSparseDecodeHeadDim);
+  return {{"the keys and values [--batch x --kv-heads x --context x 128] " + args.dtype,
+           slots * 2 * 2},
+          {"their fp32 copies [--batch x --kv-heads x --context x 128]", slots * 4 * 2},
+          {"the sparse cache [--batch x --kv-heads x --context x 128]", slots * 2}};
+}
+
 nlohmann::ordered_json row_json(const DecodeRow& row, bool on_gpu) {
   using Json = nlohmann::ordered_json;
   const DecodeFidelity& f = row.fidelity;
@@ -83,19 +100,17 @@ int run_decode(const DecodeArgs& args) {
   std::vector<float> deltas;
   DecodeSpec spec = parse_spec(args, &deltas);
 
-  const GpuInfo gpu = probe_gpu();
-  spec.on_gpu = args.device == "gpu" || (args.device == "auto" && gpu.available);
-  if (spec.on_gpu && !gpu.available) {
-    std::cerr << "litetopk: error: --device gpu, but there is no GPU: " << gpu.absent_reason
-              << " (--device cpu runs the CPU references)\n";
+  const DeviceChoice device = choose_device(args.device);
+  if (!device.error.empty()) {
+    std::cerr << "litetopk: error: " << device.error << '\n';
     return kExitFailure;
   }
+  spec.on_gpu = device.on_gpu;
+  const GpuInfo& gpu = device.gpu;
   const CpuInfo cpu = probe_cpu();
-  const std::string device_name = spec.on_gpu ? gpu.device.name : cpu.model + " (CPU)";
-  if (args.device == "auto") {
-    std::cout << "device auto: "
-              << (spec.on_gpu ? "the GPU kernels on " + gpu.device.name
-                              : "the CPU references (no GPU: " + gpu.absent_reason + ")")
+  const std::string& device_name = device.device_name;
+  if (!device.note.empty()) {
+    std::cout << device.note << (spec.on_gpu ? ": the GPU kernels" : ": the CPU references")
               << '\n';
   }
 
@@ -105,7 +120,12 @@ int run_decode(const DecodeArgs& args) {
             << " KV heads x " << group << " query heads, D=" << kSparseDecodeHeadDim << ", "
             << dtype_name(spec.dtype) << ", seed " << spec.seed << '\n';
   DecodeRunner runner(spec);
-  if (const Status s = runner.prepare(/*selection_error=*/true); !s) {
+  Status prepared;
+  {
+    Progress progress("generating and quantizing the cache");
+    prepared = runner.prepare(/*selection_error=*/true);
+  }
+  if (const Status s = prepared; !s) {
     std::cerr << "litetopk: error: decode inputs: " << s.to_string() << '\n';
     return kExitFailure;
   }
@@ -140,6 +160,7 @@ int run_decode(const DecodeArgs& args) {
   }
   std::cout << (args.bench.enabled ? " (benchmark)" : "") << '\n';
   std::vector<DecodeRow> rows;
+  std::optional<Progress> progress(std::in_place, "running sparse and dense decoding");
   for (float delta : deltas) {
     DecodeRow row;
     if (const Status s = runner.run_sparse(delta, args.bench, &row); !s) {
@@ -155,6 +176,7 @@ int run_decode(const DecodeArgs& args) {
     return kExitFailure;
   }
   rows.push_back(dense);
+  progress.reset();
 
   std::vector<std::string> header{"delta",  "kept blocks",      "bytes read",
                                   "kept mass mean", "kept mass min", "rel L2",
@@ -253,17 +275,17 @@ void add_decode_command(CLI::App& app, int* exit_code) {
       "Sparse decoding vs dense on a generated KV cache: the delta trade-off table");
   constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
   cmd->add_option("--batch", args->spec.batch, "Sequences")
-      ->check(CLI::Range(int64_t{1}, kMaxInt32))
+      ->check(integer_in(1, kMaxInt32))
       ->capture_default_str();
   cmd->add_option("--context", args->spec.context, "Tokens in every sequence")
-      ->check(CLI::Range(int64_t{1}, kMaxInt32))
+      ->check(integer_in(1, kMaxInt32))
       ->capture_default_str();
   cmd->add_option("--kv-heads", args->spec.num_kv_heads, "KV heads")
-      ->check(CLI::Range(int64_t{1}, kMaxInt32))
+      ->check(integer_in(1, kMaxInt32))
       ->capture_default_str();
   cmd->add_option("--q-heads", args->spec.num_q_heads,
                   "Query heads: kv-heads times a GQA group of 1..16")
-      ->check(CLI::Range(int64_t{1}, kMaxInt32))
+      ->check(integer_in(1, kMaxInt32))
       ->capture_default_str();
   cmd->add_option("--block-size", args->spec.block_size, "Tokens per KV block")
       ->check(CLI::IsMember({128, 256}))
@@ -281,15 +303,14 @@ void add_decode_command(CLI::App& app, int* exit_code) {
                   "every block)")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--device", args->device,
-                  "gpu: the GPU kernels (sparse_kv_from_dense, sparse_decode, dense_decode); cpu: "
-                  "the CPU references; auto: the GPU when present")
-      ->check(CLI::IsMember({"auto", "gpu", "cpu"}))
-      ->capture_default_str();
+  add_device_option(cmd, &args->device);
   cmd->add_option("--seed", args->spec.seed, "Generator seed")->capture_default_str();
   add_bench_options(cmd, &args->bench);
   cmd->add_option("--json", args->json_path, "Write a JSON record to this file");
-  cmd->callback([args, exit_code] { *exit_code = run_decode(*args); });
+  cmd->callback([args, exit_code] {
+    *exit_code = run_with_memory_check("decode", host_buffers(*args),
+                                       [&] { return run_decode(*args); }, std::cerr);
+  });
 }
 
 }  // namespace litetopk::tools

@@ -13,8 +13,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli_options.h"
 #include "commands.h"
 #include "decode_runner.h"
+#include "device_choice.h"
 #include "dsa_runner.h"
 #include "environment.h"
 #include "indexer_runner.h"
@@ -389,13 +391,14 @@ bool run_decode_steps(const DecodeDemo& demo, bool quick, const std::string& not
 }
 
 int run_demo(const std::string& device, bool quick) {
-  const GpuInfo gpu = probe_gpu();
-  const bool on_gpu = device == "gpu" || (device == "auto" && gpu.available);
-  if (on_gpu && !gpu.available) {
-    std::cerr << "litetopk: error: --device gpu, but there is no GPU: " << gpu.absent_reason
-              << '\n';
+  const DeviceChoice choice = choose_device(device);
+  if (!choice.error.empty()) {
+    std::cerr << "litetopk: error: " << choice.error << '\n';
     return kExitFailure;
   }
+  if (!choice.note.empty()) std::cout << choice.note << '\n';
+  const GpuInfo& gpu = choice.gpu;
+  const bool on_gpu = choice.on_gpu;
   const DemoPlan plan = on_gpu ? gpu_plan() : cpu_plan();
   const BenchOptions bench = quick ? plan.quick_bench : plan.bench;
   const CpuInfo cpu = probe_cpu();
@@ -515,9 +518,7 @@ void add_demo_command(CLI::App& app, int* exit_code) {
   auto quick = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(
       "demo", "Run every algorithm on a few default shapes, verify and time them");
-  cmd->add_option("--device", *device, "auto: the GPU when present, else the CPU")
-      ->check(CLI::IsMember({"auto", "gpu", "cpu"}))
-      ->capture_default_str();
+  add_device_option(cmd, device.get());
   cmd->add_flag("--quick", *quick, "Fewer timed runs");
   cmd->callback([device, quick, exit_code] { *exit_code = run_demo(*device, *quick); });
 }

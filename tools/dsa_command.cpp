@@ -14,9 +14,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli_options.h"
 #include "commands.h"
+#include "device_choice.h"
 #include "dsa_runner.h"
-#include "environment.h"
+#include "memory_plan.h"
+#include "progress.h"
 #include "litetopk/attention.h"
 #include "litetopk/indexer.h"
 #include "report.h"
@@ -70,10 +73,29 @@ std::string requested_label(const std::string& requested, const std::string& ran
   return requested == ran ? ran : requested + " -> " + ran;
 }
 
+// The host buffers of a run: the indexer's q and kv, the attention's q and kv, the indices and
+// the outputs.
+std::vector<HostBuffer> host_buffers(const DsaSpec& spec) {
+  const double T = static_cast<double>(spec.T), S = static_cast<double>(spec.S);
+  const double h_q = static_cast<double>(spec.h_q), d_qk = static_cast<double>(spec.d_qk);
+  return {{"the indexer's q [--tokens x --indexer-heads x 128] fp8",
+           T * static_cast<double>(spec.H) * static_cast<double>(spec.D)},
+          {"the indexer's kv [--context x 128] fp8", S * (static_cast<double>(spec.D) + 4)},
+          {"the attention's q [--tokens x --heads x 576] bf16", T * h_q * d_qk * 2},
+          {"the attention's kv [--context x 576] bf16", S * d_qk * 2},
+          {"the indices [--tokens x --topk] int32", T * static_cast<double>(spec.k) * 4},
+          {"the outputs [--tokens x --heads x 512] bf16",
+           T * h_q * static_cast<double>(spec.d_v) * 2}};
+}
+
+int run_dsa_spec(const DsaArgs& args, const DsaSpec& spec, const DsaRunOptions& options,
+                 const GpuInfo& gpu);
+
 int run_dsa_command(const DsaArgs& args) {
   // The device first: it picks the default shape and the timing.
-  const GpuInfo gpu = probe_gpu();
-  const bool on_gpu = args.device == "gpu" || (args.device == "auto" && gpu.available);
+  const DeviceChoice device = choose_device(args.device);
+  const GpuInfo& gpu = device.gpu;
+  const bool on_gpu = device.on_gpu;
   DsaRunOptions options;
   options.on_gpu = on_gpu;
   // Both names are validated by their options.
@@ -116,11 +138,20 @@ int run_dsa_command(const DsaArgs& args) {
   if (const std::string error = dsa_run_error(spec, options); !error.empty()) {
     throw CLI::ValidationError("--algo", "--algo " + args.algo + ": " + error);
   }
-  if (args.device == "gpu" && !gpu.available) {
-    std::cerr << "litetopk: error: --device gpu, but there is no GPU: " << gpu.absent_reason
-              << " (--device cpu runs the CPU references)\n";
+  if (!device.error.empty()) {
+    std::cerr << "litetopk: error: " << device.error << '\n';
     return kExitFailure;
   }
+  if (!device.note.empty()) std::cout << device.note << '\n';
+  return run_with_memory_check("dsa", host_buffers(spec), [&] {
+    return run_dsa_spec(args, spec, options, gpu);
+  }, std::cerr);
+}
+
+// Generates the layer, runs it, checks and reports (run_dsa_command chose the device).
+int run_dsa_spec(const DsaArgs& args, const DsaSpec& spec, const DsaRunOptions& options,
+                 const GpuInfo& gpu) {
+  const bool on_gpu = options.on_gpu;
   const CpuInfo cpu = probe_cpu();
   const std::string device_name =
       on_gpu ? gpu.device.name
@@ -130,7 +161,10 @@ int run_dsa_command(const DsaArgs& args) {
             << " tokens (causal); indexer H=" << spec.H << " D=" << spec.D
             << " fp8, k=" << spec.k << "; attention h_q=" << spec.h_q << " d_qk=" << spec.d_qk
             << " d_v=" << spec.d_v << " bf16 (seed " << spec.seed << ")\n";
-  const DsaWorkload workload = make_dsa_workload(spec);
+  const DsaWorkload workload = [&] {
+    Progress progress("generating the layer's inputs");
+    return make_dsa_workload(spec);
+  }();
   if (on_gpu) {
     std::cout << "running indexer_topk (" << args.indexer_algo << ") then sparse_attention ("
               << args.algo << ") on " << device_name;
@@ -143,7 +177,12 @@ int run_dsa_command(const DsaArgs& args) {
             << (options.bench.iters == 1 ? "" : "s") << " after " << options.bench.warmup
             << (on_gpu ? " (CUDA events)" : " (wall clock)") << '\n';
   DsaRun run;
-  if (const Status status = run_dsa_layer(workload, options, &run); !status) {
+  Status run_status;
+  {
+    Progress progress(on_gpu ? "running the layer" : "running the CPU references");
+    run_status = run_dsa_layer(workload, options, &run);
+  }
+  if (const Status status = run_status; !status) {
     std::cerr << "litetopk: error: dsa: " << status.to_string() << '\n';
     return kExitFailure;
   }
@@ -155,9 +194,13 @@ int run_dsa_command(const DsaArgs& args) {
             << " queries (" << list(index_queries, 8) << ") against indexer_topk_cpu and its "
             << "attention on " << attention_queries.size() << " (" << list(attention_queries, 8)
             << ") against sparse_attention_cpu\n";
-  const std::string index_mismatch = checker.check_indices(run.indices.data());
-  const std::string attention_mismatch = checker.check_attention(
-      run.indices.data(), run.out.data(), run.max_logits.data(), run.lse.data());
+  std::string index_mismatch, attention_mismatch;
+  {
+    Progress progress("checking against the CPU references");
+    index_mismatch = checker.check_indices(run.indices.data());
+    attention_mismatch = checker.check_attention(run.indices.data(), run.out.data(),
+                                                 run.max_logits.data(), run.lse.data());
+  }
   if (!index_mismatch.empty()) {
     std::cerr << "litetopk: indexer check FAILED: " << index_mismatch << '\n';
   }
@@ -183,14 +226,13 @@ int run_dsa_command(const DsaArgs& args) {
     return (mismatch.empty() ? "yes (" : "NO (") + std::to_string(queries) + " queries)";
   };
   Table table({"stage", "algo", "ms", "min ms", "TFLOP/s", "GB/s", "aux MB", "checked"}, 2);
-  table.add_row({"indexer_topk", requested_label(on_gpu ? args.indexer_algo : "cpu",
-                                                 run.indexer_algo),
+  table.add_row({"indexer_topk", requested_label(args.indexer_algo, run.indexer_algo),
                  fixed(run.indexer.median_ms, 3), fixed(run.indexer.min_ms, 3),
                  tflops(indexer_flops, run.indexer.median_ms), "-",
                  megabytes(run.indexer_workspace_bytes),
                  verdict(index_mismatch, index_queries.size())});
   table.add_row({"sparse_attention",
-                 requested_label(on_gpu ? args.algo : "cpu", run.attention_algo),
+                 requested_label(args.algo, run.attention_algo),
                  fixed(run.attention.median_ms, 3), fixed(run.attention.min_ms, 3),
                  tflops(attention_flops, run.attention.median_ms),
                  fixed(gathered_bytes / (run.attention.median_ms * 1e6), 1),
@@ -239,9 +281,9 @@ int run_dsa_command(const DsaArgs& args) {
         {"seed", spec.seed},
         {"backend", on_gpu ? "gpu" : "cpu"},
         {"device", device_name},
-        {"indexer_algo_requested", on_gpu ? args.indexer_algo : "cpu"},
+        {"indexer_algo_requested", args.indexer_algo},
         {"indexer_algo", run.indexer_algo},
-        {"attention_algo_requested", on_gpu ? args.algo : "cpu"},
+        {"attention_algo_requested", args.algo},
         {"attention_algo", run.attention_algo},
         {"warmup", options.bench.warmup},
         {"iters", options.bench.iters},
@@ -279,18 +321,18 @@ void add_dsa_command(CLI::App& app, int* exit_code) {
                   "T: the chunk's queries, the last T of the --context tokens (default " +
                       std::to_string(kGpuTokens) + " on the GPU, " + std::to_string(kCpuTokens) +
                       " on the CPU)")
-      ->check(CLI::Range(int64_t{1}, kMaxInt32));
+      ->check(integer_in(1, kMaxInt32));
   cmd->add_option("--context", args->context,
                   "S: tokens of the context, the chunk included; query t sees tokens [0, S - T + "
                   "t] (default " +
                       std::to_string(kGpuContext) + " on the GPU, " +
                       std::to_string(kCpuContext) + " on the CPU)")
-      ->check(CLI::Range(int64_t{1}, kMaxInt32));
+      ->check(integer_in(1, kMaxInt32));
   cmd->add_option("--heads", args->heads, "h_q: MLA query heads (d_qk 576, d_v 512, one kv head)")
       ->check(CLI::IsMember({16, 32, 64, 128}))
       ->capture_default_str();
   cmd->add_option("--topk", args->topk, "k: tokens the indexer selects per query (1..8192)")
-      ->check(CLI::Range(int64_t{1}, int64_t{8192}))
+      ->check(integer_in(1, 8192))
       ->capture_default_str();
   cmd->add_option("--indexer-heads", args->indexer_heads, "H: the indexer's heads (D = 128)")
       ->check(CLI::IsMember({32, 64}))
@@ -304,21 +346,18 @@ void add_dsa_command(CLI::App& app, int* exit_code) {
                   "The indexer's GPU path: auto (cost model), unfused (logits, then select), fused")
       ->check(CLI::IsMember({"auto", "unfused", "fused"}))
       ->capture_default_str();
-  cmd->add_option("--device", args->device,
-                  "auto: the GPU when present, else the CPU references; gpu; cpu")
-      ->check(CLI::IsMember({"auto", "gpu", "cpu"}))
-      ->capture_default_str();
+  add_device_option(cmd, &args->device);
   CLI::Option* iters =
       cmd->add_option("--iters", args->iters,
                       "Timed runs of each stage and of the layer (the median; default " +
                           std::to_string(kGpuBench.iters) + " on the GPU, " +
                           std::to_string(kCpuBench.iters) + " on the CPU)")
-          ->check(CLI::Range(1, 1000000));
+          ->check(integer_in(1, 1000000));
   CLI::Option* warmup =
       cmd->add_option("--warmup", args->warmup,
                       "Untimed runs first (default " + std::to_string(kGpuBench.warmup) +
                           " on the GPU, " + std::to_string(kCpuBench.warmup) + " on the CPU)")
-          ->check(CLI::Range(0, 1000000));
+          ->check(integer_in(0, 1000000));
   cmd->add_option("--seed", args->seed, "Generator seed")->capture_default_str();
   cmd->add_option("--json", args->json_path, "Write a JSON record to this file");
   cmd->callback([args, iters, warmup, exit_code] {

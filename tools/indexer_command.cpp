@@ -12,8 +12,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli_options.h"
 #include "commands.h"
-#include "environment.h"
+#include "device_choice.h"
+#include "memory_plan.h"
+#include "progress.h"
 #include "indexer_runner.h"
 #include "paged_indexer_command.h"
 #include "testkit/indexer_verify.h"
@@ -27,13 +30,21 @@ using namespace litetopk::testkit;
 
 namespace {
 
+// The chunk when --T and --S are not given: on the GPU the demo's (T 2048 of S 32768), on the
+// CPU one the reference runs and checks in well under a second on two cores.
+constexpr int64_t kGpuT = 2048;
+constexpr int64_t kGpuS = 32768;
+constexpr int64_t kCpuT = 128;
+constexpr int64_t kCpuS = 8192;
+
 struct IndexerArgs {
-  int64_t T = 0;
-  int64_t S = 0;
+  int64_t T = 0;  // 0: the device's default
+  int64_t S = 0;  // 0: the device's default
   int64_t H = 64;
   int64_t k = 2048;
   std::string ranges = "causal";
   std::string algo = "auto";
+  std::string device = "auto";
   int64_t candidate_capacity = 0;
   bool state = false;
   bool no_cold_sample = false;
@@ -45,49 +56,28 @@ struct IndexerArgs {
   bool paged = false;  // --paged: paged_indexer_command.cpp runs it
 };
 
-int run_indexer(const IndexerArgs& args) {
-  IndexerSpec spec;
-  spec.T = args.T;
-  spec.S = args.S;
-  spec.H = args.H;
-  spec.k = args.k;
-  spec.seed = args.seed;
-  parse_indexer_ranges(args.ranges, &spec.ranges);  // validated by the option
-  if (const std::string error = indexer_spec_error(spec); !error.empty()) {
-    throw CLI::ValidationError("indexer", error);
-  }
-  const bool on_cpu = args.algo == "cpu";
-  if (on_cpu && args.state) throw CLI::ValidationError("--state", "needs a GPU --algo");
-  IndexerRunOptions options;
-  options.on_cpu = on_cpu;
-  if (!on_cpu) parse_indexer_algo(args.algo.c_str(), &options.algo);  // validated by the option
-  options.candidate_capacity = args.candidate_capacity;
-  options.state = args.state;
-  options.cold_sample = !args.no_cold_sample;
-  options.bench = args.bench;
-
-  std::string device_name;
-  if (on_cpu) {
-    device_name = probe_cpu().model + " (CPU)";
-  } else {
-    const GpuInfo gpu = probe_gpu();
-    if (!gpu.available) {
-      std::cerr << "litetopk: error: --algo " << args.algo
-                << " needs a GPU: " << gpu.absent_reason << " (--algo cpu runs on the CPU)\n";
-      return kExitFailure;
-    }
-    device_name = gpu.device.name;
-  }
-
+// Generates the chunk, runs it, verifies and reports (run_indexer chose the device).
+int run_indexer_spec(const IndexerArgs& args, const IndexerSpec& spec,
+                     const IndexerRunOptions& options, const std::string& device_name) {
   const std::string shape = indexer_shape_label(spec);
+  const bool on_cpu = options.on_cpu;
   std::cout << "generating " << shape << " D=" << spec.D << " fp8 inputs ("
             << indexer_ranges_name(spec.ranges) << " ranges, seed " << spec.seed << ")\n";
-  const IndexerWorkload workload = make_indexer_workload(spec);
+  const IndexerWorkload workload = [&] {
+    Progress progress("generating the inputs");
+    return make_indexer_workload(spec);
+  }();
 
-  std::cout << "running " << args.algo << " on " << device_name
-            << (args.bench.enabled ? " (benchmark)" : "") << '\n';
+  const std::string ran = on_cpu ? "cpu" : args.algo;
+  std::cout << "running " << (on_cpu ? "the CPU reference (indexer_topk_cpu)" : args.algo)
+            << " on " << device_name << (args.bench.enabled ? " (benchmark)" : "") << '\n';
   IndexerRun run;
-  if (const Status status = run_indexer(workload, options, &run); !status) {
+  Status run_status;
+  {
+    Progress progress("running " + ran);
+    run_status = run_indexer(workload, options, &run);
+  }
+  if (const Status status = run_status; !status) {
     std::cerr << "litetopk: error: indexer " << args.algo << ": " << status.to_string() << '\n';
     return kExitFailure;
   }
@@ -99,6 +89,7 @@ int run_indexer(const IndexerArgs& args) {
     std::cout << "verifying queries";
     for (int64_t t : checked) std::cout << ' ' << t;
     std::cout << " against the CPU reference\n";
+    Progress progress("verifying");
     const IndexerChecker checker(workload, checked, args.tol_rel);
     std::string mismatch = checker.check(run.indices.data());
     if (mismatch.empty() && !run.warm_indices.empty()) {
@@ -181,6 +172,57 @@ int run_indexer(const IndexerArgs& args) {
   return verified.value_or(true) ? kExitOk : kExitFailure;
 }
 
+
+// The host buffers of a run: q, kv, the weights and scales, the indices (twice with --state).
+std::vector<HostBuffer> host_buffers(const IndexerSpec& spec, bool state) {
+  const double T = static_cast<double>(spec.T), S = static_cast<double>(spec.S);
+  const double H = static_cast<double>(spec.H), D = static_cast<double>(spec.D);
+  const double k = static_cast<double>(spec.k);
+  return {{"q [--T x --H x D] fp8", T * H * D},
+          {"kv [--S x D] fp8 and its scales", S * (D + 4)},
+          {"the weights [--T x --H] fp32", T * H * 4},
+          {"the indices [--T x --k] int32" + std::string(state ? ", twice (--state)" : ""),
+           T * k * 4 * (state ? 2 : 1)}};
+}
+
+int run_indexer(const IndexerArgs& args) {
+  const bool cpu_algo = args.algo == "cpu";
+  const AlgoPlace place = cpu_algo ? AlgoPlace::kCpu
+                          : args.algo == "auto" ? AlgoPlace::kEither
+                                                : AlgoPlace::kGpu;
+  const DeviceChoice device = choose_device(args.device, "--algo", args.algo, place);
+  if (!device.error.empty()) {
+    std::cerr << "litetopk: error: " << device.error << '\n';
+    return kExitFailure;
+  }
+  const bool on_cpu = !device.on_gpu;
+  IndexerSpec spec;
+  spec.T = args.T != 0 ? args.T : (on_cpu ? kCpuT : kGpuT);
+  spec.S = args.S != 0 ? args.S : (on_cpu ? kCpuS : kGpuS);
+  spec.H = args.H;
+  spec.k = args.k;
+  spec.seed = args.seed;
+  parse_indexer_ranges(args.ranges, &spec.ranges);  // validated by the option
+  if (const std::string error = indexer_spec_error(spec); !error.empty()) {
+    throw CLI::ValidationError("indexer", error);
+  }
+  if (on_cpu && args.state) {
+    throw CLI::ValidationError("--state", "--state carries the GPU kernel's IndexerState; it "
+                                          "needs the GPU (this run is on the CPU)");
+  }
+  if (!device.note.empty()) std::cout << device.note << '\n';
+  IndexerRunOptions options;
+  options.on_cpu = on_cpu;
+  if (!cpu_algo) parse_indexer_algo(args.algo.c_str(), &options.algo);  // validated
+  options.candidate_capacity = args.candidate_capacity;
+  options.state = args.state;
+  options.cold_sample = !args.no_cold_sample;
+  options.bench = args.bench;
+  const std::string& device_name = device.device_name;
+  return run_with_memory_check("indexer", host_buffers(spec, args.state),
+                               [&] { return run_indexer_spec(args, spec, options, device_name); },
+                               std::cerr);
+}
 }  // namespace
 
 void add_indexer_command(CLI::App& app, int* exit_code) {
@@ -188,8 +230,8 @@ void add_indexer_command(CLI::App& app, int* exit_code) {
   auto paged = std::make_shared<PagedIndexerArgs>();
   CLI::App* cmd = app.add_subcommand(
       "indexer",
-      "DSA lightning indexer + top-k on generated fp8 inputs (D = 128): a prefill chunk (--T, "
-      "--S) or, with --paged, a decode batch over a paged cache (--batch, --context)");
+      "DSA lightning indexer + top-k on generated fp8 inputs (D = 128): a causal prefill chunk "
+      "(--T, --S) or, with --paged, a decode batch over a paged cache (--batch, --context)");
   constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
   CLI::Option* paged_flag = cmd->add_flag(
       "--paged", args->paged,
@@ -197,10 +239,14 @@ void add_indexer_command(CLI::App& app, int* exit_code) {
       "over a paged fp8 cache (DeepGEMM's fp8_paged_mqa_logits layout, 64-token blocks)");
   // The prefill chunk.
   const std::vector<CLI::Option*> prefill_only = {
-      cmd->add_option("--T", args->T, "Queries (a prefill chunk; required without --paged)")
-          ->check(CLI::Range(int64_t{1}, kMaxInt32)),
-      cmd->add_option("--S", args->S, "Keys (the context; required without --paged)")
-          ->check(CLI::Range(int64_t{1}, kMaxInt32)),
+      cmd->add_option("--T", args->T,
+                      "Queries of the prefill chunk (default " + std::to_string(kGpuT) +
+                          " on the GPU, " + std::to_string(kCpuT) + " on the CPU)")
+          ->check(integer_in(1, kMaxInt32)),
+      cmd->add_option("--S", args->S,
+                      "Keys, the context (default " + std::to_string(kGpuS) + " on the GPU, " +
+                          std::to_string(kCpuS) + " on the CPU)")
+          ->check(integer_in(1, kMaxInt32)),
       cmd->add_option("--ranges", args->ranges,
                       "causal: the queries are the last T of S tokens; full: every key; ragged: "
                       "random ranges, some shorter than k or empty")
@@ -208,7 +254,7 @@ void add_indexer_command(CLI::App& app, int* exit_code) {
           ->capture_default_str(),
       cmd->add_option("--candidate-capacity", args->candidate_capacity,
                       "Fused kernel's candidate slots per query (0: the default)")
-          ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()))
+          ->check(integer_in(0, std::numeric_limits<int64_t>::max()))
           ->capture_default_str(),
       cmd->add_flag("--state", args->state,
                     "Carry an IndexerState across runs: the first run starts cold, later ones "
@@ -219,12 +265,16 @@ void add_indexer_command(CLI::App& app, int* exit_code) {
   for (CLI::Option* option : prefill_only) option->excludes(paged_flag);
   // The paged decode batch.
   const std::vector<CLI::Option*> paged_only = {
-      cmd->add_option("--batch", paged->batch, "--paged: requests B")
-          ->check(CLI::Range(int64_t{1}, kMaxInt32)),
+      cmd->add_option("--batch", paged->batch,
+                      "--paged: requests B (default " + std::to_string(kPagedGpuBatch) +
+                          " on the GPU, " + std::to_string(kPagedCpuBatch) + " on the CPU)")
+          ->check(integer_in(1, kMaxInt32)),
       cmd->add_option("--context", paged->context,
                       "--paged: each request's context in tokens (the longest with --contexts "
-                      "ragged)")
-          ->check(CLI::Range(int64_t{1}, kMaxInt32)),
+                      "ragged; default " +
+                          std::to_string(kPagedGpuContext) + " on the GPU, " +
+                          std::to_string(kPagedCpuContext) + " on the CPU)")
+          ->check(integer_in(1, kMaxInt32)),
       cmd->add_option("--contexts", paged->contexts,
                       "--paged: fixed (every request --context tokens), ragged (request 0 "
                       "--context, others random, some shorter than k or empty) or a "
@@ -232,42 +282,38 @@ void add_indexer_command(CLI::App& app, int* exit_code) {
           ->capture_default_str(),
       cmd->add_option("--next-n", paged->next_n,
                       "--paged: query tokens per request (multi-token prediction)")
-          ->check(CLI::Range(int64_t{1}, int64_t{4}))
+          ->check(integer_in(1, 4))
           ->capture_default_str(),
       cmd->add_option("--max-context", paged->max_context,
                       "--paged: the largest context the call is sized for (workspace, "
                       "block-table rows); 0: the longest context")
-          ->check(CLI::Range(int64_t{0}, kMaxInt32))
+          ->check(integer_in(0, kMaxInt32))
           ->capture_default_str(),
   };
   for (CLI::Option* option : paged_only) option->needs(paged_flag);
   // Both.
   cmd->add_option("--H", args->H, "Heads")->check(CLI::IsMember({32, 64}))->capture_default_str();
   cmd->add_option("--k", args->k, "Keys selected per query (1..8192)")
-      ->check(CLI::Range(int64_t{1}, int64_t{8192}))
+      ->check(integer_in(1, 8192))
       ->capture_default_str();
   cmd->add_option("--algo", args->algo,
-                  "GPU: auto (cost model), unfused (logits, then select), fused; cpu: the "
-                  "reference")
+                  "auto (the GPU's cost model, or the CPU reference on the CPU); GPU: unfused "
+                  "(logits, then select), fused; cpu: the CPU reference")
       ->check(CLI::IsMember({"auto", "unfused", "fused", "cpu"}))
       ->capture_default_str();
+  add_device_option(cmd, &args->device);
   cmd->add_option("--seed", args->seed, "Generator seed")->capture_default_str();
   cmd->add_flag("--verify", args->verify,
                 "Check the first, middle and last queries (up to 7; --paged: the first, middle "
                 "and last requests) against the CPU reference");
   cmd->add_option("--tol-rel", args->tol_rel,
                   "Relative score tolerance of --verify (see indexer_verify.cpp)")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(number_in(0.0, 1.0))
       ->capture_default_str();
   add_bench_options(cmd, &args->bench);
   cmd->add_option("--json", args->json_path, "Write a JSON record to this file");
   cmd->callback([args, paged, exit_code] {
     if (!args->paged) {
-      if (args->T == 0 || args->S == 0) {
-        throw CLI::ValidationError("indexer",
-                                   "needs --T and --S (a prefill chunk), or --paged (a decode "
-                                   "batch: --batch, --context)");
-      }
       *exit_code = run_indexer(*args);
       return;
     }
@@ -275,6 +321,7 @@ void add_indexer_command(CLI::App& app, int* exit_code) {
     run.H = args->H;
     run.k = args->k;
     run.algo = args->algo;
+    run.device = args->device;
     run.seed = args->seed;
     run.verify = args->verify;
     run.tol_rel = args->tol_rel;

@@ -1,9 +1,13 @@
 // `litetopk info`: what this build contains and what the machine has.
 #include <iostream>
+#include <memory>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
+#include "cli_options.h"
 #include "commands.h"
+#include "device_choice.h"
 #include "environment.h"
 #include "report.h"
 
@@ -15,7 +19,7 @@ std::string version_text(int version) {  // 13000 -> "13.0"
   return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
 }
 
-int run_info() {
+int run_info(const std::string& device) {
   const BuildInfo build = build_info();
   std::cout << "litetopk " << build.version << '\n';
   std::cout << "build: CUDA backend "
@@ -23,10 +27,14 @@ int run_info() {
             << '\n';
   const CpuInfo cpu = probe_cpu();
   std::cout << "CPU:   " << cpu.model << ", " << cpu.hardware_threads << " hardware threads\n";
-  const GpuInfo gpu = probe_gpu();
+  if (device == "cpu") return kExitOk;  // the GPU not asked about
+  const DeviceChoice choice = choose_device(device);
+  const GpuInfo& gpu = choice.gpu;
   if (!gpu.available) {
     std::cout << "GPU:   none (" << gpu.absent_reason << ")\n";
-    return kExitOk;
+    if (choice.error.empty()) return kExitOk;
+    std::cerr << "litetopk: error: " << choice.error << '\n';
+    return kExitFailure;
   }
   const DeviceInfo& d = gpu.device;
   constexpr double kMiB = 1 << 20;
@@ -48,8 +56,12 @@ int run_info() {
 }  // namespace
 
 void add_info_command(CLI::App& app, int* exit_code) {
-  CLI::App* info = app.add_subcommand("info", "Show the build, the CPU and the GPU");
-  info->callback([exit_code] { *exit_code = run_info(); });
+  CLI::App* info = app.add_subcommand(
+      "info", "Show the build, the CPU and the GPU (--device cpu: not the GPU; gpu: an error "
+              "without one)");
+  auto device = std::make_shared<std::string>("auto");
+  add_device_option(info, device.get());
+  info->callback([device, exit_code] { *exit_code = run_info(*device); });
 }
 
 }  // namespace litetopk::tools

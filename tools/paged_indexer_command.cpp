@@ -17,7 +17,9 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
-#include "environment.h"
+#include "device_choice.h"
+#include "memory_plan.h"
+#include "progress.h"
 #include "litetopk/indexer.h"
 #include "paged_indexer_runner.h"
 #include "report.h"
@@ -57,19 +59,15 @@ std::vector<int32_t> parse_context_list(const std::string& text) {
   return lens;
 }
 
-// The per-request context lengths the options ask for; throws CLI::ValidationError.
-std::vector<int32_t> context_lens_of(const PagedIndexerArgs& args) {
+// The per-request context lengths the options ask for (fixed and ragged: --batch and --context,
+// else the device's defaults); throws CLI::ValidationError.
+std::vector<int32_t> context_lens_of(const PagedIndexerArgs& args, bool on_cpu) {
   if (args.contexts == "fixed" || args.contexts == "ragged") {
-    if (args.batch < 1) {
-      throw CLI::ValidationError("--batch", "--paged needs --batch (the number of requests)");
-    }
-    if (args.context < 1) {
-      throw CLI::ValidationError("--context", "--paged needs --context (each request's context "
-                                              "with --contexts fixed, the longest with ragged)");
-    }
-    return args.contexts == "fixed"
-               ? fixed_context_lens(args.batch, args.context)
-               : ragged_context_lens(args.batch, args.context, args.k, args.seed);
+    const int64_t batch = args.batch != 0 ? args.batch : on_cpu ? kPagedCpuBatch : kPagedGpuBatch;
+    const int64_t context =
+        args.context != 0 ? args.context : on_cpu ? kPagedCpuContext : kPagedGpuContext;
+    return args.contexts == "fixed" ? fixed_context_lens(batch, context)
+                                    : ragged_context_lens(batch, context, args.k, args.seed);
   }
   std::vector<int32_t> lens = parse_context_list(args.contexts);
   if (args.batch != 0 && args.batch != static_cast<int64_t>(lens.size())) {
@@ -86,45 +84,86 @@ std::string contexts_label(const PagedIndexerArgs& args) {
   return args.contexts == "fixed" || args.contexts == "ragged" ? args.contexts : "list";
 }
 
+// The host buffers of a run of `batch` requests of `tokens` tokens in all: q, the paged cache,
+// the weights and the indices.
+std::vector<HostBuffer> host_buffers(const PagedIndexerArgs& args, double batch, double tokens) {
+  const double rows = batch * static_cast<double>(args.next_n);
+  const double H = static_cast<double>(args.H), D = static_cast<double>(PagedIndexerSpec{}.D);
+  return {{"the paged cache [--batch x --context tokens x (D + 4)] uint8", tokens * (D + 4)},
+          {"q [--batch x --next-n x --H x D] fp8", rows * H * D},
+          {"the weights [--batch x --next-n x --H] fp32", rows * H * 4},
+          {"the indices [--batch x --next-n x --k] int32", rows * static_cast<double>(args.k) * 4}};
+}
+
+// host_buffers for the options: --batch x --context tokens at most (or the device's defaults),
+// or the lengths of a --contexts list.
+std::vector<HostBuffer> host_buffers(const PagedIndexerArgs& args, bool on_cpu) {
+  if (args.contexts == "fixed" || args.contexts == "ragged") {
+    const int64_t batch = args.batch != 0 ? args.batch : on_cpu ? kPagedCpuBatch : kPagedGpuBatch;
+    const int64_t context =
+        args.context != 0 ? args.context : on_cpu ? kPagedCpuContext : kPagedGpuContext;
+    return host_buffers(args, static_cast<double>(batch),
+                        static_cast<double>(batch) * static_cast<double>(context));
+  }
+  const std::vector<int32_t> lens = parse_context_list(args.contexts);
+  double tokens = 0;
+  for (int32_t len : lens) tokens += static_cast<double>(len);
+  return host_buffers(args, static_cast<double>(lens.size()), tokens);
+}
+
+int run_paged_indexer_spec(const PagedIndexerArgs& args, const PagedIndexerSpec& spec,
+                           const PagedIndexerRunOptions& options, const std::string& device_name);
+
 }  // namespace
 
 int run_paged_indexer_command(const PagedIndexerArgs& args) {
-  PagedIndexerSpec spec;
-  spec.context_lens = context_lens_of(args);
-  spec.next_n = args.next_n;
-  spec.H = args.H;
-  spec.k = args.k;
-  spec.max_context = args.max_context;
-  spec.seed = args.seed;
-  if (const std::string error = paged_indexer_spec_error(spec); !error.empty()) {
-    throw CLI::ValidationError("indexer --paged", error);
+  const bool cpu_algo = args.algo == "cpu";
+  const AlgoPlace place = cpu_algo ? AlgoPlace::kCpu
+                          : args.algo == "auto" ? AlgoPlace::kEither
+                                                : AlgoPlace::kGpu;
+  const DeviceChoice device = choose_device(args.device, "--algo", args.algo, place);
+  if (!device.error.empty()) {
+    std::cerr << "litetopk: error: " << device.error << '\n';
+    return kExitFailure;
   }
-  const bool on_cpu = args.algo == "cpu";
-  PagedIndexerRunOptions options;
-  options.on_cpu = on_cpu;
-  if (!on_cpu) parse_indexer_algo(args.algo.c_str(), &options.algo);  // validated by the option
-  options.bench = args.bench;
-  options.time_logits = args.bench.enabled;
-
-  std::string device_name;
-  if (on_cpu) {
-    device_name = probe_cpu().model + " (CPU)";
-  } else {
-    const GpuInfo gpu = probe_gpu();
-    if (!gpu.available) {
-      std::cerr << "litetopk: error: --algo " << args.algo
-                << " needs a GPU: " << gpu.absent_reason
-                << " (--algo cpu runs the CPU reference instead)\n";
-      return kExitFailure;
+  const bool on_cpu = !device.on_gpu;
+  const std::string& device_name = device.device_name;
+  return run_with_memory_check("indexer --paged", host_buffers(args, on_cpu), [&] {
+    PagedIndexerSpec spec;
+    spec.context_lens = context_lens_of(args, on_cpu);
+    spec.next_n = args.next_n;
+    spec.H = args.H;
+    spec.k = args.k;
+    spec.max_context = args.max_context;
+    spec.seed = args.seed;
+    if (const std::string error = paged_indexer_spec_error(spec); !error.empty()) {
+      throw CLI::ValidationError("indexer --paged", error);
     }
-    device_name = gpu.device.name;
-  }
+    if (!device.note.empty()) std::cout << device.note << '\n';
+    PagedIndexerRunOptions options;
+    options.on_cpu = on_cpu;
+    if (!cpu_algo) parse_indexer_algo(args.algo.c_str(), &options.algo);  // validated
+    options.bench = args.bench;
+    options.time_logits = args.bench.enabled;
+    return run_paged_indexer_spec(args, spec, options, device_name);
+  }, std::cerr);
+}
 
+namespace {
+
+// Generates the batch, runs it, verifies and reports (run_paged_indexer_command chose the
+// device).
+int run_paged_indexer_spec(const PagedIndexerArgs& args, const PagedIndexerSpec& spec,
+                           const PagedIndexerRunOptions& options, const std::string& device_name) {
+  const bool on_cpu = options.on_cpu;
   const std::string shape = paged_indexer_shape_label(spec);
   std::cout << "generating " << shape << " D=" << spec.D << " paged fp8 cache ("
             << args.contexts.substr(0, 40) << (args.contexts.size() > 40 ? "..." : "")
             << " contexts, block size " << spec.block_size << ", seed " << spec.seed << ")\n";
-  const PagedIndexerWorkload workload = make_paged_indexer_workload(spec);
+  const PagedIndexerWorkload workload = [&] {
+    Progress progress("generating the inputs");
+    return make_paged_indexer_workload(spec);
+  }();
 
   if (on_cpu) {
     std::cout << "running the CPU reference (indexer_topk_paged_cpu: fp64 scores, exact "
@@ -135,7 +174,12 @@ int run_paged_indexer_command(const PagedIndexerArgs& args) {
               << (args.bench.enabled ? " (benchmark)" : "") << '\n';
   }
   PagedIndexerRun run;
-  if (const Status status = run_paged_indexer(workload, options, &run); !status) {
+  Status run_status;
+  {
+    Progress progress(on_cpu ? "running the CPU reference" : "running " + args.algo);
+    run_status = run_paged_indexer(workload, options, &run);
+  }
+  if (const Status status = run_status; !status) {
     std::cerr << "litetopk: error: indexer --paged " << args.algo << ": " << status.to_string()
               << '\n';
     return kExitFailure;
@@ -148,6 +192,7 @@ int run_paged_indexer_command(const PagedIndexerArgs& args) {
     std::cout << "verifying requests";
     for (int64_t b : checked) std::cout << ' ' << b;
     std::cout << " (all " << spec.next_n << " queries of each) against the CPU reference\n";
+    Progress progress("verifying");
     const PagedIndexerChecker checker(workload, checked, args.tol_rel);
     const std::string mismatch = checker.check(run.indices.data());
     verified = mismatch.empty();
@@ -229,5 +274,7 @@ int run_paged_indexer_command(const PagedIndexerArgs& args) {
   }
   return verified.value_or(true) ? kExitOk : kExitFailure;
 }
+
+}  // namespace
 
 }  // namespace litetopk::tools

@@ -5,11 +5,15 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "cli_options.h"
 #include "commands.h"
-#include "environment.h"
+#include "device_choice.h"
+#include "memory_plan.h"
+#include "progress.h"
 #include "report.h"
 #include "select_runner.h"
 #include "testkit/select_verify.h"
@@ -22,9 +26,9 @@ using namespace litetopk::testkit;
 namespace {
 
 struct SelectArgs {
-  int64_t batch = 0;
-  int64_t n = 0;
-  int64_t k = 0;
+  int64_t batch = 64;
+  int64_t n = 131072;
+  int64_t k = 2048;
   std::string dtype = "fp32";
   bool smallest = false;
   bool sorted = false;
@@ -63,39 +67,34 @@ bool is_pattern(const std::string& name) {
   return parse_pattern(name, &pattern);
 }
 
-// --algo on the backend --device names; device auto runs on the GPU when there is one.
-Variant resolve_variant(const SelectArgs& args, const GpuInfo& gpu) {
-  Variant variant;
-  parse_variant(args.algo, &variant);  // validated by the option
-  const bool gpu_algo = variant.backend == Backend::kGpu;
-  if (args.device == "cpu" && gpu_algo) {
-    if (variant.gpu_algo != SelectAlgo::kAuto) {
-      throw CLI::ValidationError("--algo", args.algo +
-                                               " runs on the GPU; --device cpu takes cpu, "
-                                               "cpu-reference or auto");
-    }
-    variant.backend = Backend::kCpu;
-  } else if (args.device == "gpu" && !gpu_algo) {
-    throw CLI::ValidationError("--algo", args.algo +
-                                             " runs on the CPU; --device gpu takes auto, "
-                                             "radix, sample-filter or grid-radix");
-  } else if (args.device == "auto" && gpu_algo && variant.gpu_algo == SelectAlgo::kAuto &&
-             !gpu.available) {
-    variant.backend = Backend::kCpu;
-  }
-  return variant;
+// The host buffers of a run: the rows, the indices and, with --verify, the reference's.
+std::vector<HostBuffer> host_buffers(const SelectArgs& args) {
+  DType dtype = DType::kFloat32;
+  parse_dtype(args.dtype.c_str(), &dtype);  // validated by the option
+  const double rows = static_cast<double>(args.batch);
+  const double out = rows * static_cast<double>(args.k) * sizeof(int32_t);
+  std::vector<HostBuffer> buffers = {
+      {"the rows [--batch x --n] " + args.dtype,
+       rows * static_cast<double>(args.n) * static_cast<double>(dtype_size(dtype))},
+      {"the indices [--batch x --k] int32", out}};
+  if (args.verify) buffers.push_back({"the reference's indices [--batch x --k] int32", out});
+  return buffers;
 }
 
 int run_select(const SelectArgs& args) {
-  const GpuInfo gpu = probe_gpu();
-  const Variant variant = resolve_variant(args, gpu);
-  if (variant.backend == Backend::kGpu && !gpu.available) {
-    std::cerr << "litetopk: error: --algo " << args.algo << " needs a GPU: " << gpu.absent_reason
-              << '\n';
+  Variant variant;
+  parse_variant(args.algo, &variant);  // validated by the option
+  const AlgoPlace place = variant.backend == Backend::kCpu ? AlgoPlace::kCpu
+                          : variant.gpu_algo == SelectAlgo::kAuto ? AlgoPlace::kEither
+                                                                   : AlgoPlace::kGpu;
+  const DeviceChoice device = choose_device(args.device, "--algo", args.algo, place);
+  if (!device.error.empty()) {
+    std::cerr << "litetopk: error: " << device.error << '\n';
     return kExitFailure;
   }
-  const std::string device_name =
-      variant.backend == Backend::kGpu ? gpu.device.name : probe_cpu().model + " (CPU)";
+  if (!device.note.empty()) std::cout << device.note << '\n';
+  if (!device.on_gpu) variant.backend = Backend::kCpu;
+  const std::string& device_name = device.device_name;
 
   WorkloadSpec spec;
   spec.batch = args.batch;
@@ -108,7 +107,10 @@ int run_select(const SelectArgs& args) {
   const std::string shape = shape_label(spec.batch, spec.n, spec.k);
   std::cout << "generating " << shape << ' ' << dtype_name(spec.dtype) << " rows (" << args.pattern
             << ", seed " << spec.seed << (spec.ranges ? ", ranges" : "") << ")\n";
-  const Workload workload = make_workload(spec);
+  const Workload workload = [&] {
+    Progress progress("generating the rows");
+    return make_workload(spec);
+  }();
   SelectProblem problem = workload.host_problem();
   problem.largest = !args.smallest;
   problem.sorted = args.sorted;
@@ -118,7 +120,12 @@ int run_select(const SelectArgs& args) {
             << (args.bench.enabled ? " (benchmark)" : "") << '\n';
   SelectionRunner runner(problem, args.bench);
   RunResult result;
-  if (Status s = runner.run(variant, &result); !s) {
+  Status run_status;
+  {
+    Progress progress("running " + variant_name(variant));
+    run_status = runner.run(variant, &result);
+  }
+  if (Status s = run_status; !s) {
     std::cerr << "litetopk: error: " << s.to_string() << '\n';
     return kExitFailure;
   }
@@ -127,7 +134,12 @@ int run_select(const SelectArgs& args) {
   if (args.verify) {
     std::cout << "verifying against the CPU reference\n";
     std::vector<int32_t> reference;
-    if (Status s = reference_topk(problem, problem.batch, &reference); !s) {
+    Status reference_status;
+    {
+      Progress progress("verifying against the CPU reference");
+      reference_status = reference_topk(problem, problem.batch, &reference);
+    }
+    if (Status s = reference_status; !s) {
       std::cerr << "litetopk: error: reference: " << s.to_string() << '\n';
       return kExitFailure;
     }
@@ -137,7 +149,7 @@ int run_select(const SelectArgs& args) {
     if (!mismatch.empty()) std::cerr << "litetopk: verification FAILED: " << mismatch << '\n';
   }
 
-  const std::string requested = variant_name(variant);
+  const std::string& requested = args.algo;
   const double ms = result.timing.median_ms;
   const double gbps = gigabytes_per_second(workload.bytes_read(), ms);
   const double rows_per_s = ms > 0 ? static_cast<double>(spec.batch) / (ms * 1e-3) : 0.0;
@@ -190,17 +202,18 @@ int run_select(const SelectArgs& args) {
 
 void add_select_command(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<SelectArgs>();
-  CLI::App* cmd = app.add_subcommand("select", "Select the top k of generated rows");
+  CLI::App* cmd = app.add_subcommand(
+      "select", "Select the top k of generated rows (by default 64 x 131072, k 2048)");
   constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
   cmd->add_option("--batch", args->batch, "Rows")
-      ->required()
-      ->check(CLI::Range(int64_t{1}, kMaxInt32));
+      ->check(integer_in(1, kMaxInt32))
+      ->capture_default_str();
   cmd->add_option("--n", args->n, "Row length")
-      ->required()
-      ->check(CLI::Range(int64_t{1}, kMaxInt32));
-  cmd->add_option("--k", args->k, "Entries selected per row")
-      ->required()
-      ->check(CLI::Range(int64_t{1}, kMaxInt32));
+      ->check(integer_in(1, kMaxInt32))
+      ->capture_default_str();
+  cmd->add_option("--k", args->k, "Entries selected per row (above --n: -1 padded)")
+      ->check(integer_in(1, kMaxInt32))
+      ->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "Score type")
       ->check(one_of("fp32|bf16|fp16", is_dtype))
       ->capture_default_str();
@@ -209,12 +222,11 @@ void add_select_command(CLI::App& app, int* exit_code) {
   cmd->add_flag("--deterministic", args->deterministic, "Ties at the k-th value: smallest indices");
   cmd->add_flag("--ranges", args->ranges, "Random per-row ranges (every 8th row shorter than k)");
   cmd->add_option("--algo", args->algo,
-                  "GPU: auto (cost model), radix, sample-filter; CPU: cpu, cpu-reference")
-      ->check(one_of("auto|radix|sample-filter|cpu|cpu-reference", is_variant))
+                  "auto (the GPU's cost model, or the CPU's fast path on the CPU); GPU: radix, "
+                  "sample-filter, grid-radix; CPU: cpu, cpu-reference")
+      ->check(one_of("auto|radix|sample-filter|grid-radix|cpu|cpu-reference", is_variant))
       ->capture_default_str();
-  cmd->add_option("--device", args->device, "Backend (auto: the GPU when present)")
-      ->check(CLI::IsMember({"auto", "gpu", "cpu"}))
-      ->capture_default_str();
+  add_device_option(cmd, &args->device);
   cmd->add_option("--pattern", args->pattern, "Row contents")
       ->check(one_of(pattern_choices(), is_pattern))
       ->capture_default_str();
@@ -222,7 +234,10 @@ void add_select_command(CLI::App& app, int* exit_code) {
   cmd->add_flag("--verify", args->verify, "Compare with the CPU reference (all rows)");
   add_bench_options(cmd, &args->bench);
   cmd->add_option("--json", args->json_path, "Write a JSON record to this file");
-  cmd->callback([args, exit_code] { *exit_code = run_select(*args); });
+  cmd->callback([args, exit_code] {
+    *exit_code = run_with_memory_check("select", host_buffers(*args),
+                                       [&] { return run_select(*args); }, std::cerr);
+  });
 }
 
 }  // namespace litetopk::tools

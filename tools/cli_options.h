@@ -1,0 +1,21 @@
+// Option conventions shared by the `litetopk` subcommands: number validators whose messages say
+// what was expected ("--n: expected an integer, got 'abc'"), and the --device option.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace litetopk::tools {
+
+// An integer in [min, max]: "expected an integer, got 'abc'" or "Value 9000 not in range 1 to
+// 8192".
+CLI::Validator integer_in(int64_t min, int64_t max);
+// A number in [min, max]: "expected a number, got 'abc'" or CLI::Range's message.
+CLI::Validator number_in(double min, double max);
+
+// Registers --device auto|gpu|cpu (default auto: the GPU when there is one, else the CPU) on cmd.
+CLI::Option* add_device_option(CLI::App* cmd, std::string* device);
+
+}  // namespace litetopk::tools

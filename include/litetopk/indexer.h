@@ -85,6 +85,45 @@ struct IndexerOptions {
 Status validate_indexer_problem(const IndexerProblem& problem);
 
 // ---- GPU (device pointers) ----
+
+// One indexer_topk call planned once (indexer_topk_plan): the problem's sizes and the options
+// checked, the algorithm resolved and the workspace sized, for launches with any addresses
+// (indexer_topk_launch). Read-only once planned.
+struct IndexerPlan {
+  IndexerProblem problem{};              // sizes of the planned call (its pointers are not used)
+  IndexerAlgo algo = IndexerAlgo::kAuto;  // the path that runs: never kAuto once planned
+  int64_t candidate_capacity = 0;         // options.candidate_capacity as planned
+  bool cold_sample = true;                // options.cold_sample as planned
+  bool has_state = false;                 // the launches pass a state (the workspace holds the
+                                          // hot-sample writer's part)
+  bool has_values = false;                // the launches write values
+  std::size_t workspace_bytes = 0;        // caller-owned device workspace each launch needs
+};
+
+// The addresses of one launch of a plan (device pointers).
+struct IndexerAddresses {
+  const void* q = nullptr;
+  const void* kv = nullptr;
+  const float* kv_scale = nullptr;
+  const float* weights = nullptr;
+  const int32_t* ks = nullptr;
+  const int32_t* ke = nullptr;
+  int32_t* indices = nullptr;
+  float* values = nullptr;                         // required when the plan has values
+  IndexerState state{};                            // required when the plan has a state
+  unsigned long long* candidate_counters = nullptr;  // as IndexerOptions::candidate_counters
+};
+
+// Validates the sizes and options (pointers may be null; only whether values and a state are
+// given is kept), resolves options.algo and sizes the workspace.
+Status indexer_topk_plan(const IndexerProblem& problem, const IndexerOptions& options,
+                         IndexerPlan* plan);
+// Launches a plan on `stream` with `workspace` (plan.workspace_bytes). Checks only the addresses
+// (set and aligned) and the state's size. No allocation, no synchronization.
+Status indexer_topk_launch(const IndexerPlan& plan, const IndexerAddresses& addresses,
+                           void* workspace, cudaStream_t stream);
+
+// The one-shot calls: plan and launch in one go.
 Status indexer_topk_workspace_size(const IndexerProblem& problem, std::size_t* workspace_bytes,
                                    const IndexerOptions& options = {});
 Status indexer_topk(const IndexerProblem& problem, void* workspace, std::size_t workspace_bytes,
@@ -171,6 +210,33 @@ Status validate_paged_indexer_problem(const PagedIndexerProblem& problem);
 //   selection over each row's visible tokens.
 // - kFused: the scores of a request's context split over thread blocks stay on chip; the blocks
 //   of one request agree on its k-th score through a grid-wide radix select (one launch).
+//
+// Plan once per batch shape (the sizes, max_context included), launch every step:
+struct PagedIndexerPlan {
+  PagedIndexerProblem problem{};          // sizes of the planned call (its pointers are not used)
+  IndexerAlgo algo = IndexerAlgo::kAuto;  // the path that runs: never kAuto once planned
+  bool has_values = false;                // the launches write values
+  std::size_t workspace_bytes = 0;        // caller-owned device workspace each launch needs
+};
+struct PagedIndexerAddresses {
+  const void* q = nullptr;
+  const void* kv_cache = nullptr;
+  const float* weights = nullptr;
+  const int32_t* context_lens = nullptr;
+  const int32_t* block_table = nullptr;
+  int32_t* indices = nullptr;
+  float* values = nullptr;  // required when the plan has values
+};
+// Validates the sizes (pointers may be null; only whether values is given is kept), resolves
+// options.algo and sizes the workspace by max_context.
+Status indexer_topk_paged_plan(const PagedIndexerProblem& problem, const IndexerOptions& options,
+                               PagedIndexerPlan* plan);
+// Launches a plan on `stream`: checks only the addresses. No allocation, no synchronization, no
+// host read of context_lens or block_table (graph-capturable as contexts grow).
+Status indexer_topk_paged_launch(const PagedIndexerPlan& plan,
+                                 const PagedIndexerAddresses& addresses, void* workspace,
+                                 cudaStream_t stream);
+// The one-shot calls: plan and launch in one go.
 Status indexer_topk_paged_workspace_size(const PagedIndexerProblem& problem,
                                          std::size_t* workspace_bytes,
                                          const IndexerOptions& options = {});

@@ -13,7 +13,6 @@ DTYPE_CODES = {"float32": 0, "bfloat16": 1, "float16": 2}
 SCORE_DTYPES = ("float32", "bfloat16", "float16")
 CACHE_DTYPES = ("float16", "bfloat16")
 FP8_DTYPES = ("float8_e4m3fn", "uint8")
-INDEXER_ALGOS = {"auto": 0, "unfused": 1, "fused": 2}
 HEAD_DIM = 128  # sparse and dense decode
 
 
@@ -124,7 +123,8 @@ def indexer_shapes(q, kv):
 
 
 def indexer_args(q, kv, kv_scale, weights, ks, ke, k, indices=None, values=None):
-    """The extension's indexer problem tuple; indices/values are checked when given."""
+    """The extension's IndexerProblem (litetopk::IndexerProblem); indices/values are checked when
+    given."""
     T, H, D, S = indexer_shapes(q, kv)
     device = q[4]
     check("q", q, dtypes=FP8_DTYPES)
@@ -137,8 +137,13 @@ def indexer_args(q, kv, kv_scale, weights, ks, ke, k, indices=None, values=None)
         check("indices", indices, (T, max(k, 0)), ("int32",), device=device)
     if values is not None:
         check("values", values, (T, max(k, 0)), ("float32",), device=device)
-    return (q[0], kv[0], kv_scale[0], weights[0], ks[0], ke[0], T, H, D, S, k,
-            address(indices), address(values))
+    problem = ext().IndexerProblem()
+    problem.q, problem.kv, problem.kv_scale, problem.weights = q[0], kv[0], kv_scale[0], weights[0]
+    problem.ks, problem.ke, problem.indices, problem.values = (ks[0], ke[0], address(indices),
+                                                              address(values))
+    problem.num_queries, problem.num_heads, problem.head_dim, problem.num_keys = T, H, D, S
+    problem.k = k
+    return problem
 
 
 def logits_stride(logits, T, S, device):
@@ -171,7 +176,7 @@ def paged_indexer_shapes(q, kv_cache, block_table):
 
 def paged_indexer_args(q, kv_cache, weights, context_lens, block_table, max_context, k,
                        indices=None, values=None):
-    """The extension's paged indexer problem tuple (DeepGEMM's fp8_paged_mqa_logits layouts):
+    """The extension's PagedIndexerProblem (DeepGEMM's fp8_paged_mqa_logits layouts):
     q [B, next_n, H, D] e4m3, kv_cache [num_blocks, block_size, 1, D + 4] uint8 (contiguous: a
     block is block_size * D key bytes, then block_size fp32 scales), weights [B * next_n, H]
     fp32, context_lens [B] int32, block_table [B, max_blocks] int32 (contiguous), max_context
@@ -190,9 +195,14 @@ def paged_indexer_args(q, kv_cache, weights, context_lens, block_table, max_cont
         check("indices", indices, (B * next_n, max(k, 0)), ("int32",), device=device)
     if values is not None:
         check("values", values, (B * next_n, max(k, 0)), ("float32",), device=device)
-    return (q[0], kv_cache[0], weights[0], context_lens[0], block_table[0], B, next_n, H, D,
-            num_blocks, block_size, max_blocks, int(max_context), k, address(indices),
-            address(values))
+    problem = ext().PagedIndexerProblem()
+    problem.q, problem.kv_cache, problem.weights = q[0], kv_cache[0], weights[0]
+    problem.context_lens, problem.block_table = context_lens[0], block_table[0]
+    problem.indices, problem.values = address(indices), address(values)
+    problem.batch, problem.next_n, problem.num_heads, problem.head_dim = B, next_n, H, D
+    problem.num_blocks, problem.block_size, problem.max_blocks = num_blocks, block_size, max_blocks
+    problem.max_context, problem.k = int(max_context), k
+    return problem
 
 
 # ---- decoding ----

@@ -65,29 +65,7 @@ void address_field(nb::class_<Struct>& cls, const char* name, Pointer Struct::*f
       [field](Struct& self, Address value) { self.*field = reinterpret_cast<Pointer>(value); });
 }
 
-// ---- indexer_topk: (q, kv, kv_scale, weights, ks, ke, T, H, D, S, k, indices, values) ----
-
-using IndexerArgs = std::tuple<Address, Address, Address, Address, Address, Address, int64_t,
-                               int64_t, int64_t, int64_t, int64_t, Address, Address>;
-
-litetopk::IndexerProblem indexer_problem(const IndexerArgs& a) {
-  litetopk::IndexerProblem p;
-  p.q = as<const void>(std::get<0>(a));
-  p.kv = as<const void>(std::get<1>(a));
-  p.kv_scale = as<const float>(std::get<2>(a));
-  p.weights = as<const float>(std::get<3>(a));
-  p.ks = as<const int32_t>(std::get<4>(a));
-  p.ke = as<const int32_t>(std::get<5>(a));
-  p.num_queries = std::get<6>(a);
-  p.num_heads = std::get<7>(a);
-  p.head_dim = std::get<8>(a);
-  p.num_keys = std::get<9>(a);
-  p.k = std::get<10>(a);
-  p.indices = as<int32_t>(std::get<11>(a));
-  p.values = as<float>(std::get<12>(a));
-  return p;
-}
-
+// The state of a call from its address and size (no state when the address is 0).
 litetopk::IndexerState indexer_state(Address data, std::size_t bytes) {
   litetopk::IndexerState state;
   state.data = as<void>(data);
@@ -95,52 +73,17 @@ litetopk::IndexerState indexer_state(Address data, std::size_t bytes) {
   return state;
 }
 
-// The options of a call and of its workspace size query, built by the same code: the size
-// depends on them (the algorithm, and the state: the hot-sample writer's workspace). `state` is
-// used when its data is not null, and must outlive the options.
-litetopk::IndexerOptions indexer_options(int algo, int64_t candidate_capacity, bool cold_sample,
-                                         const litetopk::IndexerState& state) {
-  litetopk::IndexerOptions options;
-  options.algo = static_cast<litetopk::IndexerAlgo>(algo);
-  options.candidate_capacity = candidate_capacity;
-  options.cold_sample = cold_sample;
-  if (state.data != nullptr) options.state = &state;
-  return options;
-}
-
-// ---- indexer_topk_paged: (q, kv_cache, weights, context_lens, block_table, B, next_n, H, D,
-//      num_blocks, block_size, max_blocks, max_context, k, indices, values) ----
-
-using PagedIndexerArgs =
-    std::tuple<Address, Address, Address, Address, Address, int64_t, int64_t, int64_t, int64_t,
-               int64_t, int64_t, int64_t, int64_t, int64_t, Address, Address>;
-
-litetopk::PagedIndexerProblem paged_indexer_problem(const PagedIndexerArgs& a) {
-  litetopk::PagedIndexerProblem p;
-  p.q = as<const void>(std::get<0>(a));
-  p.kv_cache = as<const void>(std::get<1>(a));
-  p.weights = as<const float>(std::get<2>(a));
-  p.context_lens = as<const int32_t>(std::get<3>(a));
-  p.block_table = as<const int32_t>(std::get<4>(a));
-  p.batch = std::get<5>(a);
-  p.next_n = std::get<6>(a);
-  p.num_heads = std::get<7>(a);
-  p.head_dim = std::get<8>(a);
-  p.num_blocks = std::get<9>(a);
-  p.block_size = std::get<10>(a);
-  p.max_blocks = std::get<11>(a);
-  p.max_context = std::get<12>(a);
-  p.k = std::get<13>(a);
-  p.indices = as<int32_t>(std::get<14>(a));
-  p.values = as<float>(std::get<15>(a));
-  return p;
-}
-
-// The paged indexer's only option is the algorithm.
-litetopk::IndexerOptions paged_indexer_options(int algo) {
-  litetopk::IndexerOptions options;
-  options.algo = static_cast<litetopk::IndexerAlgo>(algo);
-  return options;
+// A problem with the score inputs' addresses of one call set (the sizes as planned).
+template <typename Problem>
+Problem with_inputs(Problem problem, Address q, Address kv, Address kv_scale, Address weights,
+                    Address ks, Address ke) {
+  problem.q = as<const void>(q);
+  problem.kv = as<const void>(kv);
+  problem.kv_scale = as<const float>(kv_scale);
+  problem.weights = as<const float>(weights);
+  problem.ks = as<const int32_t>(ks);
+  problem.ke = as<const int32_t>(ke);
+  return problem;
 }
 
 // ---- decoding ----
@@ -326,114 +269,184 @@ NB_MODULE(_C, m) {
       },
       "problem"_a, "algo"_a, "num_threads"_a, ReleaseGil());
 
-  // ---- indexer_topk ----
+  // ---- indexer_topk and indexer_topk_paged: the C++ structs and enum themselves ----
+  using litetopk::IndexerAlgo;
+  nb::enum_<IndexerAlgo>(m, "IndexerAlgo")
+      .value("auto", IndexerAlgo::kAuto)
+      .value("unfused", IndexerAlgo::kUnfused)
+      .value("fused", IndexerAlgo::kFused);
+
+  using litetopk::IndexerProblem;
+  nb::class_<IndexerProblem> indexer_problem(m, "IndexerProblem");
+  indexer_problem.def(nb::init<>())
+      .def(nb::init<const IndexerProblem&>())
+      .def_rw("num_queries", &IndexerProblem::num_queries)
+      .def_rw("num_heads", &IndexerProblem::num_heads)
+      .def_rw("head_dim", &IndexerProblem::head_dim)
+      .def_rw("num_keys", &IndexerProblem::num_keys)
+      .def_rw("k", &IndexerProblem::k);
+  address_field(indexer_problem, "q", &IndexerProblem::q);
+  address_field(indexer_problem, "kv", &IndexerProblem::kv);
+  address_field(indexer_problem, "kv_scale", &IndexerProblem::kv_scale);
+  address_field(indexer_problem, "weights", &IndexerProblem::weights);
+  address_field(indexer_problem, "ks", &IndexerProblem::ks);
+  address_field(indexer_problem, "ke", &IndexerProblem::ke);
+  address_field(indexer_problem, "indices", &IndexerProblem::indices);
+  address_field(indexer_problem, "values", &IndexerProblem::values);
+
+  using litetopk::IndexerPlan;
+  nb::class_<IndexerPlan>(m, "IndexerPlan")
+      .def_ro("problem", &IndexerPlan::problem)
+      .def_ro("algo", &IndexerPlan::algo)
+      .def_ro("has_state", &IndexerPlan::has_state)
+      .def_ro("workspace_bytes", &IndexerPlan::workspace_bytes);
+
   m.def("indexer_state_bytes", &litetopk::indexer_state_bytes, "k"_a);
   m.def(
       "indexer_state_reset",
       [](Address data, std::size_t bytes, Address stream) {
-        litetopk::IndexerState state;
-        state.data = as<void>(data);
-        state.bytes = bytes;
-        check(litetopk::indexer_state_reset(state, as_stream(stream)));
+        check(litetopk::indexer_state_reset(indexer_state(data, bytes), as_stream(stream)));
       },
       "data"_a, "bytes"_a, "stream"_a, ReleaseGil());
-  // The size query takes the state the call will get: with one, the call also writes the hot
-  // sample, and its workspace holds the writer's part too.
+  // The plan takes the state the launches will get (its address 0 for none): with one, every
+  // launch also writes the hot sample, and the workspace holds the writer's part too.
   m.def(
-      "indexer_topk_workspace_size",
-      [](const IndexerArgs& args, int algo, int64_t candidate_capacity, bool cold_sample,
-         Address state_data, std::size_t state_bytes) {
+      "indexer_topk_plan",
+      [](const IndexerProblem& problem, IndexerAlgo algo, int64_t candidate_capacity,
+         bool cold_sample, Address state_data, std::size_t state_bytes) {
         const litetopk::IndexerState state = indexer_state(state_data, state_bytes);
-        std::size_t bytes = 0;
-        check(litetopk::indexer_topk_workspace_size(
-            indexer_problem(args), &bytes,
-            indexer_options(algo, candidate_capacity, cold_sample, state)));
-        return bytes;
+        litetopk::IndexerOptions options;
+        options.algo = algo;
+        options.candidate_capacity = candidate_capacity;
+        options.cold_sample = cold_sample;
+        if (state.data != nullptr) options.state = &state;
+        IndexerPlan plan;
+        check(litetopk::indexer_topk_plan(problem, options, &plan));
+        return plan;
       },
-      "problem"_a, "algo"_a, "candidate_capacity"_a, "cold_sample"_a, "state"_a = Address{0},
-      "state_bytes"_a = std::size_t{0}, ReleaseGil());
+      "problem"_a, "algo"_a, "candidate_capacity"_a = 0, "cold_sample"_a = true,
+      "state"_a = Address{0}, "state_bytes"_a = std::size_t{0}, ReleaseGil());
+  // The hot path: addresses in, one launch; the GIL stays held (the launch only enqueues).
   m.def(
-      "indexer_topk",
-      [](const IndexerArgs& args, int algo, int64_t candidate_capacity, bool cold_sample,
-         Address state_data, std::size_t state_bytes, Address workspace,
-         std::size_t workspace_bytes, Address stream) {
-        const litetopk::IndexerState state = indexer_state(state_data, state_bytes);
-        const auto options = indexer_options(algo, candidate_capacity, cold_sample, state);
-        check(litetopk::indexer_topk(indexer_problem(args), as<void>(workspace), workspace_bytes,
-                                     as_stream(stream), options));
+      "indexer_topk_launch",
+      [](const IndexerPlan& plan, Address q, Address kv, Address kv_scale, Address weights,
+         Address ks, Address ke, Address indices, Address values, Address state_data,
+         std::size_t state_bytes, Address workspace, Address stream) {
+        litetopk::IndexerAddresses addresses;
+        addresses.q = as<const void>(q);
+        addresses.kv = as<const void>(kv);
+        addresses.kv_scale = as<const float>(kv_scale);
+        addresses.weights = as<const float>(weights);
+        addresses.ks = as<const int32_t>(ks);
+        addresses.ke = as<const int32_t>(ke);
+        addresses.indices = as<int32_t>(indices);
+        addresses.values = as<float>(values);
+        addresses.state = indexer_state(state_data, state_bytes);
+        check(litetopk::indexer_topk_launch(plan, addresses, as<void>(workspace),
+                                            as_stream(stream)));
       },
-      "problem"_a, "algo"_a, "candidate_capacity"_a, "cold_sample"_a, "state"_a,
-      "state_bytes"_a, "workspace"_a, "workspace_bytes"_a, "stream"_a, ReleaseGil());
+      "plan"_a, "q"_a, "kv"_a, "kv_scale"_a, "weights"_a, "ks"_a, "ke"_a, "indices"_a,
+      "values"_a, "state"_a, "state_bytes"_a, "workspace"_a, "stream"_a);
   m.def(
       "indexer_topk_dispatch",
-      [](const IndexerArgs& args) {
-        return std::string(
-            litetopk::indexer_algo_name(litetopk::indexer_topk_dispatch(indexer_problem(args))));
-      },
+      [](const IndexerProblem& problem) { return litetopk::indexer_topk_dispatch(problem); },
       "problem"_a, ReleaseGil());
+  // The logits of `problem`'s sizes at the given input addresses.
   m.def(
       "indexer_logits",
-      [](const IndexerArgs& args, Address logits, int64_t logits_stride, Address stream) {
-        check(litetopk::indexer_logits(indexer_problem(args), as<float>(logits), logits_stride,
-                                       as_stream(stream)));
+      [](const IndexerProblem& problem, Address q, Address kv, Address kv_scale, Address weights,
+         Address ks, Address ke, Address logits, int64_t logits_stride, Address stream) {
+        check(litetopk::indexer_logits(with_inputs(problem, q, kv, kv_scale, weights, ks, ke),
+                                       as<float>(logits), logits_stride, as_stream(stream)));
       },
-      "problem"_a, "logits"_a, "logits_stride"_a, "stream"_a, ReleaseGil());
+      "problem"_a, "q"_a, "kv"_a, "kv_scale"_a, "weights"_a, "ks"_a, "ke"_a, "logits"_a,
+      "logits_stride"_a, "stream"_a);
   m.def(
       "indexer_topk_cpu",
-      [](const IndexerArgs& args) { check(litetopk::indexer_topk_cpu(indexer_problem(args))); },
+      [](const IndexerProblem& problem) { check(litetopk::indexer_topk_cpu(problem)); },
       "problem"_a, ReleaseGil());
   m.def(
       "indexer_logits_cpu",
-      [](const IndexerArgs& args, Address logits, int64_t logits_stride) {
-        check(litetopk::indexer_logits_cpu(indexer_problem(args), as<float>(logits),
-                                           logits_stride));
+      [](const IndexerProblem& problem, Address logits, int64_t logits_stride) {
+        check(litetopk::indexer_logits_cpu(problem, as<float>(logits), logits_stride));
       },
       "problem"_a, "logits"_a, "logits_stride"_a, ReleaseGil());
 
-  // ---- indexer_topk_paged ----
+  using litetopk::PagedIndexerProblem;
+  nb::class_<PagedIndexerProblem> paged_problem(m, "PagedIndexerProblem");
+  paged_problem.def(nb::init<>())
+      .def(nb::init<const PagedIndexerProblem&>())
+      .def_rw("batch", &PagedIndexerProblem::batch)
+      .def_rw("next_n", &PagedIndexerProblem::next_n)
+      .def_rw("num_heads", &PagedIndexerProblem::num_heads)
+      .def_rw("head_dim", &PagedIndexerProblem::head_dim)
+      .def_rw("num_blocks", &PagedIndexerProblem::num_blocks)
+      .def_rw("block_size", &PagedIndexerProblem::block_size)
+      .def_rw("max_blocks", &PagedIndexerProblem::max_blocks)
+      .def_rw("max_context", &PagedIndexerProblem::max_context)
+      .def_rw("k", &PagedIndexerProblem::k);
+  address_field(paged_problem, "q", &PagedIndexerProblem::q);
+  address_field(paged_problem, "kv_cache", &PagedIndexerProblem::kv_cache);
+  address_field(paged_problem, "weights", &PagedIndexerProblem::weights);
+  address_field(paged_problem, "context_lens", &PagedIndexerProblem::context_lens);
+  address_field(paged_problem, "block_table", &PagedIndexerProblem::block_table);
+  address_field(paged_problem, "indices", &PagedIndexerProblem::indices);
+  address_field(paged_problem, "values", &PagedIndexerProblem::values);
+
+  using litetopk::PagedIndexerPlan;
+  nb::class_<PagedIndexerPlan>(m, "PagedIndexerPlan")
+      .def_ro("problem", &PagedIndexerPlan::problem)
+      .def_ro("algo", &PagedIndexerPlan::algo)
+      .def_ro("workspace_bytes", &PagedIndexerPlan::workspace_bytes);
+
   m.def(
-      "indexer_topk_paged_workspace_size",
-      [](const PagedIndexerArgs& args, int algo) {
-        std::size_t bytes = 0;
-        check(litetopk::indexer_topk_paged_workspace_size(paged_indexer_problem(args), &bytes,
-                                                          paged_indexer_options(algo)));
-        return bytes;
+      "indexer_topk_paged_plan",
+      [](const PagedIndexerProblem& problem, IndexerAlgo algo) {
+        litetopk::IndexerOptions options;
+        options.algo = algo;
+        PagedIndexerPlan plan;
+        check(litetopk::indexer_topk_paged_plan(problem, options, &plan));
+        return plan;
       },
       "problem"_a, "algo"_a, ReleaseGil());
   m.def(
-      "indexer_topk_paged",
-      [](const PagedIndexerArgs& args, int algo, Address workspace, std::size_t workspace_bytes,
-         Address stream) {
-        check(litetopk::indexer_topk_paged(paged_indexer_problem(args), as<void>(workspace),
-                                           workspace_bytes, as_stream(stream),
-                                           paged_indexer_options(algo)));
+      "indexer_topk_paged_launch",
+      [](const PagedIndexerPlan& plan, Address q, Address kv_cache, Address weights,
+         Address context_lens, Address block_table, Address indices, Address values,
+         Address workspace, Address stream) {
+        const litetopk::PagedIndexerAddresses addresses{
+            as<const void>(q),           as<const void>(kv_cache),   as<const float>(weights),
+            as<const int32_t>(context_lens), as<const int32_t>(block_table), as<int32_t>(indices),
+            as<float>(values)};
+        check(litetopk::indexer_topk_paged_launch(plan, addresses, as<void>(workspace),
+                                                  as_stream(stream)));
       },
-      "problem"_a, "algo"_a, "workspace"_a, "workspace_bytes"_a, "stream"_a, ReleaseGil());
+      "plan"_a, "q"_a, "kv_cache"_a, "weights"_a, "context_lens"_a, "block_table"_a,
+      "indices"_a, "values"_a, "workspace"_a, "stream"_a);
   m.def(
       "indexer_topk_paged_dispatch",
-      [](const PagedIndexerArgs& args) {
-        return std::string(litetopk::indexer_algo_name(
-            litetopk::indexer_topk_paged_dispatch(paged_indexer_problem(args))));
+      [](const PagedIndexerProblem& problem) {
+        return litetopk::indexer_topk_paged_dispatch(problem);
       },
       "problem"_a, ReleaseGil());
   m.def(
       "indexer_logits_paged",
-      [](const PagedIndexerArgs& args, Address logits, int64_t logits_stride, Address stream) {
-        check(litetopk::indexer_logits_paged(paged_indexer_problem(args), as<float>(logits),
-                                             logits_stride, as_stream(stream)));
+      [](const PagedIndexerProblem& problem, Address logits, int64_t logits_stride,
+         Address stream) {
+        check(litetopk::indexer_logits_paged(problem, as<float>(logits), logits_stride,
+                                             as_stream(stream)));
       },
       "problem"_a, "logits"_a, "logits_stride"_a, "stream"_a, ReleaseGil());
   m.def(
       "indexer_topk_paged_cpu",
-      [](const PagedIndexerArgs& args) {
-        check(litetopk::indexer_topk_paged_cpu(paged_indexer_problem(args)));
+      [](const PagedIndexerProblem& problem) {
+        check(litetopk::indexer_topk_paged_cpu(problem));
       },
       "problem"_a, ReleaseGil());
   m.def(
       "indexer_logits_paged_cpu",
-      [](const PagedIndexerArgs& args, Address logits, int64_t logits_stride) {
-        check(litetopk::indexer_logits_paged_cpu(paged_indexer_problem(args), as<float>(logits),
-                                                 logits_stride));
+      [](const PagedIndexerProblem& problem, Address logits, int64_t logits_stride) {
+        check(litetopk::indexer_logits_paged_cpu(problem, as<float>(logits), logits_stride));
       },
       "problem"_a, "logits"_a, "logits_stride"_a, ReleaseGil());
 

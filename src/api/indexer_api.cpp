@@ -1,4 +1,5 @@
-// Public GPU entry points of indexer_topk: validation, algorithm resolution, workspace checks.
+// Public GPU entry points of indexer_topk: the plan (sizes and options checked, the algorithm
+// resolved, the workspace sized), the launch (addresses checked), the one-shot calls over both.
 #include <cstdint>
 #include <cstring>
 
@@ -87,30 +88,110 @@ Status check_state(const IndexerProblem& problem, const IndexerOptions& options)
 
 }  // namespace
 
+Status indexer_topk_plan(const IndexerProblem& problem, const IndexerOptions& options,
+                         IndexerPlan* plan) {
+  if (plan == nullptr) return detail::invalid_argument("plan is null");
+  *plan = IndexerPlan{};
+  if (Status s = validate_indexer_sizes(problem); !s) return s;
+  if (Status s = check_options(options); !s) return s;
+  if (Status s = check_state(problem, options); !s) return s;
+  IndexerAlgo algo;
+  if (Status s = resolve_algo(problem, options.algo, &algo); !s) return s;
+  IndexerPlan planned{};
+  planned.algo = algo;
+  planned.candidate_capacity = options.candidate_capacity;
+  planned.cold_sample = options.cold_sample;
+  planned.has_state = options.state != nullptr && options.state->data != nullptr;
+  planned.has_values = problem.values != nullptr;
+  // The size depends on whether there is a state (the hot-sample writer's part), not on where.
+  if (Status s = detail::cuda_indexer_workspace_size(problem, algo, options,
+                                                     &planned.workspace_bytes);
+      !s) {
+    return s;
+  }
+  planned.problem = problem;
+  planned.problem.q = nullptr;
+  planned.problem.kv = nullptr;
+  planned.problem.kv_scale = nullptr;
+  planned.problem.weights = nullptr;
+  planned.problem.ks = nullptr;
+  planned.problem.ke = nullptr;
+  planned.problem.indices = nullptr;
+  planned.problem.values = nullptr;
+  *plan = planned;
+  return Status::ok();
+}
+
+Status indexer_topk_launch(const IndexerPlan& plan, const IndexerAddresses& addresses,
+                           void* workspace, cudaStream_t stream) {
+  if (plan.algo == IndexerAlgo::kAuto) {
+    return detail::invalid_argument("plan was not made by indexer_topk_plan (its algo is auto)");
+  }
+  IndexerProblem problem = plan.problem;
+  problem.q = addresses.q;
+  problem.kv = addresses.kv;
+  problem.kv_scale = addresses.kv_scale;
+  problem.weights = addresses.weights;
+  problem.ks = addresses.ks;
+  problem.ke = addresses.ke;
+  problem.indices = addresses.indices;
+  problem.values = plan.has_values ? addresses.values : nullptr;
+  if (Status s = validate_indexer_addresses(problem); !s) return s;
+  if (plan.has_values && problem.values == nullptr && problem.num_queries > 0) {
+    return detail::invalid_argument("values must not be null: the plan writes values");
+  }
+  IndexerOptions options;
+  options.algo = plan.algo;
+  options.candidate_capacity = plan.candidate_capacity;
+  options.cold_sample = plan.cold_sample;
+  options.candidate_counters = addresses.candidate_counters;
+  if (plan.has_state) {
+    if (addresses.state.data == nullptr) {
+      return detail::invalid_argument("state.data must not be null: the plan has a state");
+    }
+    options.state = &addresses.state;
+    if (Status s = check_state(problem, options); !s) return s;
+  }
+  if (plan.workspace_bytes > 0 && workspace == nullptr) {
+    return detail::invalid_argument("workspace must not be null (", plan.workspace_bytes,
+                                    " bytes needed)");
+  }
+  if (problem.num_queries == 0) return Status::ok();
+  return detail::cuda_indexer_topk(problem, plan.algo, options, workspace, plan.workspace_bytes,
+                                   stream);
+}
+
 Status indexer_topk_workspace_size(const IndexerProblem& problem, std::size_t* workspace_bytes,
                                    const IndexerOptions& options) {
   if (workspace_bytes == nullptr) return detail::invalid_argument("workspace_bytes is null");
   *workspace_bytes = 0;
   if (Status s = validate_indexer_problem(problem); !s) return s;
-  if (Status s = check_options(options); !s) return s;
-  if (Status s = check_state(problem, options); !s) return s;
-  IndexerAlgo algo;
-  if (Status s = resolve_algo(problem, options.algo, &algo); !s) return s;
-  return detail::cuda_indexer_workspace_size(problem, algo, options, workspace_bytes);
+  IndexerPlan plan{};
+  if (Status s = indexer_topk_plan(problem, options, &plan); !s) return s;
+  *workspace_bytes = plan.workspace_bytes;
+  return Status::ok();
 }
 
 Status indexer_topk(const IndexerProblem& problem, void* workspace, std::size_t workspace_bytes,
                     cudaStream_t stream, const IndexerOptions& options) {
   if (Status s = validate_indexer_problem(problem); !s) return s;
-  if (Status s = check_options(options); !s) return s;
-  if (Status s = check_state(problem, options); !s) return s;
-  IndexerAlgo algo;
-  if (Status s = resolve_algo(problem, options.algo, &algo); !s) return s;
-  std::size_t needed = 0;
-  if (Status s = detail::cuda_indexer_workspace_size(problem, algo, options, &needed); !s) return s;
-  if (Status s = detail::check_workspace(needed, workspace, workspace_bytes); !s) return s;
-  if (problem.num_queries == 0) return Status::ok();
-  return detail::cuda_indexer_topk(problem, algo, options, workspace, workspace_bytes, stream);
+  IndexerPlan plan{};
+  if (Status s = indexer_topk_plan(problem, options, &plan); !s) return s;
+  if (Status s = detail::check_workspace(plan.workspace_bytes, workspace, workspace_bytes); !s) {
+    return s;
+  }
+  IndexerAddresses addresses;
+  addresses.q = problem.q;
+  addresses.kv = problem.kv;
+  addresses.kv_scale = problem.kv_scale;
+  addresses.weights = problem.weights;
+  addresses.ks = problem.ks;
+  addresses.ke = problem.ke;
+  addresses.indices = problem.indices;
+  addresses.values = problem.values;
+  if (plan.has_state) addresses.state = *options.state;
+  addresses.candidate_counters = options.candidate_counters;
+  return indexer_topk_launch(plan, addresses, workspace, stream);
 }
 
 Status indexer_logits(const IndexerProblem& problem, float* logits, int64_t logits_stride,

@@ -13,6 +13,14 @@ namespace litetopk {
 // k, indices and values are not looked at (indexer_logits needs no selection outputs).
 // validate_indexer_problem = validate_indexer_inputs + the checks of k, indices and values.
 Status validate_indexer_inputs(const IndexerProblem& problem);
+// Its two halves: the sizes (T, H, D, S and their products) and the score inputs' pointers.
+Status validate_indexer_input_sizes(const IndexerProblem& problem);
+Status validate_indexer_input_addresses(const IndexerProblem& problem);
+
+// validate_indexer_problem's two halves: every size (k too), what a plan checks once; every
+// pointer (indices and values too), what each launch checks.
+Status validate_indexer_sizes(const IndexerProblem& problem);
+Status validate_indexer_addresses(const IndexerProblem& problem);
 
 // Checks 0 <= ks[t] <= ke[t] <= S for host copies of the range arrays (both required when T > 0).
 Status validate_indexer_ranges(const IndexerProblem& problem, const int32_t* host_ks,

@@ -23,7 +23,7 @@ constexpr std::uintptr_t kTmaAlignment = 16;
 
 }  // namespace
 
-Status validate_indexer_inputs(const IndexerProblem& p) {
+Status validate_indexer_input_sizes(const IndexerProblem& p) {
   if (p.num_queries < 0) return invalid_argument("num_queries must be >= 0, got ", p.num_queries);
   if (p.num_heads != 32 && p.num_heads != 64) {
     return invalid_argument("num_heads must be 32 or 64, got ", p.num_heads);
@@ -42,8 +42,11 @@ Status validate_indexer_inputs(const IndexerProblem& p) {
                             p.num_queries, ", num_heads ", p.num_heads, ", head_dim ",
                             p.head_dim);
   }
-  if (p.num_queries == 0) return Status::ok();
+  return Status::ok();
+}
 
+Status validate_indexer_input_addresses(const IndexerProblem& p) {
+  if (p.num_queries == 0) return Status::ok();
   if (p.q == nullptr) return invalid_argument("q must not be null");
   if (p.weights == nullptr) return invalid_argument("weights must not be null");
   if (p.ks == nullptr) return invalid_argument("ks must not be null");
@@ -64,9 +67,13 @@ Status validate_indexer_inputs(const IndexerProblem& p) {
   return check_alignment({{"ks", p.ks}, {"ke", p.ke}}, alignof(int32_t));
 }
 
-Status validate_indexer_problem(const IndexerProblem& p) {
-  Status status = validate_indexer_inputs(p);
-  if (!status) return status;
+Status validate_indexer_inputs(const IndexerProblem& p) {
+  if (Status s = validate_indexer_input_sizes(p); !s) return s;
+  return validate_indexer_input_addresses(p);
+}
+
+Status validate_indexer_sizes(const IndexerProblem& p) {
+  if (Status s = validate_indexer_input_sizes(p); !s) return s;
   if (p.k < 1 || p.k > kMaxK) {
     return invalid_argument("k must be in [1, ", kMaxK, "], got ", p.k);
   }
@@ -74,9 +81,19 @@ Status validate_indexer_problem(const IndexerProblem& p) {
     return invalid_argument("num_queries * k overflows int64: num_queries ", p.num_queries,
                             ", k ", p.k);
   }
+  return Status::ok();
+}
+
+Status validate_indexer_addresses(const IndexerProblem& p) {
+  if (Status s = validate_indexer_input_addresses(p); !s) return s;
   if (p.num_queries == 0) return Status::ok();
   if (p.indices == nullptr) return invalid_argument("indices must not be null");
   return check_alignment({{"indices", p.indices}, {"values", p.values}}, 4);
+}
+
+Status validate_indexer_problem(const IndexerProblem& p) {
+  if (Status s = validate_indexer_sizes(p); !s) return s;
+  return validate_indexer_addresses(p);
 }
 
 Status validate_indexer_ranges(const IndexerProblem& p, const int32_t* ks, const int32_t* ke) {

@@ -100,8 +100,8 @@ Status validate_paged_indexer_inputs(const PagedIndexerProblem& p) {
   return check_pointers(p);
 }
 
-Status validate_paged_indexer_problem(const PagedIndexerProblem& p) {
-  if (Status s = validate_paged_indexer_inputs(p); !s) return s;
+Status validate_paged_indexer_sizes(const PagedIndexerProblem& p) {
+  if (Status s = check_shapes(p); !s) return s;
   if (p.k < 1 || p.k > kMaxK) {
     return invalid_argument("k must be in [1, ", kMaxK, "], got ", p.k);
   }
@@ -109,9 +109,19 @@ Status validate_paged_indexer_problem(const PagedIndexerProblem& p) {
     return invalid_argument("batch * next_n * k overflows int64: batch ", p.batch, ", next_n ",
                             p.next_n, ", k ", p.k);
   }
+  return Status::ok();
+}
+
+Status validate_paged_indexer_addresses(const PagedIndexerProblem& p) {
   if (p.batch == 0) return Status::ok();
+  if (Status s = check_pointers(p); !s) return s;
   if (p.indices == nullptr) return invalid_argument("indices must not be null");
   return check_alignment({{"indices", p.indices}, {"values", p.values}}, 4);
+}
+
+Status validate_paged_indexer_problem(const PagedIndexerProblem& p) {
+  if (Status s = validate_paged_indexer_sizes(p); !s) return s;
+  return validate_paged_indexer_addresses(p);
 }
 
 Status validate_paged_indexer_logits_output(const PagedIndexerProblem& p, const float* logits,

@@ -10,7 +10,6 @@ from conftest import needs_torch, torch
 pytestmark = needs_torch
 
 if torch is not None:
-    from litetopk import _problems as P
     from litetopk import ops
     from litetopk.ops import _runtime as runtime
     from litetopk._ext import ext as real_ext
@@ -55,41 +54,35 @@ class StandIn:
         self.calls.append(("select", plan, scores, row_starts, row_ends, indices, values,
                            workspace, stream))
 
-    # ---- indexer_topk(problem, algo, candidate_capacity, cold_sample, state, state_bytes, ...)
-    @staticmethod
-    def _indexer_algo(problem, code):
-        if code != P.INDEXER_ALGOS["auto"]:
-            return code
-        S, k = problem[9], problem[10]
-        return P.INDEXER_ALGOS["fused" if S >= 8 * k else "unfused"]
+    # ---- indexer_topk_plan(problem, algo, candidate_capacity, cold_sample, state,
+    # state_bytes) -> IndexerPlan; indexer_topk_launch(plan, q, kv, kv_scale, weights, ks, ke,
+    # indices, values, state, state_bytes, workspace, stream)
+    class IndexerPlan:
+        def __init__(self, problem, algo, has_state, workspace_bytes):
+            self.problem, self.algo = problem, algo
+            self.has_state, self.workspace_bytes = has_state, workspace_bytes
 
-    def _indexer_bytes(self, problem, code, state, state_bytes):
-        T, S, k = problem[6], problem[9], problem[10]
-        if state and state_bytes < real_ext().indexer_state_bytes(k):
-            raise ValueError("options.state->bytes must be >= indexer_state_bytes(k)")
-        fused = self._indexer_algo(problem, code) == P.INDEXER_ALGOS["fused"]
-        lists_or_logits = T * 4 * k * 8 if fused else T * S * 4 + 4096
-        writer = S * 4 + 1024 if state else 0  # the hot-sample writer's part
-        return lists_or_logits + writer
-
-    def indexer_topk_workspace_size(self, problem, algo, candidate_capacity, cold_sample,
-                                    state=0, state_bytes=0):
+    def indexer_topk_plan(self, problem, algo, candidate_capacity=0, cold_sample=True, state=0,
+                          state_bytes=0):
         self.size_queries.append(("indexer", problem, algo, state, state_bytes))
-        return self._indexer_bytes(problem, algo, state, state_bytes)
+        lib = real_ext()
+        if state and state_bytes < lib.indexer_state_bytes(problem.k):
+            raise ValueError("options.state->bytes must be >= indexer_state_bytes(k)")
+        if algo == lib.IndexerAlgo.auto:
+            algo = lib.IndexerAlgo["fused" if problem.num_keys >= 8 * problem.k else "unfused"]
+        T, S, k = problem.num_queries, problem.num_keys, problem.k
+        lists_or_logits = T * 4 * k * 8 if algo == lib.IndexerAlgo.fused else T * S * 4 + 4096
+        writer = S * 4 + 1024 if state else 0  # the hot-sample writer's part
+        return self.IndexerPlan(problem, algo, bool(state), lists_or_logits + writer)
 
-    def indexer_topk_dispatch(self, problem):
-        return {v: name for name, v in P.INDEXER_ALGOS.items()}[self._indexer_algo(problem, 0)]
-
-    def indexer_topk(self, problem, algo, candidate_capacity, cold_sample, state, state_bytes,
-                     workspace, workspace_bytes, stream):
-        needed = self._indexer_bytes(problem, algo, state, state_bytes)
-        if workspace_bytes < needed:
-            raise ValueError(f"workspace_bytes must be >= {needed} for this problem, got "
-                             f"{workspace_bytes}")
+    def indexer_topk_launch(self, plan, q, kv, kv_scale, weights, ks, ke, indices, values,
+                            state, state_bytes, workspace, stream):
         assert workspace != 0 and stream == STREAM
-        self.calls.append(("indexer", problem, algo, state, state_bytes, workspace))
+        assert bool(state) == plan.has_state
+        self.calls.append(("indexer", plan, indices, values, state, workspace))
 
-    def indexer_logits(self, problem, logits, logits_stride, stream):
+    def indexer_logits(self, problem, q, kv, kv_scale, weights, ks, ke, logits, logits_stride,
+                       stream):
         self.calls.append(("logits", problem, logits, logits_stride))
 
     # ---- sparse_attention_plan(problem) -> SparseAttentionPlan (the library's own, which runs
@@ -135,13 +128,13 @@ def test_indexer_workspace_covers_the_state(lib, algo):
     for with_state in (False, True, False, True):
         ops.fp8_mqa_topk(q, (kv, kv_scale), weights, ks, ke, 32, algo=algo,
                          state=state if with_state else None)
-        assert (lib.calls[-1][3] != 0) == with_state
+        assert (lib.calls[-1][4] != 0) == with_state
     assert len(lib.calls) == 4
     assert len(lib.size_queries) == 2  # one per signature: with and without the state
     assert [query[3] != 0 for query in lib.size_queries] == [False, True]
     # The call runs the algorithm its workspace was sized for: auto resolved once, up front.
-    assert {call[2] for call in lib.calls} == {P.INDEXER_ALGOS["unfused" if algo == "unfused"
-                                                              else "fused"]}
+    assert {call[1].algo.name for call in lib.calls} == {"unfused" if algo == "unfused"
+                                                         else "fused"}
 
 
 def test_indexer_out_and_plan_with_state(lib):
@@ -149,7 +142,7 @@ def test_indexer_out_and_plan_with_state(lib):
     state = ops.IndexerState(32)
     indices = torch.empty(16, 32, dtype=torch.int32)
     ops.fp8_mqa_topk(q, (kv, kv_scale), weights, ks, ke, 32, state=state, out=(indices, None))
-    assert lib.calls[-1][1][11] == indices.data_ptr() and lib.calls[-1][1][12] == 0
+    assert lib.calls[-1][2] == indices.data_ptr() and lib.calls[-1][3] == 0
     plan = ops.fp8_mqa_topk_plan(q, (kv, kv_scale), weights, ks, ke, 32, state=state)
     stateless = ops.fp8_mqa_topk_plan(q, (kv, kv_scale), weights, ks, ke, 32)
     assert plan["workspace_bytes"] == stateless["workspace_bytes"] + 256 * 4 + 1024

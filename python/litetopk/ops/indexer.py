@@ -12,15 +12,11 @@ def _indexer_problem(q, kv, kv_scale, weights, ks, ke, k, indices=None, values=N
                           _view(ke), k, _opt(indices), _opt(values))
 
 
-def _indexer_inputs(q, kv, kv_scale, weights, ks, ke):
-    return (q.data_ptr(), kv.data_ptr(), kv_scale.data_ptr(), weights.data_ptr(), ks.data_ptr(),
-            ke.data_ptr())
-
-
 def _logits_launch(plan, device, q, kv, kv_scale, weights, ks, ke, logits):
-    launch, sizes, stride = plan
-    launch(_indexer_inputs(q, kv, kv_scale, weights, ks, ke) + sizes + (0, 0), logits.data_ptr(),
-           stride, _stream(device))
+    problem, stride = plan
+    library().indexer_logits(problem, q.data_ptr(), kv.data_ptr(), kv_scale.data_ptr(),
+                             weights.data_ptr(), ks.data_ptr(), ke.data_ptr(), logits.data_ptr(),
+                             stride, _stream(device))
 
 
 def _logits_out(q, kv, kv_scale, weights, cu_seqlen_ks, cu_seqlen_ke, logits):
@@ -30,12 +26,11 @@ def _logits_out(q, kv, kv_scale, weights, cu_seqlen_ks, cu_seqlen_ke, logits):
     plan = None if device < 0 else _plan_of(key)
     if plan is None:
         problem = _indexer_problem(q, kv, kv_scale, weights, cu_seqlen_ks, cu_seqlen_ke, 1)
-        T, S = problem[6], problem[9]
-        stride = P.logits_stride(_view(logits), T, S, device)
+        stride = P.logits_stride(_view(logits), problem.num_queries, problem.num_keys, device)
         if device < 0:
             library().indexer_logits_cpu(problem, logits.data_ptr(), stride)
             return
-        plan = _remember(key, (library().indexer_logits, problem[6:11], stride))
+        plan = _remember(key, (problem, stride))
     _launch(device, _logits_launch, plan, device, q, kv, kv_scale, weights, cu_seqlen_ks,
             cu_seqlen_ke, logits)
 
@@ -61,26 +56,22 @@ def _state_args(state):
     return (0, 0) if state is None else (state.data_ptr(), state.numel())
 
 
-def _indexer_plan(problem, code, state):
-    """(indexer_topk, the problem's sizes, the algorithm, the state's bytes, workspace bytes) of
-    one CUDA signature. The size query sees what the call will: the same problem and options,
-    the state included (with one, the call also writes its hot sample, from more workspace), and
-    "auto" resolved here, so the call runs the algorithm its workspace was sized for."""
+def _indexer_plan(problem, algo, state):
+    """The library's IndexerPlan of one CUDA signature: it sees what the launches will, the
+    state included (with one, each launch also writes its hot sample, from more workspace), and
+    resolves "auto", so every launch runs the algorithm its workspace was sized for."""
     lib = library()
-    state_bytes = _state_args(state)[1]
-    size = lib.indexer_topk_workspace_size(problem, code, 0, True, *_state_args(state))
-    if code == P.INDEXER_ALGOS["auto"]:
-        code = P.INDEXER_ALGOS[lib.indexer_topk_dispatch(problem)]
-    return lib.indexer_topk, problem[6:11], code, state_bytes, size
+    return lib.indexer_topk_plan(problem, P.enum_value(lib.IndexerAlgo, algo, "algo"), 0, True,
+                                 *_state_args(state))
 
 
 def _indexer_launch(plan, device, q, kv, kv_scale, weights, ks, ke, indices, values, state):
-    launch, sizes, code, state_bytes, size = plan
     stream = _stream(device)
-    workspace, owner = _workspace(size, device, stream)
-    launch(_indexer_inputs(q, kv, kv_scale, weights, ks, ke) + sizes
-           + (indices.data_ptr(), _ptr(values)),
-           code, 0, True, _ptr(state), state_bytes, workspace, size, stream)
+    workspace, owner = _workspace(plan.workspace_bytes, device, stream)
+    library().indexer_topk_launch(plan, q.data_ptr(), kv.data_ptr(), kv_scale.data_ptr(),
+                                  weights.data_ptr(), ks.data_ptr(), ke.data_ptr(),
+                                  indices.data_ptr(), _ptr(values), *_state_args(state),
+                                  workspace, stream)
 
 
 def _indexer_select(q, kv, kv_scale, weights, ks, ke, k, indices, values, state, algo, outputs):
@@ -92,14 +83,15 @@ def _indexer_select(q, kv, kv_scale, weights, ks, ke, k, indices, values, state,
     plan = None if device < 0 else _plan_of(key)
     if plan is None:
         problem = _indexer_problem(q, kv, kv_scale, weights, ks, ke, k, indices, values)
-        code = P.algo_code(P.INDEXER_ALGOS, algo, "algo")
+        lib = library()
+        P.enum_value(lib.IndexerAlgo, algo, "algo")
         if state is not None:
             P.check("state", _view(state), (None,), ("uint8",), device=device)
         if device < 0:
             # The reference needs no state (its result is the same).
-            library().indexer_topk_cpu(problem)
+            lib.indexer_topk_cpu(problem)
             return
-        plan = _remember(key, _launch(device, _indexer_plan, problem, code, state))
+        plan = _remember(key, _launch(device, _indexer_plan, problem, algo, state))
     _launch(device, _indexer_launch, plan, device, q, kv, kv_scale, weights, ks, ke, indices,
             values, state)
 
@@ -156,8 +148,8 @@ def fp8_mqa_topk(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, k, state=None, algo
 
 
 def fp8_mqa_topk_plan(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, k, algo="auto", state=None):
-    """What fp8_mqa_topk does on these CUDA inputs: {"algo": the path auto picks,
-    "workspace_bytes": the workspace of `algo` (with `state`, an IndexerState or its buffer, it
+    """What fp8_mqa_topk does on these CUDA inputs: {"algo": the path that runs (auto
+    resolved), "workspace_bytes": its workspace (with `state`, an IndexerState or its buffer, it
     includes the hot-sample writer's)}."""
     kv_fp8, kv_scale = _split_kv(kv)
     buffer = state.buffer if isinstance(state, IndexerState) else state
@@ -166,12 +158,9 @@ def fp8_mqa_topk_plan(q, kv, weights, cu_seqlen_ks, cu_seqlen_ke, k, algo="auto"
                                indices)
     if buffer is not None:
         P.check("state", _view(buffer), (None,), ("uint8",), device=q.get_device())
-    lib = library()
     with _on(q.get_device()):
-        return {"algo": lib.indexer_topk_dispatch(problem),
-                "workspace_bytes": lib.indexer_topk_workspace_size(
-                    problem, P.algo_code(P.INDEXER_ALGOS, algo, "algo"), 0, True,
-                    *_state_args(buffer))}
+        plan = _indexer_plan(problem, algo, buffer)
+    return {"algo": plan.algo.name, "workspace_bytes": plan.workspace_bytes}
 
 
 class IndexerState:

@@ -30,15 +30,12 @@ def _paged_problem(q, kv_cache, weights, context_lens, block_table, max_context,
                                 _opt(values))
 
 
-def _paged_inputs(q, kv_cache, weights, context_lens, block_table):
-    return (q.data_ptr(), kv_cache.data_ptr(), weights.data_ptr(), context_lens.data_ptr(),
-            block_table.data_ptr())
-
-
 def _paged_logits_launch(plan, device, q, kv_cache, weights, context_lens, block_table, logits):
-    launch, sizes, stride = plan
-    launch(_paged_inputs(q, kv_cache, weights, context_lens, block_table) + sizes + (0, 0),
-           logits.data_ptr(), stride, _stream(device))
+    sizes, stride = plan
+    problem = library().PagedIndexerProblem(sizes)
+    problem.q, problem.kv_cache, problem.weights = q.data_ptr(), kv_cache.data_ptr(), weights.data_ptr()
+    problem.context_lens, problem.block_table = context_lens.data_ptr(), block_table.data_ptr()
+    library().indexer_logits_paged(problem, logits.data_ptr(), stride, _stream(device))
 
 
 def _paged_logits_out(q, kv_cache, weights, context_lens, block_table, max_context_len, logits):
@@ -50,12 +47,12 @@ def _paged_logits_out(q, kv_cache, weights, context_lens, block_table, max_conte
     if plan is None:
         problem = _paged_problem(q, kv_cache, weights, context_lens, block_table,
                                  max_context_len, 1)
-        rows = problem[5] * problem[6]
-        stride = P.logits_stride(_view(logits), rows, problem[12], device)
+        rows = problem.batch * problem.next_n
+        stride = P.logits_stride(_view(logits), rows, problem.max_context, device)
         if device < 0:
             library().indexer_logits_paged_cpu(problem, logits.data_ptr(), stride)
             return
-        plan = _remember(key, (library().indexer_logits_paged, problem[5:14], stride))
+        plan = _remember(key, (problem, stride))
     _launch(device, _paged_logits_launch, plan, device, q, kv_cache, weights, context_lens,
             block_table, logits)
 
@@ -78,24 +75,21 @@ _register(f"fp8_paged_mqa_logits_out({_PAGED_ARGS}, Tensor(a!) logits) -> ()",
           _paged_logits_out, lambda *args, **kwargs: None)
 
 
-def _paged_plan(problem, code):
-    """(indexer_topk_paged, the problem's sizes, the algorithm, workspace bytes) of one CUDA
-    signature: the size query (which validates the problem) sees the algorithm the call runs,
-    "auto" resolved here. The workspace depends on max_context_len, never on context_lens."""
+def _paged_plan(problem, algo):
+    """The library's PagedIndexerPlan of one CUDA signature: validated, "auto" resolved, the
+    workspace sized by max_context_len (never by context_lens)."""
     lib = library()
-    size = lib.indexer_topk_paged_workspace_size(problem, code)
-    if code == P.INDEXER_ALGOS["auto"]:
-        code = P.INDEXER_ALGOS[lib.indexer_topk_paged_dispatch(problem)]
-    return lib.indexer_topk_paged, problem[5:14], code, size
+    return lib.indexer_topk_paged_plan(problem, P.enum_value(lib.IndexerAlgo, algo, "algo"))
 
 
 def _paged_launch(plan, device, q, kv_cache, weights, context_lens, block_table, indices,
                   values):
-    launch, sizes, code, size = plan
     stream = _stream(device)
-    workspace, owner = _workspace(size, device, stream)
-    launch(_paged_inputs(q, kv_cache, weights, context_lens, block_table) + sizes
-           + (indices.data_ptr(), _ptr(values)), code, workspace, size, stream)
+    workspace, owner = _workspace(plan.workspace_bytes, device, stream)
+    library().indexer_topk_paged_launch(plan, q.data_ptr(), kv_cache.data_ptr(),
+                                        weights.data_ptr(), context_lens.data_ptr(),
+                                        block_table.data_ptr(), indices.data_ptr(), _ptr(values),
+                                        workspace, stream)
 
 
 def _paged_select(q, kv_cache, weights, context_lens, block_table, max_context_len, k, indices,
@@ -110,11 +104,12 @@ def _paged_select(q, kv_cache, weights, context_lens, block_table, max_context_l
     if plan is None:
         problem = _paged_problem(q, kv_cache, weights, context_lens, block_table,
                                  max_context_len, k, indices, values)
-        code = P.algo_code(P.INDEXER_ALGOS, algo, "algo")
+        lib = library()
+        P.enum_value(lib.IndexerAlgo, algo, "algo")
         if device < 0:
-            library().indexer_topk_paged_cpu(problem)  # the reference, whatever algo says
+            lib.indexer_topk_paged_cpu(problem)  # the reference, whatever algo says
             return
-        plan = _remember(key, _launch(device, _paged_plan, problem, code))
+        plan = _remember(key, _launch(device, _paged_plan, problem, algo))
     _launch(device, _paged_launch, plan, device, q, kv_cache, weights, context_lens, block_table,
             indices, values)
 
@@ -210,17 +205,15 @@ def fp8_paged_mqa_topk(q, kv_cache, weights, context_lens, block_table, *args, a
 
 def fp8_paged_mqa_topk_plan(q, kv_cache, weights, context_lens, block_table, max_context_len, k,
                             algo="auto"):
-    """What fp8_paged_mqa_topk does on these CUDA inputs: {"algo": the path auto picks,
-    "workspace_bytes": the workspace of `algo`}."""
+    """What fp8_paged_mqa_topk does on these CUDA inputs: {"algo": the path that runs (auto
+    resolved), "workspace_bytes": its workspace}."""
     q = _paged_q(q)
     context_lens = _paged_context_lens(context_lens, q.shape[1] if q.dim() == 4 else 1)
     rows = q.shape[0] * q.shape[1] if q.dim() == 4 else q.shape[0]
     indices = torch.empty((rows, max(k, 0)), dtype=torch.int32, device=q.device)
     problem = _paged_problem(q, kv_cache, weights, context_lens, block_table,
                              int(max_context_len), int(k), indices)
-    lib = library()
     with _on(q.get_device()):
-        return {"algo": lib.indexer_topk_paged_dispatch(problem),
-                "workspace_bytes": lib.indexer_topk_paged_workspace_size(
-                    problem, P.algo_code(P.INDEXER_ALGOS, algo, "algo"))}
+        plan = _paged_plan(problem, algo)
+    return {"algo": plan.algo.name, "workspace_bytes": plan.workspace_bytes}
 

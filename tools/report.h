@@ -13,7 +13,7 @@
 
 namespace litetopk::tools {
 
-// The FP8 e4m3 matmul ceiling measured on the H200 (torch._scaled_mm 8192^3; shared/H200.md).
+// The FP8 e4m3 matmul ceiling measured on the H200 (torch._scaled_mm 8192^3; docs/BENCHMARKS.md).
 constexpr double kFp8PeakTflops = 1322.0;
 
 // A text table: the first `left_columns` columns (labels) left-aligned, the others right-aligned.

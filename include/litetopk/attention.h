@@ -122,7 +122,8 @@ Status sparse_attention_launch(const SparseAttentionPlan& plan,
                                const SparseAttentionAddresses& addresses, void* workspace,
                                cudaStream_t stream);
 
-// The one-shot calls: plan and launch in one go. The workspace: 0 bytes for kPerQuery and kPlain, the unions for kUnionPacked (kAuto: what it
+// The one-shot calls: plan and launch in one go.
+// The workspace: 0 bytes for kPerQuery and kPlain, the unions for kUnionPacked (kAuto: what it
 // resolves to). The call checks the problem like validate_sparse_attention_problem, launches on
 // `stream`, and neither allocates nor synchronizes (graph-capturable).
 Status sparse_attention_workspace_size(const SparseAttentionProblem& problem,

@@ -238,6 +238,58 @@ Status sparse_kv_append(const SparseKvCache& cache, const void* new_keys, const 
 // past a length is written. dense.capacity must be <= max_blocks * BS.
 Status sparse_kv_from_dense(const DenseKvCache& dense, const SparseKvCache& cache,
                             cudaStream_t stream);
+// Plan once per batch shape, launch every step. A plan checks the shapes (a problem's pointers may
+// be null: it keeps whether the cache is paged, from block_table, and whether lse and kept_mask
+// are written), fixes the split plan and sizes the workspace (both from the capacity and the
+// current device's SM count, never from the lengths); a launch takes the step's addresses and
+// checks only those (set and aligned).
+struct SparseDecodePlan {
+  SparseDecodeProblem problem{};  // shapes of the planned call (its pointers are not used)
+  DecodeOptions options{};
+  bool paged = false;              // the launches pass a block_table
+  bool has_lse = false, has_kept_mask = false;
+  std::size_t workspace_bytes = 0;
+  bool planned = false;            // set by sparse_decode_plan
+};
+struct SparseDecodeAddresses {
+  const void* q = nullptr;
+  void* out = nullptr;
+  float* lse = nullptr;                 // required when the plan has lse
+  uint8_t* kept_mask = nullptr;         // required when the plan has kept_mask
+  const int32_t* block_table = nullptr;  // required when the plan is paged
+  int32_t* lengths = nullptr;
+  uint8_t* key_codes = nullptr;
+  void* key_scales = nullptr;
+  uint8_t* key_residuals = nullptr;
+  void* values = nullptr;
+  void* tail_keys = nullptr;
+};
+Status sparse_decode_plan(const SparseDecodeProblem& problem, const DecodeOptions& options,
+                          SparseDecodePlan* plan);
+Status sparse_decode_launch(const SparseDecodePlan& plan, const SparseDecodeAddresses& addresses,
+                            void* workspace, cudaStream_t stream);
+
+struct DenseDecodePlan {
+  DenseDecodeProblem problem{};  // shapes of the planned call (its pointers are not used)
+  DecodeOptions options{};
+  bool has_lse = false;
+  std::size_t workspace_bytes = 0;
+  bool planned = false;           // set by dense_decode_plan
+};
+struct DenseDecodeAddresses {
+  const void* q = nullptr;
+  void* out = nullptr;
+  float* lse = nullptr;  // required when the plan has lse
+  void* keys = nullptr;
+  void* values = nullptr;
+  int32_t* lengths = nullptr;
+};
+Status dense_decode_plan(const DenseDecodeProblem& problem, const DecodeOptions& options,
+                         DenseDecodePlan* plan);
+Status dense_decode_launch(const DenseDecodePlan& plan, const DenseDecodeAddresses& addresses,
+                           void* workspace, cudaStream_t stream);
+
+// The one-shot calls below plan and launch in one go.
 // The workspace of sparse_decode: the splits' partial outputs and log-sum-exps (fp32) and the
 // anchor maxima, for batch * num_q_heads rows (about 1 MB at batch 8 and 256K tokens).
 Status sparse_decode_workspace_size(const SparseDecodeProblem& problem,

@@ -9,7 +9,6 @@ then checks the sizes themselves (k, H, D, ranges ...) and its message comes bac
 
 from ._ext import ext
 
-DTYPE_CODES = {"float32": 0, "bfloat16": 1, "float16": 2}
 SCORE_DTYPES = ("float32", "bfloat16", "float16")
 CACHE_DTYPES = ("float16", "bfloat16")
 FP8_DTYPES = ("float8_e4m3fn", "uint8")
@@ -209,7 +208,7 @@ def paged_indexer_args(q, kv_cache, weights, context_lens, block_table, max_cont
 
 def sparse_cache_args(key_codes, key_scales, key_residuals, values, tail_keys, lengths,
                       block_table=None):
-    """The extension's sparse cache tuple. Shapes (BS = block size, D = 128):
+    """The extension's SparseKvCache (litetopk::SparseKvCache). Shapes (BS = block size, D = 128):
     tail_keys [B, Hkv, BS, D] of the cache dtype and lengths [B] int32; contiguous cache: key_codes
     [B, Hkv, max_blocks, BS, D/4] uint8, key_scales [B, Hkv, max_blocks, D], key_residuals and
     values [B, Hkv, max_blocks, BS, D]; paged (block_table [B, max_blocks] int32): the same with
@@ -239,13 +238,21 @@ def sparse_cache_args(key_codes, key_scales, key_residuals, values, tail_keys, l
     check("key_scales", key_scales, lead + (dim,), (dtype,), device=device)
     check("key_residuals", key_residuals, lead + (block, dim), FP8_DTYPES, device=device)
     check("values", values, lead + (block, dim), (dtype,), device=device)
-    return (DTYPE_CODES[dtype], batch, heads, dim, block, max_blocks, address(block_table),
-            num_pages, lengths[0], key_codes[0], key_scales[0], key_residuals[0], values[0],
-            tail_keys[0])
+    lib = ext()
+    cache = lib.SparseKvCache()
+    cache.dtype, cache.batch, cache.num_kv_heads = lib.DType[dtype], batch, heads
+    cache.head_dim = dim
+    cache.block_size, cache.max_blocks, cache.num_pages = block, max_blocks, num_pages
+    cache.block_table, cache.lengths = address(block_table), lengths[0]
+    cache.key_codes, cache.key_scales, cache.key_residuals = (key_codes[0], key_scales[0],
+                                                              key_residuals[0])
+    cache.values, cache.tail_keys = values[0], tail_keys[0]
+    return cache
 
 
 def dense_cache_args(keys, values, lengths, dtypes=CACHE_DTYPES):
-    """The extension's dense cache tuple: keys and values [B, Hkv, capacity, D] with the same
+    """The extension's DenseKvCache (litetopk::DenseKvCache): keys and values
+    [B, Hkv, capacity, D] with the same
     element strides (unit channel stride), lengths [B] int32."""
     if keys is None or len(keys[1]) != 4:
         _fail("keys", "a 4-D array [batch, kv_heads, capacity, head_dim]", keys)
@@ -258,28 +265,39 @@ def dense_cache_args(keys, values, lengths, dtypes=CACHE_DTYPES):
         raise ValueError(f"keys and values must have the same strides with a unit channel stride, "
                          f"got {keys[2]} and {values[2]}")
     check("lengths", lengths, (batch,), ("int32",), device=device)
-    return (DTYPE_CODES[keys[3]], batch, heads, dim, capacity, keys[0], values[0], keys[2][0],
-            keys[2][1], keys[2][2], lengths[0])
+    lib = ext()
+    cache = lib.DenseKvCache()
+    cache.dtype, cache.batch, cache.num_kv_heads = lib.DType[keys[3]], batch, heads
+    cache.head_dim, cache.capacity = dim, capacity
+    cache.keys, cache.values, cache.lengths = keys[0], values[0], lengths[0]
+    cache.batch_stride, cache.head_stride, cache.token_stride = keys[2][:3]
+    return cache
 
 
-def attention_args(q, cache_dtype, device, out, lse, softmax_scale):
-    """The extension's attention tuple: q [B, Hq, D] of the cache dtype, out [B, Hq, D] (fp32,
-    fp16 or bf16), lse [B, Hq] fp32 or None."""
+def decode_problem(cache, q, device, out, lse, softmax_scale, delta=None, kept_mask=None):
+    """The extension's SparseDecodeProblem over a SparseKvCache (with delta and kept_mask
+    [B, Hkv, max_blocks] uint8 or None), or its DenseDecodeProblem over a DenseKvCache: q
+    [B, Hq, D] of the cache dtype, out [B, Hq, D] (fp32, fp16 or bf16), lse [B, Hq] fp32 or
+    None."""
+    lib = ext()
     if q is None or len(q[1]) != 3:
         _fail("q", "a 3-D array [batch, num_q_heads, head_dim]", q)
-    check("q", q, dtypes=(cache_dtype,), device=device)
+    check("q", q, dtypes=(cache.dtype.name,), device=device)
     check("out", out, tuple(q[1]), SCORE_DTYPES, device=device)
     if lse is not None:
         check("lse", lse, tuple(q[1][:2]), ("float32",), device=device)
-    return (q[0], q[1][1], float(softmax_scale), out[0], DTYPE_CODES[out[3]], address(lse))
-
-
-def kept_mask_address(kept_mask, cache_args, device):
-    if kept_mask is None:
-        return 0
-    batch, heads, max_blocks = cache_args[1], cache_args[2], cache_args[5]
-    check("kept_mask", kept_mask, (batch, heads, max_blocks), ("uint8", "bool"), device=device)
-    return kept_mask[0]
+    sparse = isinstance(cache, lib.SparseKvCache)
+    problem = lib.SparseDecodeProblem() if sparse else lib.DenseDecodeProblem()
+    problem.cache, problem.num_q_heads, problem.softmax_scale = cache, q[1][1], float(softmax_scale)
+    problem.q, problem.out, problem.out_dtype, problem.lse = (q[0], out[0], lib.DType[out[3]],
+                                                              address(lse))
+    if sparse:
+        problem.delta = float(delta)
+        if kept_mask is not None:
+            check("kept_mask", kept_mask, (cache.batch, cache.num_kv_heads, cache.max_blocks),
+                  ("uint8", "bool"), device=device)
+        problem.kept_mask = address(kept_mask)
+    return problem
 
 
 def sparse_cache_shapes(batch, kv_heads, max_blocks, block_size=128, num_pages=None,

@@ -376,8 +376,8 @@ class SparseKvCache(P.SparseKvCacheArrays):
         return cls(*arrays, block_table=block_table)
 
     def args(self):
-        """The extension's cache tuple (checks every array; the library writes into them, so
-        they must be in native byte order)."""
+        """The extension's SparseKvCache over these arrays (checks every array; the library
+        writes into them, so they must be in native byte order)."""
         return P.sparse_cache_args(*(_opt(x, name) for x, name in zip(self.arrays(),
                                                                      self.FIELDS)))
 
@@ -391,7 +391,7 @@ def _dense_arrays(keys, values, lengths):
 
 
 def _dense(keys, values, lengths, dtypes=P.CACHE_DTYPES):
-    """The extension's dense cache tuple of arrays already converted (_dense_arrays): the caller
+    """The extension's DenseKvCache of arrays already converted (_dense_arrays): the caller
     keeps them alive through the call."""
     return P.dense_cache_args(_view(keys, "keys"), _view(values, "values"),
                               _view(lengths, "lengths"), dtypes)
@@ -411,19 +411,22 @@ def sparse_kv_append(cache, new_keys, new_values):
     args = _cache_args(cache)
     new_keys = np.ascontiguousarray(_array(new_keys, "new_keys"))
     new_values = np.ascontiguousarray(_array(new_values, "new_values"))
-    shape = (args[1], args[2], args[3])
+    shape = (args.batch, args.num_kv_heads, args.head_dim)
     P.check("new_keys", _view(new_keys), shape, (cache.tail_keys.dtype.name,))
     P.check("new_values", _view(new_values), shape, (cache.tail_keys.dtype.name,))
     ext().sparse_kv_append_cpu(args, new_keys.ctypes.data, new_values.ctypes.data)
 
 
-def _attention(q, dtype, out_dtype, softmax_scale):
+def _decode_problem(cache, q, out_dtype, softmax_scale, delta=None, kept=None):
+    """(q, out, lse, the extension's decode problem) over `cache` (a SparseKvCache or
+    DenseKvCache of the extension)."""
     q = np.ascontiguousarray(_array(q, "q"))
     softmax_scale = _real(softmax_scale, "softmax_scale")
     out = np.empty(q.shape, dtype=out_dtype)
     lse = np.empty(q.shape[:2], dtype=np.float32)
-    return q, out, lse, P.attention_args(_view(q), dtype, -1, _view(out), _view(lse),
-                                         softmax_scale)
+    problem = P.decode_problem(cache, _view(q), -1, _view(out), _view(lse), softmax_scale, delta,
+                               None if kept is None else _view(kept))
+    return q, out, lse, problem
 
 
 def sparse_decode(cache, q, delta=5.0, softmax_scale=0.0, out_dtype=np.float32):
@@ -432,9 +435,9 @@ def sparse_decode(cache, q, delta=5.0, softmax_scale=0.0, out_dtype=np.float32):
     uint8, kept_fraction)."""
     args = _cache_args(cache)
     delta = _real(delta, "delta")
-    q, out, lse, attention = _attention(q, cache.tail_keys.dtype.name, out_dtype, softmax_scale)
-    kept = np.zeros((args[1], args[2], args[5]), dtype=np.uint8)
-    fraction = ext().sparse_decode_cpu(args, attention, delta, kept.ctypes.data)
+    kept = np.zeros((args.batch, args.num_kv_heads, args.max_blocks), dtype=np.uint8)
+    q, out, lse, problem = _decode_problem(args, q, out_dtype, softmax_scale, delta, kept)
+    fraction = ext().sparse_decode_cpu(problem)
     return out, lse, kept, fraction
 
 
@@ -443,8 +446,8 @@ def dense_decode(q, keys, values, lengths, softmax_scale=0.0, out_dtype=np.float
     (fp16, bf16 or fp32) and lengths [B] (integers). Returns (out [B, Hq, D], lse [B, Hq])."""
     keys, values, lengths = _dense_arrays(keys, values, lengths)
     dense = _dense(keys, values, lengths, P.SCORE_DTYPES)
-    q, out, lse, attention = _attention(q, keys.dtype.name, out_dtype, softmax_scale)
-    ext().dense_decode_cpu(dense, attention)
+    q, out, lse, problem = _decode_problem(dense, q, out_dtype, softmax_scale)
+    ext().dense_decode_cpu(problem)
     return out, lse
 
 
@@ -452,7 +455,8 @@ def sparse_kv_rebuild(cache, capacity=None):
     """The cache as dense fp32 keys and values [B, Hkv, capacity, D] (rebuilt keys s * (L + R) in
     full blocks) and lengths, capacity (an integer) max_blocks * block_size by default."""
     args = _cache_args(cache)
-    batch, heads, dim, block, max_blocks = args[1], args[2], args[3], args[4], args[5]
+    batch, heads, dim = args.batch, args.num_kv_heads, args.head_dim
+    block, max_blocks = args.block_size, args.max_blocks
     capacity = max_blocks * block if capacity is None else _integer(capacity, "capacity")
     if capacity < 0:
         raise ValueError(f"capacity must be >= 0, got {capacity}")

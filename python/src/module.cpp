@@ -1,20 +1,21 @@
 // litetopk._C: the nanobind binding of litetopk's C++ API (include/litetopk/*.h).
 //
-// Arrays cross as raw addresses (Python ints: a torch tensor's data_ptr() or a numpy array's
-// address), sizes as ints and the CUDA stream as an int (a cudaStream_t). The Python package
-// (python/litetopk) checks every array's shape, dtype and layout against the sizes it passes, so
-// the library's own validation sees consistent problems. Every call releases the GIL while the
-// library runs. A failed Status becomes ValueError (kInvalidArgument, kWorkspaceTooSmall,
+// The problem, plan and cache structs and the enums are the C++ ones themselves (nb::class_,
+// nb::enum_), their pointer fields read and written as addresses (Python ints: a torch tensor's
+// data_ptr() or a numpy array's address); the CUDA stream is an int (a cudaStream_t). Each
+// feature has a plan (validate, resolve the algorithm, size the workspace) and a launch that
+// takes the addresses of one call. The Python package (python/litetopk) checks every array's
+// shape, dtype and layout against the sizes it sets, so the library's own validation sees
+// consistent problems. Plans and CPU calls release the GIL; launches keep it (they only
+// enqueue). A failed Status becomes ValueError (kInvalidArgument, kWorkspaceTooSmall,
 // kUnsupported: the caller's input) or RuntimeError (kCudaError, kNotCompiled, kInternal), with
 // litetopk's message.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
-#include <nanobind/stl/tuple.h>
 
 #include <cstdint>
 #include <stdexcept>
 #include <string>
-#include <tuple>
 
 #include "litetopk/attention.h"
 #include "litetopk/device.h"
@@ -55,7 +56,11 @@ T* as(Address address) {
 
 cudaStream_t as_stream(Address stream) { return reinterpret_cast<cudaStream_t>(stream); }
 
-DType as_dtype(int code) { return static_cast<DType>(code); }
+litetopk::DecodeOptions decode_options(int64_t blocks_per_split) {
+  litetopk::DecodeOptions options;
+  options.blocks_per_split = blocks_per_split;
+  return options;
+}
 
 // A pointer field of a bound struct, read and written from Python as an address (an int).
 template <typename Struct, typename Pointer>
@@ -84,89 +89,6 @@ Problem with_inputs(Problem problem, Address q, Address kv, Address kv_scale, Ad
   problem.ks = as<const int32_t>(ks);
   problem.ke = as<const int32_t>(ke);
   return problem;
-}
-
-// ---- decoding ----
-
-// (dtype, batch, kv_heads, head_dim, block_size, max_blocks, block_table, num_pages, lengths,
-//  key_codes, key_scales, key_residuals, values, tail_keys)
-using SparseCacheArgs = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, Address,
-                                   int64_t, Address, Address, Address, Address, Address, Address>;
-// (dtype, batch, kv_heads, head_dim, capacity, keys, values, batch_stride, head_stride,
-//  token_stride, lengths)
-using DenseCacheArgs = std::tuple<int, int64_t, int64_t, int64_t, int64_t, Address, Address,
-                                  int64_t, int64_t, int64_t, Address>;
-// (q, num_q_heads, softmax_scale, out, out_dtype, lse)
-using AttentionArgs = std::tuple<Address, int64_t, float, Address, int, Address>;
-
-litetopk::SparseKvCache sparse_cache(const SparseCacheArgs& a) {
-  litetopk::SparseKvCache c;
-  c.dtype = as_dtype(std::get<0>(a));
-  c.batch = std::get<1>(a);
-  c.num_kv_heads = std::get<2>(a);
-  c.head_dim = std::get<3>(a);
-  c.block_size = std::get<4>(a);
-  c.max_blocks = std::get<5>(a);
-  c.block_table = as<const int32_t>(std::get<6>(a));
-  c.num_pages = std::get<7>(a);
-  c.lengths = as<int32_t>(std::get<8>(a));
-  c.key_codes = as<uint8_t>(std::get<9>(a));
-  c.key_scales = as<void>(std::get<10>(a));
-  c.key_residuals = as<uint8_t>(std::get<11>(a));
-  c.values = as<void>(std::get<12>(a));
-  c.tail_keys = as<void>(std::get<13>(a));
-  return c;
-}
-
-litetopk::DenseKvCache dense_cache(const DenseCacheArgs& a) {
-  litetopk::DenseKvCache c;
-  c.dtype = as_dtype(std::get<0>(a));
-  c.batch = std::get<1>(a);
-  c.num_kv_heads = std::get<2>(a);
-  c.head_dim = std::get<3>(a);
-  c.capacity = std::get<4>(a);
-  c.keys = as<void>(std::get<5>(a));
-  c.values = as<void>(std::get<6>(a));
-  c.batch_stride = std::get<7>(a);
-  c.head_stride = std::get<8>(a);
-  c.token_stride = std::get<9>(a);
-  c.lengths = as<int32_t>(std::get<10>(a));
-  return c;
-}
-
-litetopk::SparseDecodeProblem sparse_decode_problem(const SparseCacheArgs& cache,
-                                                    const AttentionArgs& a, float delta,
-                                                    Address kept_mask) {
-  litetopk::SparseDecodeProblem p;
-  p.cache = sparse_cache(cache);
-  p.q = as<const void>(std::get<0>(a));
-  p.num_q_heads = std::get<1>(a);
-  p.softmax_scale = std::get<2>(a);
-  p.delta = delta;
-  p.out = as<void>(std::get<3>(a));
-  p.out_dtype = as_dtype(std::get<4>(a));
-  p.lse = as<float>(std::get<5>(a));
-  p.kept_mask = as<uint8_t>(kept_mask);
-  return p;
-}
-
-litetopk::DenseDecodeProblem dense_decode_problem(const DenseCacheArgs& cache,
-                                                  const AttentionArgs& a) {
-  litetopk::DenseDecodeProblem p;
-  p.cache = dense_cache(cache);
-  p.q = as<const void>(std::get<0>(a));
-  p.num_q_heads = std::get<1>(a);
-  p.softmax_scale = std::get<2>(a);
-  p.out = as<void>(std::get<3>(a));
-  p.out_dtype = as_dtype(std::get<4>(a));
-  p.lse = as<float>(std::get<5>(a));
-  return p;
-}
-
-litetopk::DecodeOptions decode_options(int64_t blocks_per_split) {
-  litetopk::DecodeOptions options;
-  options.blocks_per_split = blocks_per_split;
-  return options;
 }
 
 nb::dict device_info() {
@@ -450,100 +372,166 @@ NB_MODULE(_C, m) {
       },
       "problem"_a, "logits"_a, "logits_stride"_a, ReleaseGil());
 
-  // ---- decoding: caches as tuples (see SparseCacheArgs, DenseCacheArgs, AttentionArgs) ----
+  // ---- decoding: the C++ structs themselves ----
+  using litetopk::SparseKvCache;
+  nb::class_<SparseKvCache> sparse_cache(m, "SparseKvCache");
+  sparse_cache.def(nb::init<>())
+      .def(nb::init<const SparseKvCache&>())
+      .def_rw("dtype", &SparseKvCache::dtype)
+      .def_rw("batch", &SparseKvCache::batch)
+      .def_rw("num_kv_heads", &SparseKvCache::num_kv_heads)
+      .def_rw("head_dim", &SparseKvCache::head_dim)
+      .def_rw("block_size", &SparseKvCache::block_size)
+      .def_rw("max_blocks", &SparseKvCache::max_blocks)
+      .def_rw("num_pages", &SparseKvCache::num_pages);
+  address_field(sparse_cache, "block_table", &SparseKvCache::block_table);
+  address_field(sparse_cache, "lengths", &SparseKvCache::lengths);
+  address_field(sparse_cache, "key_codes", &SparseKvCache::key_codes);
+  address_field(sparse_cache, "key_scales", &SparseKvCache::key_scales);
+  address_field(sparse_cache, "key_residuals", &SparseKvCache::key_residuals);
+  address_field(sparse_cache, "values", &SparseKvCache::values);
+  address_field(sparse_cache, "tail_keys", &SparseKvCache::tail_keys);
+
+  using litetopk::DenseKvCache;
+  nb::class_<DenseKvCache> dense_cache(m, "DenseKvCache");
+  dense_cache.def(nb::init<>())
+      .def_rw("dtype", &DenseKvCache::dtype)
+      .def_rw("batch", &DenseKvCache::batch)
+      .def_rw("num_kv_heads", &DenseKvCache::num_kv_heads)
+      .def_rw("head_dim", &DenseKvCache::head_dim)
+      .def_rw("capacity", &DenseKvCache::capacity)
+      .def_rw("batch_stride", &DenseKvCache::batch_stride)
+      .def_rw("head_stride", &DenseKvCache::head_stride)
+      .def_rw("token_stride", &DenseKvCache::token_stride);
+  address_field(dense_cache, "keys", &DenseKvCache::keys);
+  address_field(dense_cache, "values", &DenseKvCache::values);
+  address_field(dense_cache, "lengths", &DenseKvCache::lengths);
+
+  using litetopk::SparseDecodeProblem;
+  nb::class_<SparseDecodeProblem> sparse_problem(m, "SparseDecodeProblem");
+  sparse_problem.def(nb::init<>())
+      .def_rw("cache", &SparseDecodeProblem::cache)
+      .def_rw("num_q_heads", &SparseDecodeProblem::num_q_heads)
+      .def_rw("softmax_scale", &SparseDecodeProblem::softmax_scale)
+      .def_rw("delta", &SparseDecodeProblem::delta)
+      .def_rw("out_dtype", &SparseDecodeProblem::out_dtype);
+  address_field(sparse_problem, "q", &SparseDecodeProblem::q);
+  address_field(sparse_problem, "out", &SparseDecodeProblem::out);
+  address_field(sparse_problem, "lse", &SparseDecodeProblem::lse);
+  address_field(sparse_problem, "kept_mask", &SparseDecodeProblem::kept_mask);
+
+  using litetopk::DenseDecodeProblem;
+  nb::class_<DenseDecodeProblem> dense_problem(m, "DenseDecodeProblem");
+  dense_problem.def(nb::init<>())
+      .def_rw("cache", &DenseDecodeProblem::cache)
+      .def_rw("num_q_heads", &DenseDecodeProblem::num_q_heads)
+      .def_rw("softmax_scale", &DenseDecodeProblem::softmax_scale)
+      .def_rw("out_dtype", &DenseDecodeProblem::out_dtype);
+  address_field(dense_problem, "q", &DenseDecodeProblem::q);
+  address_field(dense_problem, "out", &DenseDecodeProblem::out);
+  address_field(dense_problem, "lse", &DenseDecodeProblem::lse);
+
+  nb::class_<litetopk::SparseDecodePlan>(m, "SparseDecodePlan")
+      .def_ro("problem", &litetopk::SparseDecodePlan::problem)
+      .def_ro("paged", &litetopk::SparseDecodePlan::paged)
+      .def_ro("workspace_bytes", &litetopk::SparseDecodePlan::workspace_bytes);
+  nb::class_<litetopk::DenseDecodePlan>(m, "DenseDecodePlan")
+      .def_ro("problem", &litetopk::DenseDecodePlan::problem)
+      .def_ro("workspace_bytes", &litetopk::DenseDecodePlan::workspace_bytes);
+
   m.def(
       "sparse_kv_append",
-      [](const SparseCacheArgs& cache, Address new_keys, Address new_values, Address stream) {
-        check(litetopk::sparse_kv_append(sparse_cache(cache), as<const void>(new_keys),
+      [](const SparseKvCache& cache, Address new_keys, Address new_values, Address stream) {
+        check(litetopk::sparse_kv_append(cache, as<const void>(new_keys),
                                          as<const void>(new_values), as_stream(stream)));
       },
       "cache"_a, "new_keys"_a, "new_values"_a, "stream"_a, ReleaseGil());
   m.def(
       "sparse_kv_from_dense",
-      [](const DenseCacheArgs& dense, const SparseCacheArgs& cache, Address stream) {
-        check(litetopk::sparse_kv_from_dense(dense_cache(dense), sparse_cache(cache),
-                                             as_stream(stream)));
+      [](const DenseKvCache& dense, const SparseKvCache& cache, Address stream) {
+        check(litetopk::sparse_kv_from_dense(dense, cache, as_stream(stream)));
       },
       "dense"_a, "cache"_a, "stream"_a, ReleaseGil());
   m.def(
-      "sparse_decode_workspace_size",
-      [](const SparseCacheArgs& cache, const AttentionArgs& attention, float delta,
-         Address kept_mask, int64_t blocks_per_split) {
-        std::size_t bytes = 0;
-        check(litetopk::sparse_decode_workspace_size(
-            sparse_decode_problem(cache, attention, delta, kept_mask), &bytes,
-            decode_options(blocks_per_split)));
-        return bytes;
+      "sparse_decode_plan",
+      [](const SparseDecodeProblem& problem, int64_t blocks_per_split) {
+        litetopk::SparseDecodePlan plan;
+        check(litetopk::sparse_decode_plan(problem, decode_options(blocks_per_split), &plan));
+        return plan;
       },
-      "cache"_a, "attention"_a, "delta"_a, "kept_mask"_a, "blocks_per_split"_a, ReleaseGil());
+      "problem"_a, "blocks_per_split"_a, ReleaseGil());
+  // The hot path: addresses in, one launch; the GIL stays held (the launch only enqueues).
   m.def(
-      "sparse_decode",
-      [](const SparseCacheArgs& cache, const AttentionArgs& attention, float delta,
-         Address kept_mask, int64_t blocks_per_split, Address workspace,
-         std::size_t workspace_bytes, Address stream) {
-        check(litetopk::sparse_decode(sparse_decode_problem(cache, attention, delta, kept_mask),
-                                      as<void>(workspace), workspace_bytes, as_stream(stream),
-                                      decode_options(blocks_per_split)));
+      "sparse_decode_launch",
+      [](const litetopk::SparseDecodePlan& plan, Address q, Address out, Address lse,
+         Address kept_mask, Address block_table, Address lengths, Address key_codes,
+         Address key_scales, Address key_residuals, Address values, Address tail_keys,
+         Address workspace, Address stream) {
+        const litetopk::SparseDecodeAddresses addresses{
+            as<const void>(q),         as<void>(out),          as<float>(lse),
+            as<uint8_t>(kept_mask),    as<const int32_t>(block_table), as<int32_t>(lengths),
+            as<uint8_t>(key_codes),    as<void>(key_scales),   as<uint8_t>(key_residuals),
+            as<void>(values),          as<void>(tail_keys)};
+        check(litetopk::sparse_decode_launch(plan, addresses, as<void>(workspace),
+                                             as_stream(stream)));
       },
-      "cache"_a, "attention"_a, "delta"_a, "kept_mask"_a, "blocks_per_split"_a, "workspace"_a,
-      "workspace_bytes"_a, "stream"_a, ReleaseGil());
+      "plan"_a, "q"_a, "out"_a, "lse"_a, "kept_mask"_a, "block_table"_a, "lengths"_a,
+      "key_codes"_a, "key_scales"_a, "key_residuals"_a, "values"_a, "tail_keys"_a,
+      "workspace"_a, "stream"_a);
   m.def(
-      "dense_decode_workspace_size",
-      [](const DenseCacheArgs& cache, const AttentionArgs& attention, int64_t blocks_per_split) {
-        std::size_t bytes = 0;
-        check(litetopk::dense_decode_workspace_size(dense_decode_problem(cache, attention),
-                                                    &bytes, decode_options(blocks_per_split)));
-        return bytes;
+      "dense_decode_plan",
+      [](const DenseDecodeProblem& problem, int64_t blocks_per_split) {
+        litetopk::DenseDecodePlan plan;
+        check(litetopk::dense_decode_plan(problem, decode_options(blocks_per_split), &plan));
+        return plan;
       },
-      "cache"_a, "attention"_a, "blocks_per_split"_a, ReleaseGil());
+      "problem"_a, "blocks_per_split"_a, ReleaseGil());
   m.def(
-      "dense_decode",
-      [](const DenseCacheArgs& cache, const AttentionArgs& attention, int64_t blocks_per_split,
-         Address workspace, std::size_t workspace_bytes, Address stream) {
-        check(litetopk::dense_decode(dense_decode_problem(cache, attention), as<void>(workspace),
-                                     workspace_bytes, as_stream(stream),
-                                     decode_options(blocks_per_split)));
+      "dense_decode_launch",
+      [](const litetopk::DenseDecodePlan& plan, Address q, Address out, Address lse,
+         Address keys, Address values, Address lengths, Address workspace, Address stream) {
+        const litetopk::DenseDecodeAddresses addresses{as<const void>(q), as<void>(out),
+                                                       as<float>(lse),    as<void>(keys),
+                                                       as<void>(values),  as<int32_t>(lengths)};
+        check(litetopk::dense_decode_launch(plan, addresses, as<void>(workspace),
+                                            as_stream(stream)));
       },
-      "cache"_a, "attention"_a, "blocks_per_split"_a, "workspace"_a, "workspace_bytes"_a,
-      "stream"_a, ReleaseGil());
+      "plan"_a, "q"_a, "out"_a, "lse"_a, "keys"_a, "values"_a, "lengths"_a, "workspace"_a,
+      "stream"_a);
 
   m.def(
       "sparse_kv_append_cpu",
-      [](const SparseCacheArgs& cache, Address new_keys, Address new_values) {
-        check(litetopk::sparse_kv_append_cpu(sparse_cache(cache), as<const void>(new_keys),
+      [](const SparseKvCache& cache, Address new_keys, Address new_values) {
+        check(litetopk::sparse_kv_append_cpu(cache, as<const void>(new_keys),
                                              as<const void>(new_values)));
       },
       "cache"_a, "new_keys"_a, "new_values"_a, ReleaseGil());
   m.def(
       "sparse_kv_from_dense_cpu",
-      [](const DenseCacheArgs& dense, const SparseCacheArgs& cache) {
-        check(litetopk::sparse_decode_quantize_cpu(dense_cache(dense), sparse_cache(cache)));
+      [](const DenseKvCache& dense, const SparseKvCache& cache) {
+        check(litetopk::sparse_decode_quantize_cpu(dense, cache));
       },
       "dense"_a, "cache"_a, ReleaseGil());
   m.def(
       "sparse_kv_rebuild_cpu",
-      [](const SparseCacheArgs& cache, const DenseCacheArgs& out) {
-        check(litetopk::sparse_kv_rebuild_cpu(sparse_cache(cache), dense_cache(out)));
+      [](const SparseKvCache& cache, const DenseKvCache& out) {
+        check(litetopk::sparse_kv_rebuild_cpu(cache, out));
       },
       "cache"_a, "out"_a, ReleaseGil());
   m.def(
       "sparse_decode_cpu",
-      [](const SparseCacheArgs& cache, const AttentionArgs& attention, float delta,
-         Address kept_mask) {
+      [](const SparseDecodeProblem& problem) {
         double kept_fraction = 0;
         litetopk::SparseDecodeCpuDiagnostics diagnostics;
         diagnostics.kept_fraction = &kept_fraction;
-        check(litetopk::sparse_decode_cpu(sparse_decode_problem(cache, attention, delta, kept_mask),
-                                          diagnostics));
+        check(litetopk::sparse_decode_cpu(problem, diagnostics));
         return kept_fraction;
       },
-      "cache"_a, "attention"_a, "delta"_a, "kept_mask"_a, ReleaseGil());
+      "problem"_a, ReleaseGil());
   m.def(
       "dense_decode_cpu",
-      [](const DenseCacheArgs& cache, const AttentionArgs& attention) {
-        check(litetopk::dense_decode_cpu(dense_decode_problem(cache, attention)));
-      },
-      "cache"_a, "attention"_a, ReleaseGil());
+      [](const DenseDecodeProblem& problem) { check(litetopk::dense_decode_cpu(problem)); },
+      "problem"_a, ReleaseGil());
 
   // ---- sparse_attention: the C++ structs and enum themselves ----
   using litetopk::SparseAttentionAlgo;
@@ -585,7 +573,8 @@ NB_MODULE(_C, m) {
         check(litetopk::sparse_attention_plan(problem, &plan));
         return plan;
       },
-      "problem"_a, ReleaseGil(), "Checks the shapes and algorithm, resolves it, sizes the workspace.");
+      "problem"_a, ReleaseGil(),
+      "Checks the shapes and algorithm, resolves it, sizes the workspace.");
   // The hot path: addresses in, one launch; the GIL stays held (the launch only enqueues).
   m.def(
       "sparse_attention_launch",

@@ -12,6 +12,16 @@ namespace litetopk::detail {
 // The shape checks of validate_sparse_kv_cache without the pointer checks.
 Status validate_sparse_kv_shape(const SparseKvCache& cache);
 
+// The shape checks of validate_sparse_decode_problem / validate_dense_decode_problem alone (what a
+// plan checks once; a paged cache is one whose block_table is not null).
+Status validate_sparse_decode_shapes(const SparseDecodeProblem& problem);
+Status validate_dense_decode_shapes(const DenseDecodeProblem& problem);
+
+// The pointer checks of validate_sparse_decode_problem / validate_dense_decode_problem alone
+// (every array set when there is work, aligned): what each launch of a plan checks.
+Status validate_sparse_decode_addresses(const SparseDecodeProblem& problem);
+Status validate_dense_decode_addresses(const DenseDecodeProblem& problem);
+
 // validate_dense_kv_cache naming the fields with `prefix` ("dense.", "out.") instead of "cache.".
 Status validate_dense_kv_cache_as(const DenseKvCache& cache, const char* prefix);
 

@@ -96,10 +96,9 @@ Status check_sparse_cache_shape(const SparseKvCache& c, const char* prefix) {
   return Status::ok();
 }
 
-Status check_sparse_cache(const SparseKvCache& c, const char* prefix) {
-  Status status = check_sparse_cache_shape(c, prefix);
-  if (!status) return status;
+Status check_sparse_cache_pointers(const SparseKvCache& c, const char* prefix) {
   if (c.batch == 0) return Status::ok();
+  Status status;
   if (!(status = check_pointer(c.lengths, prefix, "lengths", alignof(int32_t)))) return status;
   const std::string table_name = std::string(prefix) + "block_table";
   status = detail::check_alignment({{table_name.c_str(), c.block_table}}, alignof(int32_t));
@@ -115,7 +114,12 @@ Status check_sparse_cache(const SparseKvCache& c, const char* prefix) {
   return check_pointer(c.tail_keys, prefix, "tail_keys", kVectorAlignment);
 }
 
-Status check_dense_cache(const DenseKvCache& c, const char* prefix) {
+Status check_sparse_cache(const SparseKvCache& c, const char* prefix) {
+  if (Status status = check_sparse_cache_shape(c, prefix); !status) return status;
+  return check_sparse_cache_pointers(c, prefix);
+}
+
+Status check_dense_cache_shape(const DenseKvCache& c, const char* prefix) {
   if (!is_out_dtype(c.dtype)) {
     return invalid_argument(prefix, "dtype must be float16, bfloat16 or float32, got ",
                             dtype_name(c.dtype));
@@ -167,15 +171,41 @@ Status check_dense_cache(const DenseKvCache& c, const char* prefix) {
     return invalid_argument(owner(prefix), ": the strided layout overflows int64: batch_stride ",
                             s.batch, ", head_stride ", s.head, ", token_stride ", s.token);
   }
+  return Status::ok();
+}
+
+Status check_dense_cache_pointers(const DenseKvCache& c, const char* prefix) {
   if (c.batch == 0) return Status::ok();
+  Status status;
   if (!(status = check_pointer(c.lengths, prefix, "lengths", alignof(int32_t)))) return status;
   if (c.capacity == 0) return Status::ok();
   if (!(status = check_pointer(c.keys, prefix, "keys", kVectorAlignment))) return status;
   return check_pointer(c.values, prefix, "values", kVectorAlignment);
 }
 
-Status check_query(int64_t batch, int64_t num_kv_heads, int64_t num_q_heads, float softmax_scale,
-                   const void* q, const void* out, DType out_dtype, const float* lse) {
+Status check_dense_cache(const DenseKvCache& c, const char* prefix) {
+  if (Status status = check_dense_cache_shape(c, prefix); !status) return status;
+  return check_dense_cache_pointers(c, prefix);
+}
+
+Status check_delta(float delta) {
+  if (std::isnan(delta) || delta < 0.0f) {
+    return invalid_argument("delta must be >= 0 (natural-log units; +inf keeps every block), got ",
+                            delta);
+  }
+  return Status::ok();
+}
+
+Status check_query_pointers(int64_t batch, const void* q, const void* out, const float* lse) {
+  if (batch == 0) return Status::ok();
+  Status status = check_pointer(q, "", "q", kVectorAlignment);
+  if (!status) return status;
+  if (!(status = check_pointer(out, "", "out", kVectorAlignment))) return status;
+  return detail::check_alignment({{"lse", lse}}, alignof(float));
+}
+
+Status check_query_shape(int64_t batch, int64_t num_kv_heads, int64_t num_q_heads,
+                         float softmax_scale, DType out_dtype) {
   if (num_q_heads < 1 || num_q_heads % num_kv_heads != 0 ||
       num_q_heads / num_kv_heads > kSparseDecodeMaxGroupSize) {
     return invalid_argument("num_q_heads must be num_kv_heads (", num_kv_heads, ") times a group ",
@@ -193,11 +223,16 @@ Status check_query(int64_t batch, int64_t num_kv_heads, int64_t num_q_heads, flo
     return invalid_argument("batch * num_q_heads * head_dim overflows int64: batch ", batch,
                             ", num_q_heads ", num_q_heads);
   }
-  if (batch == 0) return Status::ok();
-  Status status = check_pointer(q, "", "q", kVectorAlignment);
-  if (!status) return status;
-  if (!(status = check_pointer(out, "", "out", kVectorAlignment))) return status;
-  return detail::check_alignment({{"lse", lse}}, alignof(float));
+  return Status::ok();
+}
+
+Status check_query(int64_t batch, int64_t num_kv_heads, int64_t num_q_heads, float softmax_scale,
+                   const void* q, const void* out, DType out_dtype, const float* lse) {
+  if (Status status = check_query_shape(batch, num_kv_heads, num_q_heads, softmax_scale, out_dtype);
+      !status) {
+    return status;
+  }
+  return check_query_pointers(batch, q, out, lse);
 }
 
 }  // namespace
@@ -206,6 +241,29 @@ namespace detail {
 
 Status validate_sparse_kv_shape(const SparseKvCache& cache) {
   return check_sparse_cache_shape(cache, "cache.");
+}
+
+Status validate_sparse_decode_shapes(const SparseDecodeProblem& p) {
+  if (Status status = check_sparse_cache_shape(p.cache, "cache."); !status) return status;
+  if (Status status = check_delta(p.delta); !status) return status;
+  return check_query_shape(p.cache.batch, p.cache.num_kv_heads, p.num_q_heads, p.softmax_scale,
+                           p.out_dtype);
+}
+
+Status validate_dense_decode_shapes(const DenseDecodeProblem& p) {
+  if (Status status = check_dense_cache_shape(p.cache, "cache."); !status) return status;
+  return check_query_shape(p.cache.batch, p.cache.num_kv_heads, p.num_q_heads, p.softmax_scale,
+                           p.out_dtype);
+}
+
+Status validate_sparse_decode_addresses(const SparseDecodeProblem& p) {
+  if (Status status = check_sparse_cache_pointers(p.cache, "cache."); !status) return status;
+  return check_query_pointers(p.cache.batch, p.q, p.out, p.lse);
+}
+
+Status validate_dense_decode_addresses(const DenseDecodeProblem& p) {
+  if (Status status = check_dense_cache_pointers(p.cache, "cache."); !status) return status;
+  return check_query_pointers(p.cache.batch, p.q, p.out, p.lse);
 }
 
 Status validate_dense_kv_cache_as(const DenseKvCache& cache, const char* prefix) {
@@ -288,10 +346,7 @@ Status validate_dense_kv_cache(const DenseKvCache& cache) {
 Status validate_sparse_decode_problem(const SparseDecodeProblem& p) {
   Status status = check_sparse_cache(p.cache, "cache.");
   if (!status) return status;
-  if (std::isnan(p.delta) || p.delta < 0.0f) {
-    return invalid_argument("delta must be >= 0 (natural-log units; +inf keeps every block), got ",
-                            p.delta);
-  }
+  if (Status delta = check_delta(p.delta); !delta) return delta;
   status = check_query(p.cache.batch, p.cache.num_kv_heads, p.num_q_heads, p.softmax_scale, p.q,
                        p.out, p.out_dtype, p.lse);
   if (!status) return status;

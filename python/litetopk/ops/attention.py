@@ -1,4 +1,5 @@
-"""torch.ops.litetopk.sparse_attention and sparse_attention_out, and litetopk.ops.sparse_attention."""
+"""torch.ops.litetopk.sparse_attention and sparse_attention_out, and
+litetopk.ops.sparse_attention."""
 import torch
 
 from .. import _problems as P

@@ -18,18 +18,15 @@ def _cache(key_codes, key_scales, key_residuals, values, tail_keys, lengths, blo
                                _view(values), _view(tail_keys), _view(lengths), _opt(block_table))
 
 
-def _cache_addresses(sizes, num_pages, key_codes, key_scales, key_residuals, values, tail_keys,
-                     lengths, block_table):
-    """The extension's sparse cache tuple from a plan's sizes and the tensors' addresses."""
-    return sizes + (_ptr(block_table), num_pages, lengths.data_ptr(), key_codes.data_ptr(),
-                    key_scales.data_ptr(), key_residuals.data_ptr(), values.data_ptr(),
-                    tail_keys.data_ptr())
-
-
 def _append_launch(plan, device, cache_tensors, new_keys, new_values):
-    launch, sizes, num_pages = plan
-    launch(_cache_addresses(sizes, num_pages, *cache_tensors), new_keys.data_ptr(),
-           new_values.data_ptr(), _stream(device))
+    lib = library()
+    cache = lib.SparseKvCache(plan)
+    (key_codes, key_scales, key_residuals, values, tail_keys, lengths, block_table) = cache_tensors
+    cache.key_codes, cache.key_scales = key_codes.data_ptr(), key_scales.data_ptr()
+    cache.key_residuals, cache.values = key_residuals.data_ptr(), values.data_ptr()
+    cache.tail_keys, cache.lengths = tail_keys.data_ptr(), lengths.data_ptr()
+    cache.block_table = _ptr(block_table)
+    lib.sparse_kv_append(cache, new_keys.data_ptr(), new_values.data_ptr(), _stream(device))
 
 
 def _append(key_codes, key_scales, key_residuals, values, tail_keys, lengths, block_table,
@@ -41,13 +38,13 @@ def _append(key_codes, key_scales, key_residuals, values, tail_keys, lengths, bl
     plan = None if device < 0 else _plan_of(key)
     if plan is None:
         cache = _cache(*tensors)
-        shape, dtype = cache[1:4], tail_keys.dtype
+        shape, dtype = (cache.batch, cache.num_kv_heads, cache.head_dim), tail_keys.dtype
         for name, t in (("new_keys", new_keys), ("new_values", new_values)):
             P.check(name, _view(t), shape, (_NAMES.get(dtype),), device=device)
         if device < 0:
             library().sparse_kv_append_cpu(cache, new_keys.data_ptr(), new_values.data_ptr())
             return
-        plan = _remember(key, (library().sparse_kv_append, cache[:6], cache[7]))
+        plan = _remember(key, cache)
     _launch(device, _append_launch, plan, device, tensors, new_keys, new_values)
 
 
@@ -73,20 +70,14 @@ _register("sparse_kv_from_dense(Tensor keys, Tensor values, Tensor dense_lengths
           _from_dense, lambda *args, **kwargs: None)
 
 
-def _attention_addresses(sizes, q, out, lse):
-    """The extension's attention tuple from a plan's (Hq, softmax_scale, out dtype) and the
-    tensors' addresses."""
-    return (q.data_ptr(), sizes[0], sizes[1], out.data_ptr(), sizes[2], _ptr(lse))
-
-
-def _sparse_decode_launch(plan, device, q, cache_tensors, out, lse, kept_mask, delta,
-                          blocks_per_split):
-    launch, sizes, num_pages, attention, size = plan
+def _sparse_decode_launch(plan, device, q, cache_tensors, out, lse, kept_mask):
     stream = _stream(device)
-    workspace, owner = _workspace(size, device, stream)
-    launch(_cache_addresses(sizes, num_pages, *cache_tensors),
-           _attention_addresses(attention, q, out, lse), delta, _ptr(kept_mask),
-           blocks_per_split, workspace, size, stream)
+    workspace, owner = _workspace(plan.workspace_bytes, device, stream)
+    (key_codes, key_scales, key_residuals, values, tail_keys, lengths, block_table) = cache_tensors
+    library().sparse_decode_launch(plan, q.data_ptr(), out.data_ptr(), _ptr(lse), _ptr(kept_mask),
+                                   _ptr(block_table), lengths.data_ptr(), key_codes.data_ptr(),
+                                   key_scales.data_ptr(), key_residuals.data_ptr(),
+                                   values.data_ptr(), tail_keys.data_ptr(), workspace, stream)
 
 
 def _sparse_decode_select(q, tensors, out, lse, kept_mask, delta, softmax_scale,
@@ -98,20 +89,14 @@ def _sparse_decode_select(q, tensors, out, lse, kept_mask, delta, softmax_scale,
            + (outputs, _meta(kept_mask), delta, softmax_scale, blocks_per_split))
     plan = None if device < 0 else _plan_of(key)
     if plan is None:
-        cache = _cache(*tensors)
-        attention = P.attention_args(_view(q), _NAMES.get(tensors[4].dtype), device, _view(out),
-                                     _opt(lse), softmax_scale)
-        mask = P.kept_mask_address(_opt(kept_mask), cache, device)
+        problem = P.decode_problem(_cache(*tensors), _view(q), device, _view(out), _opt(lse),
+                                   softmax_scale, delta, _opt(kept_mask))
         lib = library()
         if device < 0:
-            lib.sparse_decode_cpu(cache, attention, float(delta), mask)
+            lib.sparse_decode_cpu(problem)
             return
-        size = _launch(device, lib.sparse_decode_workspace_size, cache, attention, float(delta),
-                       mask, blocks_per_split)
-        plan = _remember(key, (lib.sparse_decode, cache[:6], cache[7],
-                               (attention[1], attention[2], attention[4]), size))
-    _launch(device, _sparse_decode_launch, plan, device, q, tensors, out, lse, kept_mask,
-            float(delta), blocks_per_split)
+        plan = _remember(key, _launch(device, lib.sparse_decode_plan, problem, blocks_per_split))
+    _launch(device, _sparse_decode_launch, plan, device, q, tensors, out, lse, kept_mask)
 
 
 def _sparse_decode_out(q, key_codes, key_scales, key_residuals, values, tail_keys, lengths,
@@ -152,13 +137,11 @@ _register(f"sparse_decode_out(Tensor q, {_CACHE_ARGS}, Tensor(a!) out, Tensor(b!
           _sparse_decode_out, lambda *args, **kwargs: None)
 
 
-def _dense_decode_launch(plan, device, q, keys, values, lengths, out, lse, blocks_per_split):
-    launch, sizes, strides, attention, size = plan
+def _dense_decode_launch(plan, device, q, keys, values, lengths, out, lse):
     stream = _stream(device)
-    workspace, owner = _workspace(size, device, stream)
-    dense = sizes + (keys.data_ptr(), values.data_ptr()) + strides + (lengths.data_ptr(),)
-    launch(dense, _attention_addresses(attention, q, out, lse), blocks_per_split, workspace,
-           size, stream)
+    workspace, owner = _workspace(plan.workspace_bytes, device, stream)
+    library().dense_decode_launch(plan, q.data_ptr(), out.data_ptr(), _ptr(lse), keys.data_ptr(),
+                                  values.data_ptr(), lengths.data_ptr(), workspace, stream)
 
 
 def _dense_decode_select(q, keys, values, lengths, out, lse, softmax_scale, blocks_per_split,
@@ -171,18 +154,13 @@ def _dense_decode_select(q, keys, values, lengths, out, lse, softmax_scale, bloc
     plan = None if device < 0 else _plan_of(key)
     if plan is None:
         dense = P.dense_cache_args(_view(keys), _view(values), _view(lengths), P.SCORE_DTYPES)
-        attention = P.attention_args(_view(q), _NAMES.get(keys.dtype), device, _view(out),
-                                     _opt(lse), softmax_scale)
+        problem = P.decode_problem(dense, _view(q), device, _view(out), _opt(lse), softmax_scale)
         lib = library()
         if device < 0:
-            lib.dense_decode_cpu(dense, attention)
+            lib.dense_decode_cpu(problem)
             return
-        size = _launch(device, lib.dense_decode_workspace_size, dense, attention,
-                       blocks_per_split)
-        plan = _remember(key, (lib.dense_decode, dense[:5], dense[7:10],
-                               (attention[1], attention[2], attention[4]), size))
-    _launch(device, _dense_decode_launch, plan, device, q, keys, values, lengths, out, lse,
-            blocks_per_split)
+        plan = _remember(key, _launch(device, lib.dense_decode_plan, problem, blocks_per_split))
+    _launch(device, _dense_decode_launch, plan, device, q, keys, values, lengths, out, lse)
 
 
 def _dense_decode_out(q, keys, values, lengths, out, lse=None, softmax_scale=0.0,

@@ -33,7 +33,8 @@ def _paged_problem(q, kv_cache, weights, context_lens, block_table, max_context,
 def _paged_logits_launch(plan, device, q, kv_cache, weights, context_lens, block_table, logits):
     sizes, stride = plan
     problem = library().PagedIndexerProblem(sizes)
-    problem.q, problem.kv_cache, problem.weights = q.data_ptr(), kv_cache.data_ptr(), weights.data_ptr()
+    problem.q, problem.kv_cache = q.data_ptr(), kv_cache.data_ptr()
+    problem.weights = weights.data_ptr()
     problem.context_lens, problem.block_table = context_lens.data_ptr(), block_table.data_ptr()
     library().indexer_logits_paged(problem, logits.data_ptr(), stride, _stream(device))
 

@@ -43,8 +43,8 @@
 // - kPlain: a plain mma.sync kernel without pipelining, the GPU cross-check of the others.
 // - kAuto: kUnionPacked where it applies, else kPerQuery. Packing never adds MMA work (a union
 //   is never longer than its queries' rows together, and every MMA row is a real head); it adds
-//   the union build (0.1-0.2 ms at s_q 4096, topk 2048), which random rows at h_q 32 do not pay
-//   back (docs/attention.md).
+//   the union build, which random rows at h_q 32 do not pay back (docs/attention.md measures
+//   both).
 #pragma once
 
 #include <cstddef>

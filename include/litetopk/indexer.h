@@ -77,8 +77,7 @@ struct IndexerOptions {
   // Optional device uint64[3] the fused kernel adds its counts to (for measuring, not needed for
   // the result): [0] the candidates it admitted into its lists, [1] the list reductions it ran,
   // [2] the query blocks it re-ran after a failed speculative gate ([0] and [1] include the
-  // re-runs' work). Zero it before the call; other paths leave it alone. (Until 2026-11-29 it
-  // had two entries: a caller's buffer needs the third now.)
+  // re-runs' work). Zero it before the call; other paths leave it alone.
   unsigned long long* candidate_counters = nullptr;
 };
 

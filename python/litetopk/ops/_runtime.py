@@ -30,10 +30,10 @@ def _opt(t):
 
 
 # ---------------------------------------------------------------- the eager CUDA path
-# Host time per call matters (the target is <= 5 us per op): a CUDA call validates its arguments
-# and sizes its workspace once per signature (every tensor's shape, strides, dtype and device, and
-# the scalar arguments: everything the checks and the size query read) and keeps the result as a
-# plan; later calls with the same signature only read the addresses and launch.
+# A CUDA call plans once per signature (every tensor's shape, strides, dtype and device, and the
+# scalar arguments: everything the checks and the plan read): the Python checks, then the
+# library's plan (validation, the algorithm, the workspace size), kept per signature; later calls
+# with the same signature only read the addresses and call the library's launch.
 
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
@@ -140,8 +140,7 @@ def _register(schema, impl, fake):
 # ---- the Python front
 # The functions below call the ops' implementation directly when nothing traces them (real
 # tensors, no torch.compile, no dispatch mode such as FakeTensorMode): the same code the op runs,
-# without the dispatcher's round trip into Python (about 10 us of host time per call). Anything
-# else goes through torch.ops.litetopk.
+# without the dispatcher's round trip into Python. Anything else goes through torch.ops.litetopk.
 
 _is_compiling = torch.compiler.is_compiling
 _dispatch_modes = torch._C._len_torch_dispatch_stack

@@ -212,15 +212,10 @@ def select_topk(scores, k, row_starts=None, row_ends=None, largest=True, sorted=
     row_ends = _int32(row_ends, "row_ends", required=False)
     indices, values = _topk_outputs("select_topk", scores.shape[0], scores.shape[1], k,
                                     scores.dtype)
-    views = (_view(scores), k, _opt(row_starts), _opt(row_ends), _view(indices), _view(values),
-             largest, sorted_, deterministic)
+    problem = P.select_problem(_view(scores), k, _opt(row_starts), _opt(row_ends),
+                               _view(indices), _view(values), largest, sorted_, deterministic)
     lib = ext()
-    if hasattr(P, "select_problem"):  # a binding that takes litetopk::SelectProblem itself
-        lib.select_topk_cpu(P.select_problem(*views),
-                            P.enum_value(lib.CpuSelectAlgo, algo, "algo"), num_threads)
-    else:  # a binding that takes the problem's fields
-        lib.select_topk_cpu(*P.select_args(*views),
-                            P.algo_code(P.CPU_SELECT_ALGOS, algo, "algo"), num_threads)
+    lib.select_topk_cpu(problem, P.enum_value(lib.CpuSelectAlgo, algo, "algo"), num_threads)
     return indices, values
 
 

@@ -237,6 +237,27 @@ int guarded(Body&& body) {
   }
 }
 
+// guarded(call(C++ form of *problem)), with kInvalidArgument for a null problem.
+template <typename CProblem, typename Call>
+int on_problem(const CProblem* problem, Call&& call) {
+  return guarded([&] {
+    if (problem == nullptr) return null_problem();
+    return call(to_cpp(*problem));
+  });
+}
+
+// The algorithm `dispatch` picks for *problem, as an int; `fallback` for a null problem or an
+// exception (a dispatch query has no Status to report through).
+template <typename CProblem, typename Dispatch>
+int dispatched(const CProblem* problem, int fallback, Dispatch&& dispatch) {
+  if (problem == nullptr) return fallback;
+  try {
+    return static_cast<int>(dispatch(to_cpp(*problem)));
+  } catch (...) {
+    return fallback;
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -250,41 +271,34 @@ const char* litetopk_version(void) {
 
 int litetopk_select_topk_workspace_size(const litetopk_select_problem* problem, int32_t algo,
                                         size_t* workspace_bytes) {
-  return guarded([&] {
-    if (problem == nullptr) return null_problem();
-    return litetopk::select_topk_workspace_size(to_cpp(*problem), workspace_bytes,
+  return on_problem(problem, [&](const auto& p) {
+    return litetopk::select_topk_workspace_size(p, workspace_bytes,
                                                 options_of(*problem, algo));
   });
 }
 
 int litetopk_select_topk(const litetopk_select_problem* problem, int32_t algo, void* workspace,
                          size_t workspace_bytes, void* stream) {
-  return guarded([&] {
-    if (problem == nullptr) return null_problem();
-    return litetopk::select_topk(to_cpp(*problem), workspace, workspace_bytes,
+  return on_problem(problem, [&](const auto& p) {
+    return litetopk::select_topk(p, workspace, workspace_bytes,
                                  static_cast<cudaStream_t>(stream), options_of(*problem, algo));
   });
 }
 
 int litetopk_select_topk_dispatch(const litetopk_select_problem* problem) {
-  if (problem == nullptr) return LITETOPK_ALGO_RADIX;
-  try {
-    return static_cast<int>(litetopk::select_topk_dispatch(to_cpp(*problem)));
-  } catch (...) {
-    return LITETOPK_ALGO_RADIX;
-  }
+  return dispatched(problem, LITETOPK_ALGO_RADIX,
+                    [](const auto& p) { return litetopk::select_topk_dispatch(p); });
 }
 
 int litetopk_select_topk_cpu(const litetopk_select_problem* problem, int32_t cpu_algo,
                              int32_t num_threads) {
-  return guarded([&] {
-    if (problem == nullptr) return null_problem();
+  return on_problem(problem, [&](const auto& p) {
     if (cpu_algo != LITETOPK_CPU_REFERENCE && cpu_algo != LITETOPK_CPU_FAST) {
       return litetopk::Status(litetopk::StatusCode::kInvalidArgument,
                               "cpu_algo must be 0 (reference) or 1 (fast), got " +
                                   std::to_string(cpu_algo));
     }
-    return litetopk::select_topk_cpu(to_cpp(*problem),
+    return litetopk::select_topk_cpu(p,
                                      static_cast<litetopk::CpuSelectAlgo>(cpu_algo), num_threads);
   });
 }
@@ -308,21 +322,19 @@ int litetopk_indexer_state_reset(void* state_data, size_t state_bytes, void* str
 
 int litetopk_indexer_topk_workspace_size(const litetopk_indexer_problem* problem, int32_t algo,
                                          int64_t candidate_capacity, size_t* workspace_bytes) {
-  return guarded([&] {
-    if (problem == nullptr) return null_problem();
+  return on_problem(problem, [&](const auto& p) {
     litetopk::IndexerOptions options;
     if (litetopk::Status s = indexer_options(algo, candidate_capacity, nullptr, &options); !s) {
       return s;
     }
-    return litetopk::indexer_topk_workspace_size(to_cpp(*problem), workspace_bytes, options);
+    return litetopk::indexer_topk_workspace_size(p, workspace_bytes, options);
   });
 }
 
 int litetopk_indexer_topk(const litetopk_indexer_problem* problem, int32_t algo,
                           int64_t candidate_capacity, void* state_data, size_t state_bytes,
                           void* workspace, size_t workspace_bytes, void* stream) {
-  return guarded([&] {
-    if (problem == nullptr) return null_problem();
+  return on_problem(problem, [&](const auto& p) {
     if (state_data == nullptr && state_bytes != 0) {
       return litetopk::Status(litetopk::StatusCode::kInvalidArgument,
                               "state_data is null but state_bytes is " +
@@ -337,96 +349,80 @@ int litetopk_indexer_topk(const litetopk_indexer_problem* problem, int32_t algo,
         !s) {
       return s;
     }
-    return litetopk::indexer_topk(to_cpp(*problem), workspace, workspace_bytes,
+    return litetopk::indexer_topk(p, workspace, workspace_bytes,
                                   static_cast<cudaStream_t>(stream), options);
   });
 }
 
 int litetopk_indexer_topk_dispatch(const litetopk_indexer_problem* problem) {
-  if (problem == nullptr) return LITETOPK_INDEXER_UNFUSED;
-  try {
-    return static_cast<int>(litetopk::indexer_topk_dispatch(to_cpp(*problem)));
-  } catch (...) {
-    return LITETOPK_INDEXER_UNFUSED;
-  }
+  return dispatched(problem, LITETOPK_INDEXER_UNFUSED,
+                    [](const auto& p) { return litetopk::indexer_topk_dispatch(p); });
 }
 
 int litetopk_indexer_logits(const litetopk_indexer_problem* problem, float* logits,
                             int64_t logits_stride, void* stream) {
-  return guarded([&] {
-    if (problem == nullptr) return null_problem();
-    return litetopk::indexer_logits(to_cpp(*problem), logits, logits_stride,
+  return on_problem(problem, [&](const auto& p) {
+    return litetopk::indexer_logits(p, logits, logits_stride,
                                     static_cast<cudaStream_t>(stream));
   });
 }
 
 int litetopk_indexer_topk_cpu(const litetopk_indexer_problem* problem) {
-  return guarded([&] {
-    if (problem == nullptr) return null_problem();
-    return litetopk::indexer_topk_cpu(to_cpp(*problem));
+  return on_problem(problem, [&](const auto& p) {
+    return litetopk::indexer_topk_cpu(p);
   });
 }
 
 int litetopk_indexer_logits_cpu(const litetopk_indexer_problem* problem, float* logits,
                                 int64_t logits_stride) {
-  return guarded([&] {
-    if (problem == nullptr) return null_problem();
-    return litetopk::indexer_logits_cpu(to_cpp(*problem), logits, logits_stride);
+  return on_problem(problem, [&](const auto& p) {
+    return litetopk::indexer_logits_cpu(p, logits, logits_stride);
   });
 }
 
 int litetopk_indexer_topk_paged_workspace_size(const litetopk_paged_indexer_problem* problem,
                                                int32_t algo, size_t* workspace_bytes) {
-  return guarded([&] {
-    if (problem == nullptr) return null_problem();
+  return on_problem(problem, [&](const auto& p) {
     litetopk::IndexerOptions options;
     if (litetopk::Status s = indexer_options(algo, 0, nullptr, &options); !s) return s;
-    return litetopk::indexer_topk_paged_workspace_size(to_cpp(*problem), workspace_bytes,
+    return litetopk::indexer_topk_paged_workspace_size(p, workspace_bytes,
                                                        options);
   });
 }
 
 int litetopk_indexer_topk_paged(const litetopk_paged_indexer_problem* problem, int32_t algo,
                                 void* workspace, size_t workspace_bytes, void* stream) {
-  return guarded([&] {
-    if (problem == nullptr) return null_problem();
+  return on_problem(problem, [&](const auto& p) {
     litetopk::IndexerOptions options;
     if (litetopk::Status s = indexer_options(algo, 0, nullptr, &options); !s) return s;
-    return litetopk::indexer_topk_paged(to_cpp(*problem), workspace, workspace_bytes,
+    return litetopk::indexer_topk_paged(p, workspace, workspace_bytes,
                                         static_cast<cudaStream_t>(stream), options);
   });
 }
 
 int litetopk_indexer_topk_paged_dispatch(const litetopk_paged_indexer_problem* problem) {
-  if (problem == nullptr) return LITETOPK_INDEXER_UNFUSED;
-  try {
-    return static_cast<int>(litetopk::indexer_topk_paged_dispatch(to_cpp(*problem)));
-  } catch (...) {
-    return LITETOPK_INDEXER_UNFUSED;
-  }
+  return dispatched(problem, LITETOPK_INDEXER_UNFUSED,
+                    [](const auto& p) { return litetopk::indexer_topk_paged_dispatch(p); });
 }
 
 int litetopk_indexer_logits_paged(const litetopk_paged_indexer_problem* problem, float* logits,
                                   int64_t logits_stride, void* stream) {
-  return guarded([&] {
-    if (problem == nullptr) return null_problem();
-    return litetopk::indexer_logits_paged(to_cpp(*problem), logits, logits_stride,
+  return on_problem(problem, [&](const auto& p) {
+    return litetopk::indexer_logits_paged(p, logits, logits_stride,
                                           static_cast<cudaStream_t>(stream));
   });
 }
 
 int litetopk_indexer_topk_paged_cpu(const litetopk_paged_indexer_problem* problem) {
-  return guarded([&] {
-    if (problem == nullptr) return null_problem();
-    return litetopk::indexer_topk_paged_cpu(to_cpp(*problem));
+  return on_problem(problem, [&](const auto& p) {
+    return litetopk::indexer_topk_paged_cpu(p);
   });
 }
 
 int litetopk_indexer_logits_paged_cpu(const litetopk_paged_indexer_problem* problem,
                                       float* logits, int64_t logits_stride) {
-  return guarded([&] {
-    if (problem == nullptr) return null_problem();
-    return litetopk::indexer_logits_paged_cpu(to_cpp(*problem), logits, logits_stride);
+  return on_problem(problem, [&](const auto& p) {
+    return litetopk::indexer_logits_paged_cpu(p, logits, logits_stride);
   });
 }
 
@@ -488,9 +484,8 @@ int litetopk_sparse_kv_from_dense(const litetopk_dense_kv_cache* dense,
 int litetopk_sparse_decode_workspace_size(const litetopk_sparse_decode_problem* problem,
                                           const litetopk_decode_options* options,
                                           size_t* workspace_bytes) {
-  return guarded([&] {
-    if (problem == nullptr) return null_problem();
-    return litetopk::sparse_decode_workspace_size(to_cpp(*problem), workspace_bytes,
+  return on_problem(problem, [&](const auto& p) {
+    return litetopk::sparse_decode_workspace_size(p, workspace_bytes,
                                                   to_cpp(options));
   });
 }
@@ -498,9 +493,8 @@ int litetopk_sparse_decode_workspace_size(const litetopk_sparse_decode_problem* 
 int litetopk_sparse_decode(const litetopk_sparse_decode_problem* problem,
                            const litetopk_decode_options* options, void* workspace,
                            size_t workspace_bytes, void* stream) {
-  return guarded([&] {
-    if (problem == nullptr) return null_problem();
-    return litetopk::sparse_decode(to_cpp(*problem), workspace, workspace_bytes,
+  return on_problem(problem, [&](const auto& p) {
+    return litetopk::sparse_decode(p, workspace, workspace_bytes,
                                    static_cast<cudaStream_t>(stream), to_cpp(options));
   });
 }
@@ -508,9 +502,8 @@ int litetopk_sparse_decode(const litetopk_sparse_decode_problem* problem,
 int litetopk_dense_decode_workspace_size(const litetopk_dense_decode_problem* problem,
                                          const litetopk_decode_options* options,
                                          size_t* workspace_bytes) {
-  return guarded([&] {
-    if (problem == nullptr) return null_problem();
-    return litetopk::dense_decode_workspace_size(to_cpp(*problem), workspace_bytes,
+  return on_problem(problem, [&](const auto& p) {
+    return litetopk::dense_decode_workspace_size(p, workspace_bytes,
                                                  to_cpp(options));
   });
 }
@@ -518,9 +511,8 @@ int litetopk_dense_decode_workspace_size(const litetopk_dense_decode_problem* pr
 int litetopk_dense_decode(const litetopk_dense_decode_problem* problem,
                           const litetopk_decode_options* options, void* workspace,
                           size_t workspace_bytes, void* stream) {
-  return guarded([&] {
-    if (problem == nullptr) return null_problem();
-    return litetopk::dense_decode(to_cpp(*problem), workspace, workspace_bytes,
+  return on_problem(problem, [&](const auto& p) {
+    return litetopk::dense_decode(p, workspace, workspace_bytes,
                                   static_cast<cudaStream_t>(stream), to_cpp(options));
   });
 }
@@ -544,30 +536,27 @@ int litetopk_sparse_kv_rebuild_cpu(const litetopk_sparse_kv_cache* cache,
 
 int litetopk_sparse_decode_cpu(const litetopk_sparse_decode_problem* problem, double* pseudo_max,
                                double* block_estimate, double* kept_fraction) {
-  return guarded([&] {
-    if (problem == nullptr) return null_problem();
+  return on_problem(problem, [&](const auto& p) {
     litetopk::SparseDecodeCpuDiagnostics diagnostics;
     diagnostics.pseudo_max = pseudo_max;
     diagnostics.block_estimate = block_estimate;
     diagnostics.kept_fraction = kept_fraction;
-    return litetopk::sparse_decode_cpu(to_cpp(*problem), diagnostics);
+    return litetopk::sparse_decode_cpu(p, diagnostics);
   });
 }
 
 int litetopk_dense_decode_cpu(const litetopk_dense_decode_problem* problem) {
-  return guarded([&] {
-    if (problem == nullptr) return null_problem();
-    return litetopk::dense_decode_cpu(to_cpp(*problem));
+  return on_problem(problem, [&](const auto& p) {
+    return litetopk::dense_decode_cpu(p);
   });
 }
 
 int litetopk_decode_fidelity_cpu(const litetopk_decode_fidelity_problem* problem,
                                  litetopk_decode_fidelity* fidelity) {
-  return guarded([&] {
-    if (problem == nullptr) return null_problem();
+  return on_problem(problem, [&](const auto& p) {
     if (fidelity == nullptr) return null_argument("fidelity");
     litetopk::DecodeFidelity f;
-    if (litetopk::Status s = litetopk::decode_fidelity_cpu(to_cpp(*problem), &f); !s) return s;
+    if (litetopk::Status s = litetopk::decode_fidelity_cpu(p, &f); !s) return s;
     fidelity->rel_l2 = f.rel_l2;
     fidelity->max_head_rel_l2 = f.max_head_rel_l2;
     fidelity->kept_fraction = f.kept_fraction;
@@ -584,25 +573,22 @@ int litetopk_decode_fidelity_cpu(const litetopk_decode_fidelity_problem* problem
 
 int litetopk_sparse_attention_workspace_size(const litetopk_sparse_attention_problem* problem,
                                              size_t* workspace_bytes) {
-  return guarded([&] {
-    if (problem == nullptr) return null_problem();
-    return litetopk::sparse_attention_workspace_size(to_cpp(*problem), workspace_bytes);
+  return on_problem(problem, [&](const auto& p) {
+    return litetopk::sparse_attention_workspace_size(p, workspace_bytes);
   });
 }
 
 int litetopk_sparse_attention(const litetopk_sparse_attention_problem* problem, void* workspace,
                               size_t workspace_bytes, void* stream) {
-  return guarded([&] {
-    if (problem == nullptr) return null_problem();
-    return litetopk::sparse_attention(to_cpp(*problem), workspace, workspace_bytes,
+  return on_problem(problem, [&](const auto& p) {
+    return litetopk::sparse_attention(p, workspace, workspace_bytes,
                                       static_cast<cudaStream_t>(stream));
   });
 }
 
 int litetopk_sparse_attention_cpu(const litetopk_sparse_attention_problem* problem) {
-  return guarded([&] {
-    if (problem == nullptr) return null_problem();
-    return litetopk::sparse_attention_cpu(to_cpp(*problem));
+  return on_problem(problem, [&](const auto& p) {
+    return litetopk::sparse_attention_cpu(p);
   });
 }
 

@@ -2,7 +2,7 @@
 # Everything litetopk measures and checks on the H200, in one go. Run from the repo root on the GPU
 # machine, with the release build already in build/release (scripts/build.sh). Writes at most 11
 # files into $OUT (default bench/results/h200_<date>):
-#   gpu_tests.log   ctest --preset gpu
+#   gpu_tests.log   ctest --preset release-gpu
 #   sanitizer.log   compute-sanitizer memcheck and racecheck on the GPU tests named *Small*
 #   demo.log        litetopk info and litetopk demo
 #   python.log      bench/python_h200.sh: pip install of the package (linking $BUILD), pytest
@@ -44,7 +44,7 @@ step() {
 gpu_tests() {
   # CTest files hold the absolute paths of the folder the build was configured in.
   if [ "$BUILD" = build/release ] && grep -qF "$PWD/build/release" build/release/CTestTestfile.cmake; then
-    ctest --preset gpu
+    ctest --preset release-gpu
   else
     "$BUILD"/litetopk_gpu_tests
   fi

@@ -47,20 +47,6 @@ IndexerAlgo indexer_topk_dispatch(const IndexerProblem& problem) {
 
 namespace {
 
-Status resolve_algo(const IndexerProblem& problem, IndexerAlgo requested, IndexerAlgo* resolved) {
-  switch (requested) {
-    case IndexerAlgo::kAuto:
-      *resolved = indexer_topk_dispatch(problem);
-      return Status::ok();
-    case IndexerAlgo::kUnfused:
-    case IndexerAlgo::kFused:
-      *resolved = requested;
-      return Status::ok();
-  }
-  return detail::invalid_argument("options.algo must be auto, unfused or fused, got ",
-                                  static_cast<int>(requested));
-}
-
 Status check_options(const IndexerOptions& options) {
   if (options.candidate_capacity < 0) {
     return detail::invalid_argument("options.candidate_capacity must be >= 0, got ",
@@ -96,7 +82,11 @@ Status indexer_topk_plan(const IndexerProblem& problem, const IndexerOptions& op
   if (Status s = check_options(options); !s) return s;
   if (Status s = check_state(problem, options); !s) return s;
   IndexerAlgo algo;
-  if (Status s = resolve_algo(problem, options.algo, &algo); !s) return s;
+  if (Status s = resolve_indexer_algo(options.algo, [&] { return indexer_topk_dispatch(problem); },
+                                      &algo);
+      !s) {
+    return s;
+  }
   IndexerPlan planned{};
   planned.algo = algo;
   planned.candidate_capacity = options.candidate_capacity;

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "api/format.h"
+
 #include "litetopk/indexer.h"
 
 namespace litetopk {
@@ -21,6 +23,23 @@ Status validate_indexer_input_addresses(const IndexerProblem& problem);
 // pointer (indices and values too), what each launch checks.
 Status validate_indexer_sizes(const IndexerProblem& problem);
 Status validate_indexer_addresses(const IndexerProblem& problem);
+
+// options.algo of either indexer resolved: kAuto to what `automatic()` picks, kUnfused and kFused
+// as they are; kInvalidArgument for any other value.
+template <typename Automatic>
+Status resolve_indexer_algo(IndexerAlgo requested, Automatic&& automatic, IndexerAlgo* resolved) {
+  switch (requested) {
+    case IndexerAlgo::kAuto:
+      *resolved = automatic();
+      return Status::ok();
+    case IndexerAlgo::kUnfused:
+    case IndexerAlgo::kFused:
+      *resolved = requested;
+      return Status::ok();
+  }
+  return detail::invalid_argument("options.algo must be auto, unfused or fused, got ",
+                                  static_cast<int>(requested));
+}
 
 // Checks 0 <= ks[t] <= ke[t] <= S for host copies of the range arrays (both required when T > 0).
 Status validate_indexer_ranges(const IndexerProblem& problem, const int32_t* host_ks,

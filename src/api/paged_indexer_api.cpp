@@ -4,6 +4,7 @@
 
 #include "api/format.h"
 #include "api/paged_indexer_backend.h"
+#include "api/indexer_validation.h"
 #include "api/paged_indexer_validation.h"
 #include "api/workspace.h"
 #include "heuristics/indexer_heuristics.h"
@@ -15,32 +16,17 @@ IndexerAlgo indexer_topk_paged_dispatch(const PagedIndexerProblem& problem) {
   return heuristics::choose_paged_indexer_algo(problem);
 }
 
-namespace {
-
-Status resolve_paged_algo(const PagedIndexerProblem& problem, IndexerAlgo requested,
-                          IndexerAlgo* resolved) {
-  switch (requested) {
-    case IndexerAlgo::kAuto:
-      *resolved = indexer_topk_paged_dispatch(problem);
-      return Status::ok();
-    case IndexerAlgo::kUnfused:
-    case IndexerAlgo::kFused:
-      *resolved = requested;
-      return Status::ok();
-  }
-  return detail::invalid_argument("options.algo must be auto, unfused or fused, got ",
-                                  static_cast<int>(requested));
-}
-
-}  // namespace
-
 Status indexer_topk_paged_plan(const PagedIndexerProblem& problem, const IndexerOptions& options,
                                PagedIndexerPlan* plan) {
   if (plan == nullptr) return detail::invalid_argument("plan is null");
   *plan = PagedIndexerPlan{};
   if (Status s = validate_paged_indexer_sizes(problem); !s) return s;
   PagedIndexerPlan planned{};
-  if (Status s = resolve_paged_algo(problem, options.algo, &planned.algo); !s) return s;
+  if (Status s = resolve_indexer_algo(
+          options.algo, [&] { return indexer_topk_paged_dispatch(problem); }, &planned.algo);
+      !s) {
+    return s;
+  }
   if (Status s = detail::cuda_paged_indexer_workspace_size(problem, planned.algo,
                                                            &planned.workspace_bytes);
       !s) {

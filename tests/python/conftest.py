@@ -1,5 +1,5 @@
-"""pytest setup: litetopk from the installed package, else from the source tree (python/, where
-the CMake build writes the extension)."""
+"""pytest setup: litetopk from the installed package, else from the source tree (python/) with
+the extension of a CMake build folder."""
 import importlib.util
 import os
 import sys
@@ -8,7 +8,12 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if importlib.util.find_spec("litetopk") is None:
+    # The package from the source tree, with the extension a CMake build wrote into its build
+    # folder (LITETOPK_BUILD, build/release by default).
     sys.path.insert(0, os.path.join(REPO, "python"))
+    sys.path.insert(1, os.path.join(os.environ.get("LITETOPK_BUILD",
+                                                   os.path.join(REPO, "build", "release")),
+                                    "python"))
 sys.path.insert(0, os.path.join(REPO, "examples"))
 
 

@@ -1,6 +1,6 @@
 """What bench/select_bench.py, indexer_bench.py and decode_bench.py share: importing the litetopk
 package (installed with `pip install .`, else python/ of this repository with the extension the
-CMake build wrote there), the common command-line options, CUDA-event timing and CUDA graphs,
+CMake build wrote into build/release/python, or $LITETOPK_BUILD/python), the common command-line options, CUDA-event timing and CUDA graphs,
 progress lines and writing the results (JSON and a markdown table). Imported by the scripts; not a
 script of its own."""
 import argparse
@@ -15,7 +15,11 @@ import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if importlib.util.find_spec("litetopk") is None:
+    # The source tree's package, with the extension a CMake build wrote into its build folder.
     sys.path.insert(0, os.path.join(REPO, "python"))
+    sys.path.insert(1, os.path.join(os.environ.get("LITETOPK_BUILD",
+                                                   os.path.join(REPO, "build", "release")),
+                                    "python"))
 import litetopk  # noqa: E402  (after the path fallback)
 import litetopk.ops  # noqa: E402,F401  (registers torch.ops.litetopk)
 

@@ -55,7 +55,11 @@ import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if importlib.util.find_spec("litetopk") is None:
+    # The source tree's package, with the extension a CMake build wrote into its build folder.
     sys.path.insert(0, os.path.join(REPO, "python"))
+    sys.path.insert(1, os.path.join(os.environ.get("LITETOPK_BUILD",
+                                                   os.path.join(REPO, "build", "release")),
+                                    "python"))
 import litetopk  # noqa: E402
 from litetopk import fp8  # noqa: E402
 

@@ -1,4 +1,4 @@
-// Small helpers of the argument validators (validate_*.cpp): int limits, pointer alignment and
+// Small helpers of the argument validators (*_validation.cpp): int limits, pointer alignment and
 // int64 products that fit.
 #pragma once
 

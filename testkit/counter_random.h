@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "cpu/parallel_for.h"
+#include "testkit/parallel_for.h"
 
 namespace litetopk::testkit {
 
@@ -35,7 +35,7 @@ template <typename Fill>
 void parallel_fill(int64_t count, Fill fill) {
   constexpr int64_t kChunk = int64_t{1} << 16;
   const int64_t chunks = (count + kChunk - 1) / kChunk;
-  cpu::parallel_for(chunks, cpu::hardware_threads(), [&](int64_t c) {
+  parallel_for(chunks, [&](int64_t c) {
     fill(c * kChunk, std::min(count, (c + 1) * kChunk));
   });
 }

@@ -6,23 +6,20 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
+#include <functional>
 #include <limits>
+#include <new>
 #include <numeric>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "formats/float_bits.h"
-#include "api/format.h"
-#include "api/sparse_decode_validation.h"
-#include "cpu/parallel_for.h"
-#include "cpu/sparse_decode_cpu.h"
+#include "litetopk/float_bits.h"
+#include "testkit/parallel_for.h"
 
 namespace litetopk::testkit {
-
-// The CPU decode reference (sparse_decode_cpu.h) builds and checks the workloads.
-using namespace litetopk::cpu;
 
 const char* decode_pattern_name(DecodePattern pattern) {
   switch (pattern) {
@@ -62,6 +59,11 @@ uint64_t mix(uint64_t a, uint64_t b) {
 
 uint16_t to_bits(double value, DType dtype) {
   return static_cast<uint16_t>(float_bits::encode_score(static_cast<float>(value), dtype));
+}
+
+// Element i of a host array of dtype, exactly as a float.
+float load_float(const void* base, DType dtype, int64_t i) {
+  return float_bits::decode_score(float_bits::load_score(base, dtype, i), dtype);
 }
 
 uint16_t nan_bits(DType dtype) { return dtype == DType::kFloat16 ? 0x7e00 : 0x7fc0; }
@@ -351,7 +353,7 @@ DecodeWorkload make_decode_workload(const DecodeWorkloadSpec& spec) {
   const double scale = static_cast<double>(w.softmax_scale);
   // Every (sequence, KV head) pair draws from its own generator and writes its own rows, so the
   // pairs run in parallel and the result does not depend on the thread count.
-  parallel_for(w.batch * w.num_kv_heads, hardware_threads(), [&](int64_t pair) {
+  parallel_for(w.batch * w.num_kv_heads, [&](int64_t pair) {
     const int64_t b = pair / w.num_kv_heads, h = pair % w.num_kv_heads;
     std::mt19937_64 rng(mix(mix(spec.seed, static_cast<uint64_t>(b)),
                             spec.identical_heads ? 0u : static_cast<uint64_t>(h) + 1));
@@ -415,7 +417,8 @@ SparseKvCache HostSparseCache::view() {
 Status quantize_workload(DecodeWorkload* w, int64_t block_size, bool paged, HostSparseCache* out,
                          bool append_headroom) {
   if (block_size != 128 && block_size != 256) {
-    return detail::invalid_argument("block_size must be 128 or 256, got ", block_size);
+    return Status(StatusCode::kInvalidArgument,
+                  "block_size must be 128 or 256, got " + std::to_string(block_size));
   }
   return run_guarded("quantize_workload", [&] {
     const int64_t max_blocks = (w->capacity + block_size - 1) / block_size + (append_headroom ? 1 : 0);
@@ -442,7 +445,7 @@ double rel_l2(const std::vector<float>& out, const std::vector<float>& ref) {
 Status sparse_decode_tradeoff_cpu(const DecodeWorkloadSpec& spec, int64_t block_size,
                                   const std::vector<float>& deltas,
                                   std::vector<TradeoffRow>* rows) {
-  if (rows == nullptr) return detail::invalid_argument("rows must not be null");
+  if (rows == nullptr) return Status(StatusCode::kInvalidArgument, "rows must not be null");
   return run_guarded("sparse_decode_tradeoff_cpu", [&]() -> Status {
     DecodeWorkload w = make_decode_workload(spec);
     HostSparseCache cache(w.dtype, 0, 1, block_size, 1, false);
@@ -501,16 +504,14 @@ std::string format_tradeoff_table(const std::string& title, const std::vector<Tr
 }
 
 Status mass_by_token_kind(DecodeWorkload* w, std::vector<double>* shares) {
-  if (shares == nullptr) return detail::invalid_argument("shares must not be null");
+  if (shares == nullptr) return Status(StatusCode::kInvalidArgument, "shares must not be null");
   return run_guarded("mass_by_token_kind", [&] {
     shares->assign(kNumTokenKinds, 0.0);
     const DenseKvCache c = w->dense();
-    const DenseCacheView view(c);
     const int64_t group = w->num_q_heads / w->num_kv_heads;
     const double scale = static_cast<double>(w->softmax_scale);
     int64_t heads = 0;
     std::vector<double> q(kD), logits;
-    std::vector<float> key(kD);
     for (int64_t b = 0; b < w->batch; ++b) {
       const int64_t len = w->lengths[b];
       if (len == 0) continue;
@@ -521,9 +522,12 @@ Status mass_by_token_kind(DecodeWorkload* w, std::vector<double>* shares) {
           q[i] = static_cast<double>(load_float(w->q.data(), w->dtype, (b * w->num_q_heads + hq) * kD + i));
         }
         for (int64_t t = 0; t < len; ++t) {
-          const int64_t at = view.offset(b, h, t);
-          for (int64_t i = 0; i < kD; ++i) key[i] = load_float(c.keys, c.dtype, at + i);
-          logits[t] = scale * dot(q.data(), key.data(), kD);
+          const int64_t at = ((b * w->num_kv_heads + h) * w->capacity + t) * kD;  // dense()'s layout
+          double logit = 0;
+          for (int64_t i = 0; i < kD; ++i) {
+            logit += q[i] * static_cast<double>(load_float(c.keys, c.dtype, at + i));
+          }
+          logits[t] = scale * logit;
         }
         const double max = *std::max_element(logits.begin(), logits.end());
         double sum = 0;
@@ -543,7 +547,13 @@ Status mass_by_token_kind(DecodeWorkload* w, std::vector<double>* shares) {
 }
 
 Status run_guarded(const char* what, const std::function<Status()>& fn) {
-  return cpu::run_guarded(what, fn);
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kInternal, std::string(what) + ": out of host memory");
+  } catch (const std::exception& e) {
+    return Status(StatusCode::kInternal, std::string(what) + ": " + e.what());
+  }
 }
 
 }  // namespace litetopk::testkit

@@ -129,7 +129,7 @@ std::string format_tradeoff_table(const std::string& title, const std::vector<Tr
 // Mean share of the fp64 reference softmax mass per TokenKind over every (sequence, query head).
 Status mass_by_token_kind(DecodeWorkload* workload, std::vector<double>* shares);
 
-// Runs fn() and turns any exception into kInternal naming `what` (the CPU backend's boundary).
+// Runs fn() and turns any exception into kInternal naming `what`, as the CPU backend's calls do.
 Status run_guarded(const char* what, const std::function<Status()>& fn);
 
 }  // namespace litetopk::testkit

@@ -1,12 +1,23 @@
 // DeviceBuffer, copies and DeviceTimer over the CUDA runtime.
 #include <cuda_runtime_api.h>
 
+#include <string>
 #include <utility>
 
 #include "testkit/device_memory.h"
-#include "cuda/common/cuda_check.h"
 
 namespace litetopk::testkit {
+
+namespace {
+
+// kCudaError naming the call and the runtime's error when `err` is not cudaSuccess.
+Status cuda_result(cudaError_t err, const char* call) {
+  if (err == cudaSuccess) return Status::ok();
+  return Status(StatusCode::kCudaError, std::string(call) + ": " + cudaGetErrorName(err) + " (" +
+                                            cudaGetErrorString(err) + ")");
+}
+
+}  // namespace
 
 DeviceBuffer::~DeviceBuffer() {
   if (data_ != nullptr) cudaFree(data_);
@@ -26,37 +37,33 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 
 Status DeviceBuffer::allocate(std::size_t bytes) {
   if (data_ != nullptr) {
-    LITETOPK_CUDA_TRY(cudaFree(data_));
+    if (Status s = cuda_result(cudaFree(data_), "cudaFree"); !s) return s;
     data_ = nullptr;
     size_ = 0;
   }
   if (bytes == 0) return Status::ok();
-  LITETOPK_CUDA_TRY(cudaMalloc(&data_, bytes));
+  if (Status s = cuda_result(cudaMalloc(&data_, bytes), "cudaMalloc"); !s) return s;
   size_ = bytes;
   return Status::ok();
 }
 
 Status copy_to_device(void* device_dst, const void* host_src, std::size_t bytes) {
   if (bytes == 0) return Status::ok();
-  LITETOPK_CUDA_TRY(cudaMemcpy(device_dst, host_src, bytes, cudaMemcpyHostToDevice));
-  return Status::ok();
+  return cuda_result(cudaMemcpy(device_dst, host_src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
 }
 
 Status copy_to_host(void* host_dst, const void* device_src, std::size_t bytes) {
   if (bytes == 0) return Status::ok();
-  LITETOPK_CUDA_TRY(cudaMemcpy(host_dst, device_src, bytes, cudaMemcpyDeviceToHost));
-  return Status::ok();
+  return cuda_result(cudaMemcpy(host_dst, device_src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
 }
 
 Status fill_device(void* device_dst, int byte_value, std::size_t bytes) {
   if (bytes == 0) return Status::ok();
-  LITETOPK_CUDA_TRY(cudaMemset(device_dst, byte_value, bytes));
-  return Status::ok();
+  return cuda_result(cudaMemset(device_dst, byte_value, bytes), "cudaMemset");
 }
 
 Status device_synchronize() {
-  LITETOPK_CUDA_TRY(cudaDeviceSynchronize());
-  return Status::ok();
+  return cuda_result(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
 DeviceTimer::DeviceTimer() {
@@ -75,17 +82,16 @@ Status DeviceTimer::start(cudaStream_t stream) {
   if (!start_event_ || !stop_event_) {
     return Status(StatusCode::kCudaError, "DeviceTimer: cudaEventCreate failed");
   }
-  LITETOPK_CUDA_TRY(cudaEventRecord(static_cast<cudaEvent_t>(start_event_), stream));
-  return Status::ok();
+  return cuda_result(cudaEventRecord(static_cast<cudaEvent_t>(start_event_), stream),
+                     "cudaEventRecord");
 }
 
 Status DeviceTimer::stop(float* elapsed_ms, cudaStream_t stream) {
   auto start = static_cast<cudaEvent_t>(start_event_);
   auto stop = static_cast<cudaEvent_t>(stop_event_);
-  LITETOPK_CUDA_TRY(cudaEventRecord(stop, stream));
-  LITETOPK_CUDA_TRY(cudaEventSynchronize(stop));
-  LITETOPK_CUDA_TRY(cudaEventElapsedTime(elapsed_ms, start, stop));
-  return Status::ok();
+  if (Status s = cuda_result(cudaEventRecord(stop, stream), "cudaEventRecord"); !s) return s;
+  if (Status s = cuda_result(cudaEventSynchronize(stop), "cudaEventSynchronize"); !s) return s;
+  return cuda_result(cudaEventElapsedTime(elapsed_ms, start, stop), "cudaEventElapsedTime");
 }
 
 }  // namespace litetopk::testkit

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "formats/float_bits.h"
+#include "litetopk/float_bits.h"
 
 namespace litetopk::testkit {
 

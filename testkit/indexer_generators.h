@@ -2,14 +2,14 @@
 // paged_indexer_workload.cpp for decode): q and key bytes fp8 e4m3 of N(0, 1), key scales
 // U(0.5, 1.5), weights N(0, 1) / sqrt(H). Element i of a stream is a pure function of (stream
 // base, i) (counter_random.h), so a workload can write each element straight to its place in any
-// layout. Internal to the testkit (includes src/).
+// layout.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
-#include "formats/fp8_e4m3.h"
+#include "litetopk/fp8_e4m3.h"
 #include "testkit/counter_random.h"
 
 namespace litetopk::testkit {

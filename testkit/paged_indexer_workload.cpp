@@ -6,7 +6,7 @@
 #include <limits>
 #include <numeric>
 
-#include "formats/paged_kv_layout.h"
+#include "litetopk/paged_kv_layout.h"
 #include "testkit/counter_random.h"
 #include "testkit/indexer_generators.h"
 

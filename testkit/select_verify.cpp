@@ -1,16 +1,23 @@
 #include "testkit/select_verify.h"
 
 #include <algorithm>
-#include <functional>
+#include <cmath>
 #include <sstream>
 
-#include "formats/float_bits.h"
-#include "formats/score_keys.h"
+#include "litetopk/float_bits.h"
 #include "testkit/select_workload.h"
 
 namespace litetopk::testkit {
 
 namespace {
+
+// The selection order: by value, larger first when `largest` (smaller first otherwise), with
+// -0 below +0 (the two zeros are distinct values to the selection). NaN is never compared.
+bool better(float a, float b, bool largest) {
+  const bool a_below = a < b || (a == b && std::signbit(a) && !std::signbit(b));
+  const bool b_below = b < a || (a == b && std::signbit(b) && !std::signbit(a));
+  return largest ? b_below : a_below;
+}
 
 int64_t selected_count(const int32_t* row, int64_t k) {
   int64_t count = 0;
@@ -27,10 +34,6 @@ std::string compare_row(const SelectProblem& p, int64_t b, const int32_t* got,
   const auto value = [&](int32_t index) {
     return score_as_float(p.scores, p.dtype, b * stride + start + index);
   };
-  // The selection order of formats/score_keys.h: larger key = better, NaN = 0.
-  const auto key = [&](int32_t index) {
-    return keys::key_from_f32_bits(float_bits::f32_bits(value(index)), p.largest);
-  };
   std::ostringstream error;
 
   const int64_t count = selected_count(got, p.k);
@@ -44,7 +47,7 @@ std::string compare_row(const SelectProblem& p, int64_t b, const int32_t* got,
             << ")";
       return error.str();
     }
-    if (j < count && key(got[j]) == 0) {
+    if (j < count && std::isnan(value(got[j]))) {
       error << "slot " << j << " selects NaN at index " << got[j];
       return error.str();
     }
@@ -70,9 +73,10 @@ std::string compare_row(const SelectProblem& p, int64_t b, const int32_t* got,
   }
   if (p.sorted) {
     for (int64_t j = 1; j < count; ++j) {
-      const uint32_t prev = key(got[j - 1]);
-      const uint32_t cur = key(got[j]);
-      if (cur > prev || (cur == prev && got[j] < got[j - 1])) {
+      const float prev = value(got[j - 1]);
+      const float cur = value(got[j]);
+      const bool tie = !better(cur, prev, p.largest) && !better(prev, cur, p.largest);
+      if (better(cur, prev, p.largest) || (tie && got[j] < got[j - 1])) {
         error << "sorted: slot " << j << " (index " << got[j] << ", value " << value(got[j])
               << ") should come before slot " << j - 1 << " (index " << got[j - 1] << ", value "
               << value(got[j - 1]) << ")";
@@ -81,23 +85,24 @@ std::string compare_row(const SelectProblem& p, int64_t b, const int32_t* got,
     }
   }
 
-  // Equal keys are equal values, bit for bit.
-  std::vector<uint32_t> got_keys;
-  std::vector<uint32_t> want_keys;
+  // The selected values, best first, must be the reference's bit for bit.
+  std::vector<float> got_values;
+  std::vector<float> want_values;
   for (int64_t j = 0; j < count; ++j) {
-    got_keys.push_back(key(got[j]));
-    want_keys.push_back(key(want[j]));
+    got_values.push_back(value(got[j]));
+    want_values.push_back(value(want[j]));
   }
-  std::sort(got_keys.begin(), got_keys.end(), std::greater<>());
-  std::sort(want_keys.begin(), want_keys.end(), std::greater<>());
-  const auto differ = std::mismatch(got_keys.begin(), got_keys.end(), want_keys.begin());
-  if (differ.first != got_keys.end()) {
-    const auto rank = differ.first - got_keys.begin();
-    const auto as_value = [&](uint32_t k) {
-      return float_bits::f32_from_bits(keys::f32_bits_from_key(k, p.largest));
-    };
-    error << "selected value #" << rank + 1 << " (best first) is " << as_value(*differ.first)
-          << ", the reference's is " << as_value(*differ.second);
+  const auto best_first = [&](float x, float y) { return better(x, y, p.largest); };
+  std::sort(got_values.begin(), got_values.end(), best_first);
+  std::sort(want_values.begin(), want_values.end(), best_first);
+  const auto same_bits = [](float x, float y) {
+    return float_bits::f32_bits(x) == float_bits::f32_bits(y);
+  };
+  const auto differ =
+      std::mismatch(got_values.begin(), got_values.end(), want_values.begin(), same_bits);
+  if (differ.first != got_values.end()) {
+    error << "selected value #" << differ.first - got_values.begin() + 1 << " (best first) is "
+          << *differ.first << ", the reference's is " << *differ.second;
     return error.str();
   }
   return "";

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "formats/float_bits.h"
+#include "litetopk/float_bits.h"
 #include "testkit/counter_random.h"
 
 namespace litetopk::testkit {

@@ -6,8 +6,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "cpu/parallel_for.h"
-#include "formats/float_bits.h"
+#include "litetopk/float_bits.h"
 #include "testkit/counter_random.h"
 #include "testkit/indexer_generators.h"
 
@@ -211,7 +210,7 @@ std::vector<int32_t> make_sparse_attention_indices(const SparseAttentionSpec& sp
   const uint64_t out_base = stream_base(spec.seed, kOutOfRange);
   const uint64_t shuffle_base = stream_base(spec.seed, kShuffle);
   std::vector<int32_t> indices(static_cast<std::size_t>(spec.s_q * spec.topk), -1);
-  cpu::parallel_for(units, cpu::hardware_threads(), [&](int64_t unit) {
+  parallel_for(units, [&](int64_t unit) {
     const int64_t first = unit * G;
     const int64_t members = std::min(G, spec.s_q - first);
     thread_local std::vector<uint8_t> taken;  // all zero between uses
@@ -265,7 +264,7 @@ GroupUnionStats measure_group_unions(const int32_t* indices, int64_t s_q, int64_
   stats.unions.assign(static_cast<std::size_t>(groups), 0);
   std::vector<int64_t> distinct(static_cast<std::size_t>(groups), 0);
   std::vector<double> overlap(static_cast<std::size_t>(groups), -1.0);
-  cpu::parallel_for(groups, cpu::hardware_threads(), [&](int64_t g) {
+  parallel_for(groups, [&](int64_t g) {
     std::vector<int32_t> all, mine;
     int64_t sum = 0, largest = 0;
     for (int64_t query = g * group; query < std::min(s_q, (g + 1) * group); ++query) {

@@ -1,8 +1,8 @@
 // Bit-level conversions for the three score dtypes, host side (inline, no state): float <-> its
 // raw bits, float <-> bfloat16 and float16 bits (round to nearest, ties to even), and the raw
-// bits of one score of any dtype. Used by the CLI (testkit/: input generation, verification) and
-// the tests (tests/common/), so that both write and read bf16/fp16 exactly as the library's
-// contract describes. Device code has its own intrinsics; fp8 e4m3 lives in formats/fp8_e4m3.h.
+// bits of one score of any dtype. For callers that fill or read bf16/fp16 arrays on the host
+// exactly as the library's contract describes (the testkit, the CLI and the tests use it too).
+// fp8 e4m3 is in litetopk/fp8_e4m3.h.
 //
 // A raw score is held in a uint32_t: the float32 bits, or the 16 bits of a bfloat16/float16 in
 // the low half.

@@ -1,4 +1,5 @@
-// fp8 e4m3 <-> float conversion, shared by the CPU and CUDA backends (host and device).
+// fp8 e4m3 <-> float conversion (host and device code): how to make the fp8 inputs of the
+// indexer and read the sparse cache's residuals; the CPU and CUDA backends use the same code.
 //
 // The format is OCP FP8 E4M3 as torch.float8_e4m3fn stores it: 1 sign bit, 4 exponent bits
 // (bias 7), 3 mantissa bits; no infinities; NaN is S.1111.111 (0x7f, 0xff); every other byte is a
@@ -14,7 +15,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "formats/host_device.h"
+#include "litetopk/host_device.h"
 
 namespace litetopk::fp8 {
 

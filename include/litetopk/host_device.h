@@ -1,5 +1,6 @@
-// LITETOPK_HD: a small function shared by host code and CUDA kernels (the CPU reference and tests
-// call the same code the kernels inline).
+// LITETOPK_HD marks a small inline function of the public headers (fp8_e4m3.h,
+// paged_kv_layout.h) that host code and CUDA kernels share: __host__ __device__ under nvcc, plain
+// inline otherwise.
 #pragma once
 
 #if defined(__CUDACC__)

@@ -1,7 +1,7 @@
 // DeepGEMM's paged fp8 indexer cache (the kv_cache of fp8_paged_mqa_logits and of
-// PagedIndexerProblem in litetopk/indexer.h), shared by the CPU reference, the testkit and the
-// CUDA kernels: where a token's key and scale live, which block-table entries may be read, and how
-// many tokens each query sees.
+// PagedIndexerProblem in litetopk/indexer.h), for callers that write such a cache and for the CPU
+// reference and the CUDA kernels that read it: where a token's key and scale live, which
+// block-table entries may be read, and how many tokens each query sees.
 //
 // kv_cache is declared [num_blocks, block_size, 1, D + 4] bytes, but a block is not block_size
 // rows of D + 4 bytes: it holds its block_size x D fp8 e4m3 keys first (slot s at bytes
@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "formats/host_device.h"
+#include "litetopk/host_device.h"
 
 namespace litetopk::paged_kv {
 

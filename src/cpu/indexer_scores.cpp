@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "formats/fp8_e4m3.h"
+#include "litetopk/fp8_e4m3.h"
 
 namespace litetopk::cpu {
 
@@ -116,23 +116,6 @@ void IndexerScorer::score_keys_f32(int64_t t, const uint8_t* keys, const float* 
     score_keys(t, keys + i0 * kHeadDim, key_scales + i0, n, scratch);
     for (int64_t i = 0; i < n; ++i) out[i0 + i] = static_cast<float>(scratch[i]);
   }
-}
-
-double fp8_l2_norm(const uint8_t* x, int64_t n) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double v = fp8::e4m3_to_float(x[i]);
-    sum += v * v;
-  }
-  return std::sqrt(sum);
-}
-
-double weighted_query_norm(const float* weights, const uint8_t* q, int64_t H, int64_t D) {
-  double sum = 0.0;
-  for (int64_t h = 0; h < H; ++h) {
-    sum += std::fabs(static_cast<double>(weights[h])) * fp8_l2_norm(q + h * D, D);
-  }
-  return sum;
 }
 
 }  // namespace litetopk::cpu

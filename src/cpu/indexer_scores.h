@@ -1,6 +1,6 @@
 // fp64 scores of the DSA lightning indexer on the CPU: the arithmetic behind indexer_topk_cpu,
-// indexer_logits_cpu, indexer_topk_paged_cpu and the tests' oracle
-// (tests/common/indexer_testing.h).
+// indexer_logits_cpu and indexer_topk_paged_cpu, and through indexer_logits_cpu of the testkit's
+// checker (testkit/indexer_verify.h).
 //
 //   score[t, s] = kv_scale[s] * sum_h weights[t, h] * relu(dot(q[t, h, :], kv[s, :]))
 //
@@ -55,11 +55,5 @@ class IndexerScorer {
   IndexerProblem problem_;
   double decode_[256];
 };
-
-// The Cauchy-Schwarz factors of the score tolerances (the tests' oracle and `litetopk indexer
-// --verify`): the Euclidean norm of n decoded fp8 values (NaN if any byte is NaN), and
-// sum_h |weights[h]| * |q[h, :]|_2 over one query's H heads of D values.
-double fp8_l2_norm(const uint8_t* x, int64_t n);
-double weighted_query_norm(const float* weights, const uint8_t* q, int64_t H, int64_t D);
 
 }  // namespace litetopk::cpu

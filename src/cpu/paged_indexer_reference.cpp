@@ -3,7 +3,7 @@
 // 1. Validate the problem (shapes, pointers; the contents of context_lens and block_table are not
 //    checked: out-of-range values follow the rules in litetopk/indexer.h).
 // 2. Row r = b * next_n + j holds the visible_tokens positions of its query
-//    (formats/paged_kv_layout.h). A piece [begin, end) of a row is scored block by block, reading
+//    (litetopk/paged_kv_layout.h). A piece [begin, end) of a row is scored block by block, reading
 //    each block's keys and scales in place from kv_cache (cpu/indexer_scores.h, fp64 rounded to
 //    fp32); positions in a block whose table entry is outside [0, num_blocks) get NaN, so they are
 //    never selected and their bytes are never read.
@@ -18,7 +18,7 @@
 #include "cpu/parallel_for.h"
 #include "cpu/run_guarded.h"
 #include "cpu/scored_rows_topk.h"
-#include "formats/paged_kv_layout.h"
+#include "litetopk/paged_kv_layout.h"
 #include "litetopk/indexer.h"
 
 namespace litetopk {

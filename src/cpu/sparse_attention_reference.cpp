@@ -18,7 +18,7 @@
 
 #include "cpu/parallel_for.h"
 #include "cpu/run_guarded.h"
-#include "formats/float_bits.h"
+#include "litetopk/float_bits.h"
 #include "litetopk/attention.h"
 
 namespace litetopk {

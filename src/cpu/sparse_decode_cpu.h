@@ -8,7 +8,7 @@
 #include <exception>
 #include <new>
 
-#include "formats/float_bits.h"
+#include "litetopk/float_bits.h"
 #include "api/format.h"
 #include "api/sparse_decode_validation.h"
 #include "formats/sparse_kv_format.h"

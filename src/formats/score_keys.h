@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "formats/host_device.h"
+#include "litetopk/host_device.h"
 
 namespace litetopk::keys {
 

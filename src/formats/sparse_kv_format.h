@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "formats/fp8_e4m3.h"
+#include "litetopk/fp8_e4m3.h"
 
 namespace litetopk::sparse_kv {
 

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "formats/host_device.h"
+#include "litetopk/host_device.h"
 
 namespace litetopk::tile_order {
 

@@ -1,17 +1,17 @@
-// check_indexer_oracle and check_indexer_agreement (see indexer_testing.h).
+// check_indexer_oracle (the testkit's IndexerChecker over every query) and
+// check_indexer_agreement (see indexer_testing.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 #include <sstream>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "common/indexer_testing.h"
-#include "cpu/indexer_scores.h"
-#include "cpu/parallel_for.h"
+#include "testkit/indexer_verify.h"
 
 namespace litetopk::testing {
 
@@ -27,125 +27,22 @@ double indexer_tolerance_rel_gpu(int64_t D, int64_t H) {
   return static_cast<double>(D / 32) * std::ldexp(1.0, -13) + n * u / (1.0 - n * u);
 }
 
-namespace {
-
-std::size_t size(int64_t n) { return static_cast<std::size_t>(n); }
-
-// Checks query t; returns an empty string when it passes, else what is wrong.
-std::string check_query(const IndexerCase& c, const HostIndexerInputs& in,
-                        const cpu::IndexerScorer& scorer, const std::vector<double>& kv_norm,
-                        double rel, int64_t t, const int32_t* indices, const float* values) {
-  const int64_t S = static_cast<int64_t>(in.kv_scale.size());
-  const int64_t H = c.H, D = c.D, k = c.k;
-  const int64_t begin = std::clamp<int64_t>(in.ks[size(t)], 0, S);
-  const int64_t end = std::clamp<int64_t>(in.ke[size(t)], begin, S);
-  const int64_t len = end - begin;
-  std::vector<double> scores(size(len));
-  scorer.score_row(t, begin, end, scores.data());
-
-  // Tolerance (see indexer_testing.h).
-  double kv_max = 0.0;
-  for (int64_t s = begin; s < end; ++s) {
-    const double v = std::fabs(static_cast<double>(in.kv_scale[size(s)])) * kv_norm[size(s)];
-    if (!std::isnan(v)) kv_max = std::max(kv_max, v);
-  }
-  const double head_sum =
-      cpu::weighted_query_norm(&in.weights[size(t * H)], &in.q[size(t * H * D)], H, D);
-  const double tol = rel * head_sum * kv_max + 1e-30;
-
-  std::vector<double> valid;
-  valid.reserve(size(len));
-  for (double s : scores) {
-    if (!std::isnan(s)) valid.push_back(s);
-  }
-  const int64_t count = std::min<int64_t>(k, static_cast<int64_t>(valid.size()));
-  double kth = -std::numeric_limits<double>::infinity();
-  if (count > 0) {
-    std::nth_element(valid.begin(), valid.begin() + (count - 1), valid.end(),
-                     [](double a, double b) { return a > b; });
-    kth = valid[size(count - 1)];
-  }
-
-  std::ostringstream why;
-  why.precision(17);
-  const int32_t* row = indices + t * k;
-  const float* row_values = values ? values + t * k : nullptr;
-  std::unordered_set<int32_t> seen;
-  for (int64_t i = 0; i < k; ++i) {
-    const int32_t index = row[i];
-    if (i >= count) {
-      if (index != -1) {
-        why << "slot " << i << ": expected -1 padding (valid count " << count << " of range ["
-            << begin << ", " << end << "), k " << k << "), got " << index;
-        return why.str();
-      }
-      if (row_values && !std::isnan(row_values[i])) {
-        why << "slot " << i << ": padded value must be NaN, got " << row_values[i];
-        return why.str();
-      }
-      continue;
-    }
-    if (index < 0 || index >= len) {
-      why << "slot " << i << ": index " << index << " outside [0, " << len
-          << ") (expected valid count " << count << ")";
-      return why.str();
-    }
-    if (!seen.insert(index).second) {
-      why << "slot " << i << ": duplicate index " << index;
-      return why.str();
-    }
-    const double score = scores[size(index)];
-    if (std::isnan(score)) {
-      why << "slot " << i << ": index " << index << " has a NaN score";
-      return why.str();
-    }
-    if (!(score >= kth - 2.0 * tol)) {
-      why << "slot " << i << ": index " << index << " has fp64 score " << score
-          << " below the k-th best " << kth << " - 2 tol (tol " << tol << ")";
-      return why.str();
-    }
-    if (row_values) {
-      const double value = row_values[i];
-      if (!(std::fabs(value - score) <= tol)) {
-        why << "slot " << i << ": index " << index << " value " << value << " differs from fp64 "
-            << score << " by more than tol " << tol;
-        return why.str();
-      }
-    }
-  }
-  return {};
-}
-
-}  // namespace
-
 ::testing::AssertionResult check_indexer_oracle(const IndexerCase& c,
                                                 const HostIndexerInputs& inputs,
                                                 const int32_t* indices, const float* values,
                                                 double rel_tol) {
-  const int64_t T = static_cast<int64_t>(inputs.ks.size());
-  const int64_t S = static_cast<int64_t>(inputs.kv_scale.size());
+  const auto T = static_cast<int64_t>(inputs.ks.size());
   if (T == 0) return ::testing::AssertionSuccess();
   if (indices == nullptr) {
     return ::testing::AssertionFailure() << "case " << c.name << ": indices is null";
   }
-  const IndexerProblem problem = make_indexer_problem(c, inputs, nullptr, nullptr);
-  const cpu::IndexerScorer scorer(problem);
-  const double rel = rel_tol > 0.0 ? rel_tol : indexer_tolerance_rel(c.D, c.H);
-  std::vector<double> kv_norm(size(S));
-  for (int64_t s = 0; s < S; ++s) kv_norm[size(s)] = cpu::fp8_l2_norm(&inputs.kv[size(s * c.D)], c.D);
-
-  std::vector<std::string> failures(size(T));
-  cpu::parallel_for(T, cpu::hardware_threads(), [&](int64_t t) {
-    failures[size(t)] = check_query(c, inputs, scorer, kv_norm, rel, t, indices, values);
-  });
-  for (int64_t t = 0; t < T; ++t) {
-    if (!failures[size(t)].empty()) {
-      return ::testing::AssertionFailure()
-             << "case " << c.name << " query " << t << " (range [" << inputs.ks[size(t)] << ", "
-             << inputs.ke[size(t)] << ")): " << failures[size(t)];
-    }
-  }
-  return ::testing::AssertionSuccess();
+  std::vector<int64_t> queries(static_cast<std::size_t>(T));
+  std::iota(queries.begin(), queries.end(), int64_t{0});
+  const testkit::IndexerChecker checker(make_indexer_problem(c, inputs, nullptr, nullptr), queries,
+                                        rel_tol > 0.0 ? rel_tol : indexer_tolerance_rel(c.D, c.H));
+  const std::string error = checker.check(indices, values);
+  if (error.empty()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "case " << c.name << " " << error;
 }
 
 namespace {

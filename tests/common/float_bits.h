@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "formats/float_bits.h"
+#include "litetopk/float_bits.h"
 #include "litetopk/types.h"
 
 namespace litetopk::testing {

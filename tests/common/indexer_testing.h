@@ -106,7 +106,8 @@ IndexerCase causal_case(std::string name, int64_t T, int64_t S, int64_t H, int64
 // with w[t,h] adds one rounding; the sum over H heads adds gamma(H - 1) of sum_h |w_h relu(dot_h)|
 // <= sum_h |w_h| |q_h|_2 |kv|_2; the product with kv_scale one more rounding. Altogether at most
 // gamma(D + H + 2) * kv_scale * sum_h |w_h| |q_h|_2 |kv|_2 (about 1.2e-5 relative for H = 64,
-// 1.0e-5 for H = 32). The fp64 oracle's own error (~H * 2^-53 relative) is far below that.
+// 1.0e-5 for H = 32). The oracle's own error (the exact score rounded to fp32: 2^-24 relative)
+// is far below that.
 // `rel_tol` > 0 overrides rel (for an accumulator with fewer bits than fp32).
 double indexer_tolerance_rel(int64_t D, int64_t H);
 
@@ -119,14 +120,16 @@ double indexer_tolerance_rel(int64_t D, int64_t H);
 //   rel_gpu = (D / 32) * 2^-13 + gamma(H + 2)   (about 4.9e-4)
 double indexer_tolerance_rel_gpu(int64_t D, int64_t H);
 
-// Oracle check of one result (host arrays [T, k]; values may be null), per query:
-// - valid count == min(k, number of non-NaN fp64 scores in [ks, ke)); the valid slots come first,
+// Oracle check of one result (host arrays [T, k]; values may be null): testkit::IndexerChecker
+// (testkit/indexer_verify.h) over every query, with the CPU reference's scores (exact, rounded to
+// fp32) as the oracle. Per query:
+// - valid count == min(k, number of non-NaN scores in [ks, ke)); the valid slots come first,
 //   then -1 (and NaN in values) up to k;
 // - indices in [0, ke - ks), no duplicates, none with a NaN score;
-// - every chosen index's fp64 score >= K - 2 tol, K = the fp64 k-th best score (count-th when
-//   fewer): the chosen set is exact for some scores within tol of the fp64 ones, and its k-th best
-//   is then at least K - tol;
-// - values (if given): |values[i] - fp64 score| <= tol.
+// - every chosen index's score >= K - 2 tol, K = the k-th best score (count-th when fewer): the
+//   chosen set is exact for some scores within tol of the exact ones, and its k-th best is then
+//   at least K - tol;
+// - values (if given): |values[i] - score| <= tol.
 // Fails with a message naming the case, query, slot and the numbers.
 ::testing::AssertionResult check_indexer_oracle(const IndexerCase& c,
                                                 const HostIndexerInputs& inputs,

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "formats/float_bits.h"
+#include "litetopk/float_bits.h"
 
 namespace litetopk::testing {
 

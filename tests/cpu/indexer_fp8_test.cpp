@@ -9,8 +9,8 @@
 #include <limits>
 #include <vector>
 
-#include "formats/float_bits.h"
-#include "formats/fp8_e4m3.h"
+#include "litetopk/float_bits.h"
+#include "litetopk/fp8_e4m3.h"
 
 namespace litetopk {
 namespace {

@@ -18,7 +18,7 @@
 #include "common/indexer_testing.h"
 #include "common/paged_indexer_testing.h"
 #include "cpu/indexer_cpu.h"
-#include "formats/fp8_e4m3.h"
+#include "litetopk/fp8_e4m3.h"
 #include "litetopk/indexer.h"
 #include "testkit/paged_indexer_workload.h"
 

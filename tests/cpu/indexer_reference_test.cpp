@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/indexer_testing.h"
-#include "formats/fp8_e4m3.h"
+#include "litetopk/fp8_e4m3.h"
 #include "cpu/indexer_cpu.h"
 #include "litetopk/indexer.h"
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/indexer_testing.h"
-#include "formats/fp8_e4m3.h"
+#include "litetopk/fp8_e4m3.h"
 #include "api/indexer_validation.h"
 #include "cpu/indexer_scores.h"
 #include "litetopk/indexer.h"

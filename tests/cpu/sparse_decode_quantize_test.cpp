@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "common/sparse_decode_testing.h"
-#include "formats/float_bits.h"
-#include "formats/fp8_e4m3.h"
+#include "litetopk/float_bits.h"
+#include "litetopk/fp8_e4m3.h"
 #include "formats/sparse_kv_format.h"
 #include "cpu/sparse_decode_cpu.h"
 #include "litetopk/sparse_decode.h"

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "formats/float_bits.h"
+#include "litetopk/float_bits.h"
 #include "litetopk/attention.h"
 #include "testkit/device_memory.h"
 #include "testkit/sparse_attention_workload.h"

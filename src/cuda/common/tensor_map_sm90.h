@@ -15,7 +15,7 @@ namespace litetopk::detail {
 // end read as zeros.
 Status make_row_tile_map(const void* base, uint64_t rows, uint32_t box_rows, CUtensorMap* map);
 
-// A 3-D map over the keys of a paged cache (formats/paged_kv_layout.h): `blocks` blocks
+// A 3-D map over the keys of a paged cache (litetopk/paged_kv_layout.h): `blocks` blocks
 // `block_bytes` apart (a multiple of 16), each starting with 64 rows of 128 key bytes; loaded one
 // block's 64 x 128 keys at a time with the 128-byte swizzle (the scales after them are not
 // read).

@@ -1,12 +1,11 @@
 """DeepGEMM's DSA indexer logits as an optional peer for litetopk's benchmarks.
 
 DeepGEMM (deepseek-ai/DeepGEMM) is never a dependency of litetopk and none of its code is in this
-repository: it is built from its public source on the GPU machine, outside the tree (see
-../shared/H200.md, "Building peers on the GPU machine"), and put on PYTHONPATH. This module only
+repository: it is built from its public source on the GPU machine, outside the tree (its
+setup.py with CUTLASS's headers; docs/BENCHMARKS.md names the commit), and put on PYTHONPATH. This module only
 calls it when `import deep_gemm` works; `load()` returns None otherwise.
 
-Written against DeepGEMM 54e22612409371d6364144b69086735beb54e98b (v2.6.1, 2026-06-23; the
-commit of the anchors in ../shared/anchors), whose Python API (csrc/apis/attention.hpp) is:
+Written against DeepGEMM 54e22612409371d6364144b69086735beb54e98b (v2.6.1), whose Python API (csrc/apis/attention.hpp) is:
   fp8_fp4_mqa_logits(q=(q_fp8, None), kv=(kv_fp8, kv_scale), weights, cu_seq_len_k_start,
                      cu_seq_len_k_end, clean_logits=True, max_seqlen_k=0,
                      logits_dtype=torch.float32) -> logits [T, S]

@@ -3,7 +3,7 @@ sparse_attention benchmark (bench/attention_bench.py), and the benchmark's input
 
 FlashMLA (deepseek-ai/FlashMLA) is never a dependency of litetopk and none of its code is in this
 repository. It is built from its public source on the GPU machine, outside the tree, and put on
-PYTHONPATH (the session's .peers/build_flashmla.sh prints the export line); `load()` returns None
+PYTHONPATH (FlashMLA built from its public source outside the tree); `load()` returns None
 (and `load_error` says why) when `import flash_mla` fails. This file is our own code around its
 Python entry point.
 

@@ -17,7 +17,7 @@
 # Arguments go to select_bench.py (e.g. --iters 10, --shapes 8192x131072x2048); INDEXER_ARGS to
 # indexer_bench.py (e.g. INDEXER_ARGS="--shapes-quick --peer deepgemm"); DECODE_ARGS to
 # decode_bench.py; ATTENTION_ARGS to attention_bench.py (default "--algos auto,per-query"; add
-# "--peer flashmla" after exporting the PYTHONPATH .peers/build_flashmla.sh prints). A failing
+# "--peer flashmla" with a FlashMLA build from its public source on PYTHONPATH). A failing
 # step does not stop the others; the failed ones are listed at the end, before the tables.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1

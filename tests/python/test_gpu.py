@@ -2,11 +2,9 @@
 torch.compile(fullgraph=True) and in a CUDA graph, graph capture and replay of every op, a chunk
 at a real shape, the paged decode indexer against the CPU op (every algorithm, next_n 1 to 4),
 compiled, and in one CUDA graph replayed as the contexts grow, sparse attention against the CPU
-op (every h_q, both d_qk, topk up to 2048), compiled and in a CUDA graph, and the host time per
-eager call (printed, not asserted; the target is <= 5 us). test_torch.py runs every op against
-its reference on the GPU as well."""
-import time
-
+op (every h_q, both d_qk, topk up to 2048), compiled and in a CUDA graph. test_torch.py runs
+every op against its reference on the GPU as well; bench/host_time_bench.py measures the eager
+host time per call."""
 import pytest
 
 from conftest import needs_cuda, torch
@@ -14,7 +12,6 @@ from conftest import needs_cuda, torch
 pytestmark = needs_cuda
 
 if torch is not None:
-    import litetopk
     from litetopk._ext import ext
     from litetopk.ops import (IndexerState, SparseKvCache, dense_decode, flash_mla_sparse_fwd,
                               fp8_mqa_logits, fp8_mqa_topk, fp8_paged_mqa_logits,
@@ -347,55 +344,3 @@ def test_sparse_attention_cuda_graph_replay():
         for got, w in zip(outputs, want):
             assert torch.equal(got, w), seed
         check_attention_close(want, cpu_attention(q, kv, indices, 0.06), kv, indices)
-
-
-def host_us(call, repeats=2000):
-    """Median over 5 rounds of the mean host time of one call, in microseconds."""
-    for _ in range(50):
-        call()
-    torch.cuda.synchronize()
-    rounds = []
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(repeats):
-            call()
-        rounds.append((time.perf_counter() - start) / repeats * 1e6)
-        torch.cuda.synchronize()
-    return sorted(rounds)[2]
-
-
-def test_host_time_per_eager_call(capsys):
-    scores = torch.randn(4, 4096, device="cuda")
-    q, kv, kv_scale, weights, ks, ke = indexer_inputs("cuda", T=64, S=1024)
-    indices = torch.empty(4, 64, dtype=torch.int32, device="cuda")
-    state = IndexerState(64, device="cuda")
-    dq, keys, values, lengths = dense_cache("cuda")
-    cache = SparseKvCache.empty(2, 2, 3, device="cuda")
-    cache.fill_from_dense(keys, values, lengths.clone())
-    paged = paged_inputs("cuda", contexts=[1000, 700], next_n=1)
-    lib = litetopk._ext.ext()
-    stream = torch.cuda.current_stream().cuda_stream
-    problem = lib.SelectProblem()
-    problem.dtype, problem.batch, problem.n, problem.k = lib.DType.float32, 4, 4096, 64
-    plan = lib.select_topk_plan(problem, lib.SelectOptions())
-    ws = torch.empty(max(1, plan.workspace_bytes), dtype=torch.uint8, device="cuda")
-    raw = (plan, scores.data_ptr(), 0, 0, indices.data_ptr(), 0, ws.data_ptr(), stream)
-    calls = {
-        "binding select_topk_launch (no torch op)": lambda: lib.select_topk_launch(*raw),
-        "torch.topk (reference)": lambda: torch.topk(scores, 64, sorted=False),
-        "topk": lambda: topk(scores, 64),
-        "topk_out": lambda: topk(scores, 64, out=(indices, None)),
-        "torch.ops.litetopk.topk_out (dispatcher)": lambda: torch.ops.litetopk.topk_out(
-            scores, 64, indices),
-        "fp8_mqa_logits": lambda: fp8_mqa_logits(q, (kv, kv_scale), weights, ks, ke),
-        "fp8_mqa_topk": lambda: fp8_mqa_topk(q, (kv, kv_scale), weights, ks, ke, 64),
-        "fp8_mqa_topk, state": lambda: fp8_mqa_topk(q, (kv, kv_scale), weights, ks, ke, 64,
-                                                    state=state),
-        "fp8_paged_mqa_topk": lambda: fp8_paged_mqa_topk(*paged, 1024, 64),
-        "dense_decode": lambda: dense_decode(dq, keys, values, lengths),
-        "sparse_decode": lambda: cache.decode(dq),
-    }
-    with capsys.disabled():
-        print("\nhost time per eager call (us, median of 5 rounds; target <= 5 per op):")
-        for name, call in calls.items():
-            print(f"  {name:36s} {host_us(call):7.2f}")

@@ -505,9 +505,16 @@ def test_sparse_attention(device, h_q, d_qk):
     assert (out[3] == 0).all() and lse[3].isneginf().all() and max_logits[3].isneginf().all()
     # The op, FlashMLA's name and the _out variant (stats optional) agree.
     again = torch.ops.litetopk.sparse_attention(q, kv, indices, scale)
+    for a, b in zip((out, max_logits, lse), again):
+        assert torch.equal(a, b)
+    # FlashMLA's name returns its current convention: natural log, +inf lse for an empty query.
     flash = flash_mla_sparse_fwd(q, kv, indices, scale, 512)
-    for a, b, c in zip((out, max_logits, lse), again, flash):
-        assert torch.equal(a, b) and torch.equal(a, c)
+    assert torch.equal(flash[0], out)
+    assert torch.equal(flash[1], max_logits * math.log(2))
+    assert flash[2][3].isposinf().all() and flash[1][3].isneginf().all()
+    finite = lse.isfinite()
+    assert torch.equal(flash[2][finite], lse[finite] * math.log(2))
+    assert torch.equal(sparse_attention(q, kv, indices, scale, natural_log=True)[2], flash[2])
     out2 = torch.full_like(out, 7.0)
     lse2 = torch.zeros_like(lse)
     result = sparse_attention(q, kv, indices, scale, out=(out2, None, lse2))
@@ -515,6 +522,31 @@ def test_sparse_attention(device, h_q, d_qk):
     assert torch.equal(out2, out) and torch.equal(lse2, lse)
     torch.ops.litetopk.sparse_attention_out(q, kv, indices[:, 0], scale, out2)  # 2-D indices
     assert torch.equal(out2, out)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_flash_mla_topk_length_and_attn_sink(device):
+    """topk_length is the same as -1 past each query's length; attn_sink scales out by
+    1 / (1 + exp(sink - lse)) (natural lse, without the sink) and leaves lse as it is, as the
+    current FlashMLA does; a query whose length is 0 gets out 0 and lse +inf."""
+    q, kv, indices = attention_inputs(device, s_q=6, h_q=16, topk=37, seed=21)
+    lengths = torch.tensor([37, 0, 5, 36, 1, 20], dtype=torch.int32, device=device)
+    masked = indices.clone()
+    for s, n in enumerate(lengths.tolist()):
+        masked[s, :, n:] = -1
+    want = flash_mla_sparse_fwd(q, kv, masked, 0.07)
+    got = flash_mla_sparse_fwd(q, kv, indices, 0.07, topk_length=lengths)
+    for g, w in zip(got, want):
+        assert torch.equal(g, w)
+    assert got[2][1].isposinf().all() and (got[0][1] == 0).all()
+    assert torch.equal(flash_mla_sparse_fwd(q, kv, indices, 0.07, topk_length=lengths.long())[0],
+                       got[0])
+    sink = torch.linspace(-2.0, 2.0, 16, device=device)
+    sunk = flash_mla_sparse_fwd(q, kv, indices, 0.07, attn_sink=sink, topk_length=lengths)
+    assert torch.equal(sunk[1], got[1]) and torch.equal(sunk[2], got[2])
+    scale = 1.0 / (1.0 + torch.exp(sink.view(1, 16) - got[2]))
+    expected = (got[0].float() * scale.unsqueeze(-1)).to(torch.bfloat16)
+    assert torch.equal(sunk[0], expected) and (sunk[0][1] == 0).all()
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -551,10 +583,12 @@ def test_sparse_attention_bad_input(device):
         sparse_attention(q, kv, indices, float("nan"))
     with pytest.raises(ValueError, match="topk must be in"):
         sparse_attention(q, kv, indices[..., :0], 0.1)
-    with pytest.raises(ValueError, match="attn_sink is not supported"):
-        flash_mla_sparse_fwd(q, kv, indices, 0.1, 512, torch.zeros(16, device=device))
-    with pytest.raises(ValueError, match="topk_length is not supported"):
-        flash_mla_sparse_fwd(q, kv, indices, 0.1, topk_length=indices[:, 0, 0])
+    with pytest.raises(ValueError, match=r"attn_sink must be of shape \[h_q = 16\]"):
+        flash_mla_sparse_fwd(q, kv, indices, 0.1, 512, torch.zeros(8, device=device))
+    with pytest.raises(ValueError, match=r"topk_length must be of shape \[s_q = 6\]"):
+        flash_mla_sparse_fwd(q, kv, indices, 0.1, topk_length=indices[:3, 0, 0])
+    with pytest.raises(ValueError, match="topk_length must be of dtype int32 or int64"):
+        flash_mla_sparse_fwd(q, kv, indices, 0.1, topk_length=indices[:, 0, 0].float())
     out = torch.empty(6, 16, 512, dtype=torch.bfloat16, device=device)
     with pytest.raises(ValueError, match=r"lse must be of shape \[6, 16\]"):
         sparse_attention(q, kv, indices, 0.1, out=(out, None, torch.empty(6, device=device)))

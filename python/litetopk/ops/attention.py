@@ -72,7 +72,22 @@ _register("sparse_attention_out(Tensor q, Tensor kv, Tensor indices, float sm_sc
           _sparse_attention_out, lambda *args, **kwargs: None)
 
 
-def sparse_attention(q, kv, indices, sm_scale, d_v=512, out=None, algo="auto"):
+LN2 = 0.6931471805599453
+
+
+def natural_log_stats(max_logits, lse):
+    """max_logits and lse from base 2 to natural-log units, the current FlashMLA's convention:
+    times ln(2), and +inf lse (not -inf) for a query with nothing to attend, so that an engine
+    merging attention states gives it no weight. New tensors (either may be None)."""
+    if max_logits is not None:
+        max_logits = max_logits * LN2
+    if lse is not None:
+        lse = torch.where(lse == float("-inf"), float("inf"), lse * LN2)
+    return max_logits, lse
+
+
+def sparse_attention(q, kv, indices, sm_scale, d_v=512, out=None, algo="auto",
+                     natural_log=False):
     """MLA attention of each query over the tokens its row of indices selects, FlashMLA's sparse
     prefill (flash_mla_sparse_fwd): returns (out [s_q, h_q, d_v] bf16, max_logits [s_q, h_q]
     fp32, lse [s_q, h_q] fp32), max_logits and lse in base 2 (natural-log values times log2(e),
@@ -87,11 +102,15 @@ def sparse_attention(q, kv, indices, sm_scale, d_v=512, out=None, algo="auto"):
     8192, s_kv <= 2^27), "per-query" at 64 and 128; "per-query", "union-packed" or "plain" (the
     cross-check kernel) picks one (include/litetopk/attention.h, docs/attention.md). CPU tensors
     run the fp64 reference whatever algo names (the name is checked all the same, union-packed
-    where it applies)."""
+    where it applies). natural_log=True returns max_logits and lse in the current FlashMLA's
+    convention instead (natural_log_stats: natural-log units, +inf lse for an empty query)."""
     direct = _direct(q, kv, indices, *(out or ()))
     if out is None:
         op = _sparse_attention if direct else torch.ops.litetopk.sparse_attention
-        return op(q, kv, indices, float(sm_scale), int(d_v), algo)
+        result = op(q, kv, indices, float(sm_scale), int(d_v), algo)
+        if natural_log:
+            return (result[0],) + natural_log_stats(result[1], result[2])
+        return result
     if len(out) != 3:
         raise ValueError(f"out must be (out, max_logits or None, lse or None), got {len(out)} "
                          "items")
@@ -100,5 +119,9 @@ def sparse_attention(q, kv, indices, sm_scale, d_v=512, out=None, algo="auto"):
                          f"{tuple(out[0].shape)}")
     op = _sparse_attention_out if direct else torch.ops.litetopk.sparse_attention_out
     op(q, kv, indices, float(sm_scale), *out, algo)
+    if natural_log:
+        for target, converted in zip(out[1:], natural_log_stats(out[1], out[2])):
+            if target is not None:
+                target.copy_(converted)
     return out
 

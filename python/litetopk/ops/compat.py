@@ -51,15 +51,35 @@ def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, *args,
     return out
 
 
+def _first_slots(indices, topk_length):
+    """indices with every slot at or past its query's topk_length [s_q] set to -1 (skipped)."""
+    if topk_length.dim() != 1 or topk_length.shape[0] != indices.shape[0]:
+        raise ValueError(f"topk_length must be of shape [s_q = {indices.shape[0]}], got shape "
+                         f"{tuple(topk_length.shape)}")
+    if topk_length.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"topk_length must be of dtype int32 or int64, got {topk_length.dtype}")
+    topk = indices.shape[-1]
+    slots = torch.arange(topk, device=indices.device, dtype=topk_length.dtype)
+    past = slots >= topk_length.view(-1, *([1] * (indices.dim() - 1)))
+    return indices.masked_fill(past, -1)
+
+
 def flash_mla_sparse_fwd(q, kv, indices, sm_scale, d_v=512, attn_sink=None, topk_length=None):
-    """FlashMLA's flash_mla_sparse_fwd(q, kv, indices, sm_scale, d_v=512) on litetopk's kernels
-    (algo "auto"): sparse_attention's (out, max_logits, lse), base 2. The later FlashMLA
-    arguments attn_sink and topk_length are not supported (ValueError unless None; topk_length's
-    effect is had by -1 past each row's length)."""
-    if attn_sink is not None:
-        raise ValueError("attn_sink is not supported by litetopk's sparse_attention (pass None)")
+    """FlashMLA's flash_mla_sparse_fwd(q, kv, indices, sm_scale, d_v=512, attn_sink=None,
+    topk_length=None) on litetopk's kernels (algo "auto"), returning what the current FlashMLA
+    returns: (out [s_q, h_q, d_v] bf16, max_logits [s_q, h_q], lse [s_q, h_q]) with max_logits
+    and lse in natural-log units, lse +inf for a query with nothing to attend (its out 0).
+    topk_length [s_q] (int32 or int64): query s attends only to its first topk_length[s] slots.
+    attn_sink [h_q] fp32: a per-head logit that takes softmax mass without a value (out scaled by
+    1 / (1 + exp(attn_sink - lse)); lse is returned without it, as FlashMLA does)."""
     if topk_length is not None:
-        raise ValueError("topk_length is not supported by litetopk's sparse_attention (pass None "
-                         "and pad each row of indices with -1 past its length)")
-    return sparse_attention(q, kv, indices, sm_scale, d_v)
+        indices = _first_slots(indices, topk_length)
+    out, max_logits, lse = sparse_attention(q, kv, indices, sm_scale, d_v, natural_log=True)
+    if attn_sink is not None:
+        if attn_sink.dim() != 1 or attn_sink.shape[0] != q.shape[1]:
+            raise ValueError(f"attn_sink must be of shape [h_q = {q.shape[1]}], got shape "
+                             f"{tuple(attn_sink.shape)}")
+        kept = torch.sigmoid(lse - attn_sink.float())  # an empty query's out stays 0
+        out = (out.float() * kept.unsqueeze(-1)).to(torch.bfloat16)
+    return out, max_logits, lse
 

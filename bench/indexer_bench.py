@@ -309,6 +309,33 @@ def markdown_table(rows):
     return "\n".join(lines) + "\n"
 
 
+def side_by_side_table(rows):
+    """The issue's side-by-side table: DeepGEMM (this run) beside litetopk's logits, unfused,
+    fused and auto (the time of the path auto dispatched to, and which)."""
+    lines = [
+        "| T x S, H, k | DG logits | DG + our select | DG + torch.topk | our logits | unfused "
+        "| fused | auto (path) | fused / unfused | fused aux GB | exact |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        ms = row["ms"]
+        peer = (row.get("peer") or {}).get("ms", {})
+        fused, unfused = ms.get("fused"), ms.get("unfused")
+        dispatched = row.get("dispatched")
+        auto = ms.get(dispatched) if dispatched else None
+        checked = row["verified"]
+        exact = "-" if not checked else ("yes" if all(checked.values()) else "NO")
+        aux = row["workspace_bytes"].get("fused")
+        lines.append(
+            f"| {row['T']} x {row['S']}, {row['H']}, {row['k']} | {fmt(peer.get('logits'))} | "
+            f"{fmt(peer.get('litetopk_select'))} | {fmt(peer.get('torch_topk'))} | "
+            f"{fmt(row.get('logits_ms'))} | {fmt(unfused)} | {fmt(fused)} | "
+            f"{fmt(auto)} ({dispatched or '-'}) | "
+            f"{fmt(fused / unfused if fused and unfused else None, 3)} | "
+            f"{fmt(aux / 1e9 if aux else None, 3)} | {exact} |")
+    return "\n".join(lines) + "\n"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_common_arguments(parser, "indexer", "TxSxHxK", "8192x131072x64x2048", iters=5, warmup=2)
@@ -353,7 +380,7 @@ def main():
         "(--peer deepgemm)",
         args, rows, fp8_peak_tflops=FP8_PEAK_TFLOPS,
         peer=deepgemm_peer.describe(dg) if args.peer else None)
-    table = markdown_table(rows)
+    table = markdown_table(rows) + "\n" + side_by_side_table(rows)
     write_results(record, table, args,
                   f"{record['device']}, {record['date']}, torch {record['torch']}, litetopk "
                   f"{record['litetopk']}")

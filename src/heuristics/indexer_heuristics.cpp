@@ -14,6 +14,12 @@ IndexerAlgo choose_indexer_algo(const IndexerProblem& problem) {
                                                            : IndexerAlgo::kUnfused;
 }
 
+FusedKernel choose_fused_kernel(const IndexerProblem& problem, const IndexerOptions& options) {
+  constexpr int kTileKeys = 64;
+  const bool cold = options.cold_sample && cold_sample_tiles(problem, kTileKeys) > 0;
+  return cold && options.state == nullptr ? FusedKernel::kGated : FusedKernel::kLists;
+}
+
 IndexerAlgo choose_paged_indexer_algo(const PagedIndexerProblem&) {
   // docs/BENCHMARKS.md, paged decode indexer: fused slower than unfused at 1 x 128K (0.034 vs
   // 0.026 ms), 8 x 128K (0.083 vs 0.067) and 32 x 128K (0.225 vs 0.191); it does not run on the
@@ -56,6 +62,26 @@ int64_t fused_list_capacity(const IndexerProblem& problem, int64_t requested,
     capacity = std::min<int64_t>(aim, fitting) / 64 * 64;
   }
   return std::max(capacity, least);
+}
+
+int64_t gated_list_capacity(const IndexerProblem& problem, int64_t requested, int32_t cold_tiles,
+                            int tile_keys) {
+  const int64_t least = 2 * problem.k;
+  const int64_t most = std::max<int64_t>((problem.num_keys + 63) / 64 * 64, 64);
+  double capacity = static_cast<double>(requested);
+  if (requested == 0 && cold_tiles > 0) {
+    // The sample's share of a query's k best, mu, and the gate's rank r (speculative_rank.cuh);
+    // the gate then admits about k r / mu scores of the row.
+    const double k = static_cast<double>(problem.k);
+    const double tiles =
+        std::max(1.0, std::ceil(static_cast<double>(problem.num_keys) / tile_keys));
+    const double mu = cold_tiles * k / tiles;
+    const double rank = std::ceil(mu + 6.0 * std::sqrt(mu)) + 2.0;
+    const double expected = k * rank / mu;
+    capacity = expected * (1.0 + 8.0 / std::sqrt(rank)) + 256.0;
+  }
+  const auto rounded = static_cast<int64_t>(std::ceil(capacity / 64.0)) * 64;
+  return std::min(std::max(rounded, least), most);
 }
 
 }  // namespace litetopk::heuristics

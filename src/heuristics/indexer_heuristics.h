@@ -11,6 +11,13 @@ namespace litetopk::heuristics {
 // The algorithm kAuto runs: fused from S >= 256 k keys, unfused below.
 IndexerAlgo choose_indexer_algo(const IndexerProblem& problem);
 
+// The fused path's two kernels: kGated (the cold sample's gate in the four-warpgroup core's
+// epilogue, gated_indexer_kernel.cu) and kLists (candidate lists gated and reduced by side warps,
+// fused_indexer_kernel.cu: the hot sample of IndexerState, and the exact re-run of kGated).
+enum class FusedKernel { kGated, kLists };
+// kGated with the cold sample and no state; kLists otherwise.
+FusedKernel choose_fused_kernel(const IndexerProblem& problem, const IndexerOptions& options);
+
 // The paged decode indexer's kAuto: unfused on every shape (its one-launch grid-radix select
 // after the logits beat the fused kernel on every shape measured on the H200).
 IndexerAlgo choose_paged_indexer_algo(const PagedIndexerProblem& problem);
@@ -25,5 +32,12 @@ int32_t cold_sample_tiles(const IndexerProblem& problem, int tile_keys);
 // `lists` lists share the budget, each with `slack` extra slots.
 int64_t fused_list_capacity(const IndexerProblem& problem, int64_t requested,
                             int32_t cold_tiles, int tile_keys, int64_t lists, int64_t slack);
+
+// Slots per candidate list of the gated kernel: `requested` when nonzero (at least 2k), else
+// the admissions the speculative gate expects from a cold sample of `cold_tiles` tiles,
+// k r / mu, plus 8 of their standard deviations (about k r / mu / sqrt(r)), at least 2k; at
+// most the keys (rounded to 64).
+int64_t gated_list_capacity(const IndexerProblem& problem, int64_t requested, int32_t cold_tiles,
+                            int tile_keys);
 
 }  // namespace litetopk::heuristics

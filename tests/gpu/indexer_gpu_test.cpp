@@ -11,7 +11,7 @@
 #include "common/indexer_testing.h"
 #include "testkit/device_memory.h"
 #include "formats/hot_sample_layout.h"
-#include "formats/fp8_e4m3.h"
+#include "litetopk/fp8_e4m3.h"
 #include "gpu/gpu_select_runner.h"
 
 namespace litetopk::testing {
@@ -347,6 +347,92 @@ TEST(IndexerGpuSmall, FusedColdSampleExact) {
     std::printf("  cold sample %s: %.0f candidates per query, %llu query blocks re-run\n",
                 cold_sample ? "on" : "off",
                 static_cast<double>(counts[0]) / static_cast<double>(c.T), counts[2]);
+  }
+}
+
+// ---- the gated kernel (cold sample gate in the four-warpgroup core's epilogue) ----
+
+// Runs unfused and fused (gated: the cold sample on, no state) on the same inputs and holds the
+// fused result to unfused (and to the oracle when it is quick: unfused is held to it on every
+// case of the suite); returns the fused kernel's counters.
+void expect_gated_exact(const IndexerCase& c, const HostIndexerInputs& in, int64_t capacity,
+                        unsigned long long (*counts)[3]) {
+  HostTopk unfused, fused;
+  Status s = run_topk(c, in, IndexerAlgo::kUnfused, &unfused);
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  IndexerOptions options;
+  options.algo = IndexerAlgo::kFused;
+  options.candidate_capacity = capacity;
+  s = run_with_options(c, in, options, &fused, counts);
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  if (c.T * c.S * c.H <= (int64_t{1} << 25)) {
+    EXPECT_TRUE(
+        check_indexer_oracle(c, in, fused.indices.data(), fused.values.data(), gpu_rel(c)));
+  }
+  EXPECT_TRUE(check_indexer_agreement(c, fused.indices.data(), fused.values.data(),
+                                      unfused.indices.data(), unfused.values.data()));
+}
+
+// Lists too short for what the gate admits (capacity 2k against about 3k expected): rows
+// overflow, their blocks are re-run exactly, and nothing is lost. With the default capacity on
+// the same inputs, no block is re-run.
+TEST(IndexerGpuSmall, GatedListOverflowIsRerun) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
+  for (int64_t heads : {32, 64}) {
+    const IndexerCase c = causal_case("GatedOverflow", 24, 65536, heads, 512, 91);
+    const HostIndexerInputs in = make_indexer_inputs(c);
+    unsigned long long small[3] = {}, fitting[3] = {};
+    expect_gated_exact(c, in, 1, &small);
+    EXPECT_GT(small[2], 0u) << "H = " << heads;
+    expect_gated_exact(c, in, 0, &fitting);
+    EXPECT_EQ(fitting[2], 0u) << "H = " << heads;
+  }
+}
+
+// Every score equal (one kv row repeated, one scale): the gate is that score, every key reaches
+// it, each list overflows and the re-run picks k of the ties. Then every score NaN but a few:
+// the sample holds fewer valid scores than the gate's rank, the gate is -inf, and the result is
+// the valid keys then -1 padding.
+TEST(IndexerGpuSmall, GatedTiesAndNaN) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
+  const IndexerCase c = causal_case("GatedTies", 8, 32768, 64, 256, 17);
+  HostIndexerInputs in = make_indexer_inputs(c);
+  const std::size_t row = static_cast<std::size_t>(c.D);
+  for (std::size_t key = 1; key < static_cast<std::size_t>(c.S); ++key) {
+    std::copy(in.kv.begin(), in.kv.begin() + static_cast<std::ptrdiff_t>(row),
+              in.kv.begin() + static_cast<std::ptrdiff_t>(key * row));
+  }
+  for (float& scale : in.kv_scale) scale = 1.0f;
+  for (float& w : in.weights) w = std::fabs(w) + 0.1f;
+  unsigned long long ties[3] = {};
+  expect_gated_exact(c, in, 0, &ties);
+  EXPECT_GT(ties[2], 0u);
+  HostIndexerInputs sparse = make_indexer_inputs(c);
+  for (std::size_t key = 0; key < sparse.kv_scale.size(); ++key) {
+    if (key % 1000 != 3) sparse.kv_scale[key] = NAN;
+  }
+  unsigned long long none[3] = {};
+  expect_gated_exact(c, sparse, 0, &none);
+}
+
+// Tiny and uneven shapes through the gated pipeline: one query, ranges shorter than k in a long
+// key set, a partial last query block, k = 1.
+TEST(IndexerGpuSmall, GatedShortRangesAndTinyShapes) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
+  for (int64_t heads : {32, 64}) {
+    const IndexerCase one = causal_case("GatedOne", 1, 40000, heads, 1, 3);
+    unsigned long long counts[3] = {};
+    expect_gated_exact(one, make_indexer_inputs(one), 0, &counts);
+    const IndexerCase ragged = causal_case("GatedRagged", 13, 50000, heads, 2048, 4);
+    HostIndexerInputs in = make_indexer_inputs(ragged);
+    for (int64_t t = 0; t < ragged.T; ++t) {
+      // Every other query: a range of 1000 keys (shorter than k) somewhere in the middle.
+      if (t % 2 == 1) {
+        in.ks[static_cast<std::size_t>(t)] = static_cast<int32_t>(5000 + 997 * t);
+        in.ke[static_cast<std::size_t>(t)] = static_cast<int32_t>(6000 + 997 * t);
+      }
+    }
+    expect_gated_exact(ragged, in, 0, &counts);
   }
 }
 

@@ -51,6 +51,7 @@
 #include "cuda/indexer/candidate_list.cuh"
 #include "cuda/indexer/indexer_kernels.h"
 #include "cuda/indexer/indexer_wgmma_sm90.cuh"
+#include "cuda/indexer/speculative_rank.cuh"
 #include "cuda/common/device_shape.h"
 #include "heuristics/indexer_heuristics.h"
 #include "cuda/common/workspace_carver.h"
@@ -87,17 +88,6 @@ struct FusedArgs {
   unsigned long long* counters;
   int32_t* retry;  // the retry list (sm90core::CoreArgs::block_list); null on the retry launch
 };
-
-// The speculative gate's sample rank for a sample of `cold` of the `tiles` key tiles: the sample's
-// share of a query's k best is about binomial with mean mu = cold k / tiles, and the sample's
-// r-th best with r = mu + 6 sqrt(mu) + 2 lies below the query's k-th best but with a
-// probability of about 1e-8 (Poisson tail at mu = 18, the sample of 512K keys). With 4.75 (about
-// 3e-6) one query of the benchmark's 8192 x 512K, H = 32 failed, and re-running its block alone
-// on one SM cost 10 ms (20%); the wider margin admits about 0.3k more sparse candidates.
-__device__ __forceinline__ uint32_t speculative_rank(int cold, int tiles, int32_t k) {
-  const float mu = static_cast<float>(cold) * static_cast<float>(k) / static_cast<float>(tiles);
-  return static_cast<uint32_t>(ceilf(mu + 6.0f * sqrtf(mu))) + 2;
-}
 
 // One tile's scores in the ring: [query][row], the rows' key indices (-1: none), and the math
 // warps' flags (flag_word, flag_lane).
@@ -228,6 +218,8 @@ struct TopkEpilogue {
   __device__ void end_tile(uint32_t iter) {
     sm90::mbarrier_arrive(&sh.ring_full[iter % kRingStages]);
   }
+
+  __device__ void refill_slot(int, int, int, int) {}
 
   // ---- the side warps: filter, gates, select ----
 
@@ -447,7 +439,7 @@ struct TopkEpilogue {
     team.sync();
     const int samples = r.num_sample_tiles;
     const int cold_end = r.order.cold_tiles > 0 ? samples + r.order.cold_tiles : -1;
-    const int tiles = samples + r.num_tiles;
+    const int tiles = samples + r.walk_tiles;
     int next = warp;  // this warp's next tile
     for (int done = 0; done < tiles;) {
       int boundary = min(tiles, (done / kCheckTiles + 1) * kCheckTiles);
@@ -481,10 +473,11 @@ __global__ void __launch_bounds__(FusedRoles::kThreads, 1)
   sm90core::run_core<kHeads, FusedRoles::kMathGroups>(&q_map, &kv_map, args, core, epilogue);
 }
 
-// The speculative launch over every query block, then the retry launch over the listed ones.
+// The speculative launch over every query block, then the retry launch over the listed ones;
+// or, with a block list, one exact launch over the listed query blocks.
 template <int kHeads>
 Status launch(const IndexerProblem& problem, const FusedPlan& plan, uint64_t* lists,
-              int32_t* retry, cudaStream_t stream) {
+              int32_t* retry, const int32_t* block_list, cudaStream_t stream) {
   CoreLaunch core;
   if (Status s = prepare_core_launch(problem, &core); !s) return s;
   if (core.blocks > plan.blocks) core.blocks = plan.blocks;
@@ -512,6 +505,11 @@ Status launch(const IndexerProblem& problem, const FusedPlan& plan, uint64_t* li
     LITETOPK_CUDA_TRY(cudaPeekAtLastError());
     return Status::ok();
   };
+  if (block_list != nullptr) {
+    core.args.block_list = block_list;
+    fused.retry = nullptr;
+    return run();
+  }
   LITETOPK_CUDA_TRY(cudaMemsetAsync(retry, 0, sizeof(int32_t), stream));
   if (Status s = run(); !s || plan.cold_sample_tiles == 0) return s;
   core.args.cold_sample_tiles = 0;
@@ -540,6 +538,15 @@ Status plan_fused(const IndexerProblem& problem, int64_t requested_capacity, boo
   return Status::ok();
 }
 
+Status launch_fused_blocks(const IndexerProblem& problem, const FusedPlan& plan, uint64_t* lists,
+                           const int32_t* block_list, cudaStream_t stream) {
+  if (problem.num_queries == 0 || problem.num_keys == 0) return Status::ok();
+  FusedPlan exact = plan;
+  exact.cold_sample_tiles = 0;
+  return problem.num_heads == 64 ? launch<64>(problem, exact, lists, nullptr, block_list, stream)
+                                 : launch<32>(problem, exact, lists, nullptr, block_list, stream);
+}
+
 Status launch_fused(const IndexerProblem& problem, const FusedPlan& plan, uint64_t* lists,
                     int32_t* retry, cudaStream_t stream) {
   if (problem.num_queries == 0) return Status::ok();
@@ -552,8 +559,8 @@ Status launch_fused(const IndexerProblem& problem, const FusedPlan& plan, uint64
     }
     return Status::ok();
   }
-  return problem.num_heads == 64 ? launch<64>(problem, plan, lists, retry, stream)
-                                 : launch<32>(problem, plan, lists, retry, stream);
+  return problem.num_heads == 64 ? launch<64>(problem, plan, lists, retry, nullptr, stream)
+                                 : launch<32>(problem, plan, lists, retry, nullptr, stream);
 }
 
 }  // namespace litetopk::cuda_indexer

@@ -35,7 +35,8 @@ Status prepare_core_launch(const IndexerProblem& problem, CoreLaunch* launch) {
                   nullptr,
                   0,
                   0,
-                  nullptr};
+                  nullptr,
+                  sm90core::kWalkAll};
   cuda_common::DeviceShape device{};
   if (Status s = cuda_common::current_device_shape(&device); !s) return s;
   launch->blocks = static_cast<unsigned>(std::min<int64_t>(query_blocks, device.sm_count));

@@ -1,13 +1,18 @@
 // The CUDA backend of indexer_topk. The unfused path: the logits kernel writes [T, S] fp32 into
-// the workspace, then select_topk picks each row's top k inside [ks, ke). The fused path: one
-// kernel scores and selects (fused_indexer_kernel.cu); its workspace holds candidate lists. With
-// an IndexerState, the fused kernel first scores the previous chunk's hot sample, and either path
-// then writes this chunk's (hot_sample_writer.cu) with the rest of the workspace.
+// the workspace, then select_topk picks each row's top k inside [ks, ke). The fused path never
+// writes the logits: with the cold sample and no state, the gated kernel pipeline
+// (gated_indexer_launch.cu: a gate per query from its sample, the four-warpgroup core gating the
+// rest into candidate lists, a selection over the lists, an exact re-run of the blocks that need
+// it); otherwise the list kernel (fused_indexer_kernel.cu), which first scores the previous
+// chunk's hot sample of an IndexerState. Either path then writes this chunk's hot sample
+// (hot_sample_writer.cu) with the rest of the workspace.
 #include <cuda_runtime_api.h>
 
 #include "api/indexer_backend.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/indexer/gated_indexer_launch.h"
 #include "cuda/indexer/indexer_kernels.h"
+#include "heuristics/indexer_heuristics.h"
 #include "cuda/select/select_kernels.h"
 #include "litetopk/select.h"
 
@@ -39,6 +44,9 @@ void* state_of(const IndexerOptions& options) {
 // candidate lists, or the logits and their selection's workspace; then, with a state, the
 // hot-sample writer's.
 struct CallLayout {
+  bool gated = false;
+  cuda_indexer::GatedPlan gated_plan{};
+  cuda_indexer::GatedWorkspace gated_ws{};
   cuda_indexer::FusedPlan plan{};
   uint64_t* lists = nullptr;
   int32_t* retry = nullptr;
@@ -53,7 +61,21 @@ struct CallLayout {
 Status carve_call(const IndexerProblem& problem, IndexerAlgo algo, const IndexerOptions& options,
                   void* base, CallLayout* layout) {
   cuda_common::WorkspaceCarver carver(base);
-  if (algo == IndexerAlgo::kFused) {
+  layout->gated = algo == IndexerAlgo::kFused &&
+                   heuristics::choose_fused_kernel(problem, options) ==
+                       heuristics::FusedKernel::kGated;
+  if (layout->gated) {
+    if (Status s = cuda_indexer::plan_gated(problem, options.candidate_capacity,
+                                            &layout->gated_plan);
+        !s) {
+      return s;
+    }
+    if (Status s = cuda_indexer::carve_gated(carver, problem, layout->gated_plan,
+                                             &layout->gated_ws);
+        !s) {
+      return s;
+    }
+  } else if (algo == IndexerAlgo::kFused) {
     if (Status s = cuda_indexer::plan_fused(problem, options.candidate_capacity,
                                             options.cold_sample, &layout->plan);
         !s) {
@@ -100,7 +122,13 @@ Status cuda_indexer_topk(const IndexerProblem& problem, IndexerAlgo algo,
                          cudaStream_t stream) {
   CallLayout layout;
   if (Status s = carve_call(problem, algo, options, workspace, &layout); !s) return s;
-  if (algo == IndexerAlgo::kFused) {
+  if (layout.gated) {
+    if (Status s = cuda_indexer::launch_gated(problem, layout.gated_plan, layout.gated_ws,
+                                              options.candidate_counters, stream);
+        !s) {
+      return s;
+    }
+  } else if (algo == IndexerAlgo::kFused) {
     if (Status s = cuda_indexer::launch_fused(problem, layout.plan, layout.lists, layout.retry,
                                                stream); !s) {
       return s;

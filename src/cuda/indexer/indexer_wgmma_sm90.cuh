@@ -4,12 +4,14 @@
 //
 // One persistent block per SM walks query blocks of kQueries queries (blockIdx.x, + gridDim.x, ...)
 // and, for each, the 64-key tiles covering the union of their ranges:
-// 1. Producer warp (warp 0 of the warpgroup after the math ones): per query block, stage the
+// 1. Producer warp (warp 0 of the warpgroup after the math ones): per query block, once its q slot
+//    is free, Epilogue::refill_slot (the query block that used the slot is done), then stage the
 //    ranges and head weights, TMA the queries' q [kQueries * H, 128] into a double-buffered slot,
 //    then fill a kKvStages-deep ring of 64-key tiles, each slot guarded by a full/empty mbarrier
 //    pair: first the hot sample's tiles when there is one (rows gathered by cp.async into the
 //    swizzled layout, with their key indices), then the key tiles by TMA, in formats/tile_order.h's
-//    order: with a cold sample, evenly strided tiles of the range first.
+//    order: with a cold sample, evenly strided tiles of the range first. CoreArgs::walk takes
+//    every key tile or the cold sample's alone.
 // 2. The math warpgroups (Roles): keys on the M side (64 per tile), query-heads on N in two banks
 //    of 128 columns, each 4 wgmma m64n128k32 steps over the head dimension. Two warpgroups take
 //    alternate tiles, each both banks (the epilogue of bank 0 runs while bank 1 is still in the
@@ -22,6 +24,8 @@
 //    (the logits kernel fills the keys outside the tiles with -inf there; the fused kernel filters
 //    the scores and selects).
 // The query blocks are all of them in order, or those of a block list (a re-run of some).
+// Epilogue::kTileOrder: whether the four-warpgroup math follows formats/tile_order.h (else key
+// tiles in key order only).
 #pragma once
 
 #include <cuda.h>
@@ -90,6 +94,14 @@ struct CoreArgs {
   int32_t cold_sample_tiles;
   // Null: query blocks 0 .. num_query_blocks-1. Else [0] a count, then that many query blocks.
   const int32_t* block_list;
+  // Which key tiles of the order a query block walks (TileWalk).
+  int32_t walk;
+};
+
+// The key tiles of a query block's order (formats/tile_order.h) that the core scores.
+enum TileWalk : int32_t {
+  kWalkAll = 0,         // every tile
+  kWalkColdSample = 1,  // the cold sample's tiles alone (none when the range has no sample)
 };
 
 // The query blocks a kernel walks, and the i-th of them.
@@ -117,6 +129,8 @@ struct QueryBlockRanges {
                       // [first_key + 64 key_tile(order, t), + 64)
   int32_t num_tiles;  // 0 when every range is empty
   tile_order::TileOrder order;
+  // The key tiles walked: order positions 0 .. walk_tiles - 1.
+  int32_t walk_tiles;
   // [inner_begin, inner_end): the keys inside every query's range (empty when some query of the
   // block is past the last one or has an empty range).
   int32_t inner_begin;
@@ -171,6 +185,7 @@ __device__ __forceinline__ void compute_ranges(const CoreArgs& args, int query_b
     out->num_sample_tiles = (hot_sample_count(args) + kTileKeys - 1) / kTileKeys;
     out->order = tile_order::make_tile_order(out->num_tiles, args.cold_sample_tiles);
   }
+  out->walk_tiles = args.walk == kWalkAll ? out->num_tiles : out->order.cold_tiles;
 }
 
 // Starts gathering the hot sample's rows first .. first+63 into a tile in TMA's 128-byte swizzled
@@ -349,7 +364,7 @@ __device__ __forceinline__ void run_math_two_banks(const CoreArgs& args, CoreSto
     sm90::mbarrier_wait(&s.q_full[slot], (it / kQStages) & 1);
     const QueryBlockRanges<S::kQueries>& ranges = s.ranges[slot];
     const int num_samples = ranges.num_sample_tiles;
-    const int num_tiles = num_samples + ranges.num_tiles;
+    const int num_tiles = num_samples + ranges.walk_tiles;
     BankWeights<kHeads> weights[2];
     load_bank_weights<kHeads>(s.weights[slot], 0, quad_lane, weights[0]);
     load_bank_weights<kHeads>(s.weights[slot], 1, quad_lane, weights[1]);
@@ -400,14 +415,15 @@ __device__ __forceinline__ void run_math_two_banks(const CoreArgs& args, CoreSto
       epilogue.end_tile(iter);
     }
     kv_base += static_cast<uint32_t>(num_tiles);
+    __syncwarp();  // the warp's epilogue writes, ordered before the slot's release
     if (lane == 0) sm90::mbarrier_arrive(&s.q_empty[slot]);
   }
 }
 
 // 2. Math with 4 warpgroups in two pairs: pair p takes tiles p, p + 2, ...; its warpgroup b bank b
-// of each. Key tiles in key order only (no hot or cold sample: the logits kernel); a key's scale
-// is read at min(key, S - 1), its score never stored past S.
-template <int kHeads, class Epilogue>
+// of each. Key tiles only (no hot sample), in key order or, with kTileOrder, in the tile order's
+// walk; a key's scale is read at min(key, S - 1), its score never stored past S.
+template <int kHeads, bool kTileOrder, class Epilogue>
 __device__ __forceinline__ void run_math_pairs(const CoreArgs& args, CoreStorage<kHeads>& s,
                                                Epilogue& epilogue, int warp, int lane) {
   using S = Shape<kHeads>;
@@ -428,7 +444,7 @@ __device__ __forceinline__ void run_math_pairs(const CoreArgs& args, CoreStorage
     const int slot = it % kQStages;
     sm90::mbarrier_wait(&s.q_full[slot], (it / kQStages) & 1);
     const QueryBlockRanges<S::kQueries>& ranges = s.ranges[slot];
-    const int num_tiles = ranges.num_tiles;
+    const int num_tiles = ranges.walk_tiles;
     BankWeights<kHeads> weights;
     load_bank_weights<kHeads>(s.weights[slot], bank, quad_lane, weights);
     const uint32_t q_low = q_low0 + static_cast<uint32_t>(slot) * kQSlotLow<kHeads>;
@@ -436,7 +452,8 @@ __device__ __forceinline__ void run_math_pairs(const CoreArgs& args, CoreStorage
     for (int tile = pair; tile < num_tiles; tile += 2) {
       const uint32_t iter = kv_base + static_cast<uint32_t>(tile);
       const uint32_t stage = iter % kKvStages;
-      const int tile_key = ranges.first_key + tile * kTileKeys;
+      const int key_tile = kTileOrder ? tile_order::key_tile(ranges.order, tile) : tile;
+      const int tile_key = ranges.first_key + key_tile * kTileKeys;
       const int key0 = tile_key + row0;
       const float scale0 = __ldg(args.kv_scale + min(key0, last_key));
       const float scale1 = __ldg(args.kv_scale + min(key0 + 8, last_key));
@@ -456,13 +473,16 @@ __device__ __forceinline__ void run_math_pairs(const CoreArgs& args, CoreStorage
       epilogue.end_tile(iter);
     }
     kv_base += static_cast<uint32_t>(num_tiles);
+    __syncwarp();  // the warp's epilogue writes, ordered before the slot's release
     if (lane == 0) sm90::mbarrier_arrive(&s.q_empty[slot]);
   }
 }
 
 // The kernel body. Epilogue: constructed per thread from (epilogue args, its shared storage); its
 // hooks are called by the math threads (begin_query_block; consume_bank and end_tile with the
-// tile's iteration, counted over the block's query blocks) and by the side warps (side_work).
+// tile's iteration, counted over the block's query blocks), by the producer warp (refill_slot,
+// with the q slot, the query block done with it or -1, the query block about to use it or -1,
+// and the lane) and by the side warps (side_work).
 template <int kHeads, int kGroups, class Epilogue>
 __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtensorMap* kv_map,
                                          const CoreArgs& args, CoreStorage<kHeads>& s,
@@ -499,6 +519,8 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
         const int qb = query_block_at(args, i);
         const int slot = it % kQStages;
         sm90::mbarrier_wait(&s.q_empty[slot], ((it / kQStages) & 1) ^ 1);
+        const int previous = i - kQStages * static_cast<int>(gridDim.x);
+        epilogue.refill_slot(slot, previous >= 0 ? query_block_at(args, previous) : -1, qb, lane);
         QueryBlockRanges<S::kQueries> ranges;
         compute_ranges(args, qb, lane, &ranges);
         if (lane == 0) s.ranges[slot] = ranges;
@@ -537,7 +559,7 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
           sm90::mbarrier_arrive(&s.kv_full[iter % kKvStages]);
         }
         // Key tiles: TMA.
-        for (int tile = 0; tile < ranges.num_tiles; ++tile, ++kv_iter) {
+        for (int tile = 0; tile < ranges.walk_tiles; ++tile, ++kv_iter) {
           const uint32_t stage = kv_iter % kKvStages;
           sm90::mbarrier_wait(&s.kv_empty[stage], ((kv_iter / kKvStages) & 1) ^ 1);
           if (lane == 0) {
@@ -548,6 +570,13 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
             sm90::mbarrier_arrive(&s.kv_full[stage]);
           }
         }
+      }
+      // The last query blocks of each slot, once the math is done with them.
+      for (int j = max(it, kQStages); j < it + kQStages; ++j) {
+        const int previous =
+            static_cast<int>(blockIdx.x) + (j - kQStages) * static_cast<int>(gridDim.x);
+        sm90::mbarrier_wait(&s.q_empty[j % kQStages], ((j / kQStages) & 1) ^ 1);
+        epilogue.refill_slot(j % kQStages, query_block_at(args, previous), -1, lane);
       }
     } else {
       // 4. The side warps.
@@ -567,7 +596,7 @@ __device__ __forceinline__ void run_core(const CUtensorMap* q_map, const CUtenso
   if constexpr (kGroups == 2) {
     run_math_two_banks<kHeads>(args, s, epilogue, warp, lane);
   } else {
-    run_math_pairs<kHeads>(args, s, epilogue, warp, lane);
+    run_math_pairs<kHeads, Epilogue::kTileOrder>(args, s, epilogue, warp, lane);
   }
 }
 

@@ -27,6 +27,7 @@ using sm90core::QueryBlockRanges;
 
 template <int kQueries>
 struct LogitsEpilogue {
+  static constexpr bool kTileOrder = false;
   const CoreArgs& args;
   float* logits;
   int64_t stride;
@@ -66,6 +67,7 @@ struct LogitsEpilogue {
   }
 
   __device__ void end_tile(uint32_t) {}
+  __device__ void refill_slot(int, int, int, int) {}
 
   // -inf over [0, first_key) and [first_key + 64 tiles, S) of every row of the block.
   __device__ void side_work(int query_block, const QueryBlockRanges<kQueries>& r, int thread,

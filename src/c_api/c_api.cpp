@@ -8,6 +8,7 @@
 #include "litetopk/attention.h"
 #include "litetopk/device.h"
 #include "litetopk/indexer.h"
+#include "litetopk/merge.h"
 #include "litetopk/select.h"
 #include "litetopk/sparse_decode.h"
 
@@ -590,6 +591,62 @@ int litetopk_sparse_attention_cpu(const litetopk_sparse_attention_problem* probl
   return on_problem(problem, [&](const auto& p) {
     return litetopk::sparse_attention_cpu(p);
   });
+}
+
+}  // extern "C"
+
+// ---- merge_topk ----
+
+namespace {
+
+litetopk::MergeProblem merge_problem_of(const litetopk_merge_problem& c) {
+  litetopk::MergeProblem p;
+  p.values = c.values;
+  p.indices = c.indices;
+  p.counts = c.counts;
+  p.batch = c.batch;
+  p.shards = c.shards;
+  p.k_in = c.k_in;
+  p.row_stride = c.row_stride;
+  p.shard_stride = c.shard_stride;
+  p.k = c.k;
+  p.largest = (c.flags & LITETOPK_SMALLEST) == 0;
+  p.sorted = (c.flags & LITETOPK_SORTED) != 0;
+  p.deterministic = (c.flags & LITETOPK_DETERMINISTIC) != 0;
+  p.out_indices = c.out_indices;
+  p.out_values = c.out_values;
+  return p;
+}
+
+// on_problem for the merge problem (whose conversion is declared after on_problem's lookup).
+template <typename Call>
+int on_merge_problem(const litetopk_merge_problem* problem, Call&& call) {
+  return guarded([&] {
+    if (problem == nullptr) return null_problem();
+    return call(merge_problem_of(*problem));
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+int litetopk_merge_topk_workspace_size(const litetopk_merge_problem* problem,
+                                       size_t* workspace_bytes) {
+  return on_merge_problem(problem, [&](const auto& p) {
+    return litetopk::merge_topk_workspace_size(p, workspace_bytes);
+  });
+}
+
+int litetopk_merge_topk(const litetopk_merge_problem* problem, void* workspace,
+                        size_t workspace_bytes, void* stream) {
+  return on_merge_problem(problem, [&](const auto& p) {
+    return litetopk::merge_topk(p, workspace, workspace_bytes, static_cast<cudaStream_t>(stream));
+  });
+}
+
+int litetopk_merge_topk_cpu(const litetopk_merge_problem* problem) {
+  return on_merge_problem(problem, [&](const auto& p) { return litetopk::merge_topk_cpu(p); });
 }
 
 }  // extern "C"

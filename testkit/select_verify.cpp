@@ -5,7 +5,6 @@
 #include <sstream>
 
 #include "litetopk/float_bits.h"
-#include "testkit/select_workload.h"
 
 namespace litetopk::testkit {
 
@@ -25,18 +24,27 @@ int64_t selected_count(const int32_t* row, int64_t k) {
   return count;
 }
 
-// "" when row b of `got` agrees with `want`, else what differs.
+// "" when row b of `got` (and of `got_values`, the [rows, k] values, when not null) agrees with
+// `want`, else what differs.
 std::string compare_row(const SelectProblem& p, int64_t b, const int32_t* got,
-                        const int32_t* want) {
+                        const void* got_values, const int32_t* want) {
   const int64_t stride = p.row_stride == 0 ? p.n : p.row_stride;
   const int64_t start = p.row_starts ? p.row_starts[b] : 0;
-  const int64_t length = (p.row_ends ? p.row_ends[b] : p.n) - start;
-  const auto value = [&](int32_t index) {
-    return score_as_float(p.scores, p.dtype, b * stride + start + index);
+  const int64_t length = std::max<int64_t>(0, (p.row_ends ? p.row_ends[b] : p.n) - start);
+  const auto raw = [&](int32_t index) {
+    return float_bits::load_score(p.scores, p.dtype, b * stride + start + index);
   };
+  const auto value = [&](int32_t index) { return float_bits::decode_score(raw(index), p.dtype); };
   std::ostringstream error;
 
+  int64_t selectable = 0;
+  for (int32_t i = 0; i < length; ++i) selectable += std::isnan(value(i)) ? 0 : 1;
   const int64_t count = selected_count(got, p.k);
+  if (count != std::min(p.k, selectable)) {
+    error << count << " entries selected, expected min(k, " << selectable
+          << " non-NaN scores in the row)";
+    return error.str();
+  }
   for (int64_t j = 0; j < p.k; ++j) {
     if (j >= count && got[j] != -1) {
       error << "slot " << j << " holds " << got[j] << " after -1 padding began at slot " << count;
@@ -49,6 +57,17 @@ std::string compare_row(const SelectProblem& p, int64_t b, const int32_t* got,
     }
     if (j < count && std::isnan(value(got[j]))) {
       error << "slot " << j << " selects NaN at index " << got[j];
+      return error.str();
+    }
+    if (got_values == nullptr) continue;
+    const uint32_t got_raw = float_bits::load_score(got_values, p.dtype, b * p.k + j);
+    if (j < count && got_raw != raw(got[j])) {
+      error << "slot " << j << " holds value bits " << got_raw << ", the score at index "
+            << got[j] << " has bits " << raw(got[j]);
+      return error.str();
+    }
+    if (j >= count && !std::isnan(float_bits::decode_score(got_raw, p.dtype))) {
+      error << "slot " << j << " is padding, its value must be NaN";
       return error.str();
     }
   }
@@ -86,22 +105,22 @@ std::string compare_row(const SelectProblem& p, int64_t b, const int32_t* got,
   }
 
   // The selected values, best first, must be the reference's bit for bit.
-  std::vector<float> got_values;
-  std::vector<float> want_values;
+  std::vector<float> got_sorted;
+  std::vector<float> want_sorted;
   for (int64_t j = 0; j < count; ++j) {
-    got_values.push_back(value(got[j]));
-    want_values.push_back(value(want[j]));
+    got_sorted.push_back(value(got[j]));
+    want_sorted.push_back(value(want[j]));
   }
   const auto best_first = [&](float x, float y) { return better(x, y, p.largest); };
-  std::sort(got_values.begin(), got_values.end(), best_first);
-  std::sort(want_values.begin(), want_values.end(), best_first);
+  std::sort(got_sorted.begin(), got_sorted.end(), best_first);
+  std::sort(want_sorted.begin(), want_sorted.end(), best_first);
   const auto same_bits = [](float x, float y) {
     return float_bits::f32_bits(x) == float_bits::f32_bits(y);
   };
   const auto differ =
-      std::mismatch(got_values.begin(), got_values.end(), want_values.begin(), same_bits);
-  if (differ.first != got_values.end()) {
-    error << "selected value #" << differ.first - got_values.begin() + 1 << " (best first) is "
+      std::mismatch(got_sorted.begin(), got_sorted.end(), want_sorted.begin(), same_bits);
+  if (differ.first != got_sorted.end()) {
+    error << "selected value #" << differ.first - got_sorted.begin() + 1 << " (best first) is "
           << *differ.first << ", the reference's is " << *differ.second;
     return error.str();
   }
@@ -120,10 +139,10 @@ Status reference_topk(const SelectProblem& problem, int64_t rows, std::vector<in
 }
 
 std::string compare_topk(const SelectProblem& problem, const int32_t* candidate,
-                         const int32_t* reference, int64_t rows) {
+                         const int32_t* reference, int64_t rows, const void* candidate_values) {
   for (int64_t b = 0; b < rows; ++b) {
-    const std::string error =
-        compare_row(problem, b, candidate + b * problem.k, reference + b * problem.k);
+    const std::string error = compare_row(problem, b, candidate + b * problem.k, candidate_values,
+                                          reference + b * problem.k);
     if (!error.empty()) return "row " + std::to_string(b) + ": " + error;
   }
   return "";

@@ -1,8 +1,7 @@
-// Bit-level helpers for the three score dtypes, for tests. The conversions (float <-> bfloat16 /
-// float16 bits, raw loads/stores, encode/decode of a raw score) are formats/float_bits.h's, brought
-// into litetopk::testing; the NaN test and the selection key of a raw score are test-only. A raw
-// score is held in a uint32_t: the float32 bits, or the 16 bits of a bfloat16/float16 in the low
-// half.
+// The public bit-level conversions of the three score dtypes (litetopk/float_bits.h: float <->
+// bfloat16 / float16 bits, raw loads/stores, encode/decode of a raw score), brought into
+// litetopk::testing for the tests. A raw score is held in a uint32_t: the float32 bits, or the 16
+// bits of a bfloat16/float16 in the low half.
 #pragma once
 
 #include <cstdint>
@@ -22,9 +21,5 @@ using float_bits::f32_from_bits;
 using float_bits::f32_from_f16_bits;
 using float_bits::load_score;  // element i of an array of dtype
 using float_bits::store_score;
-
-bool is_nan_score(uint32_t raw, DType dtype);
-// The order-preserving key of formats/score_keys.h for a raw score (0 for NaN).
-uint32_t score_key(uint32_t raw, DType dtype, bool largest);
 
 }  // namespace litetopk::testing

@@ -79,13 +79,13 @@ Status run_cpu_select(const SelectCase& c, const HostRows& rows, CpuSelectAlgo a
 std::vector<SelectCase> adversarial_cases();
 
 // Verifies one result against the reference result (both host arrays of batch*k; either values
-// pointer may be null):
-// per row: valid count == min(k, number of non-NaN entries in range); slots >= count are -1 (and
-// NaN values); indices in [0, len) and no duplicates; if values given, values[i] is bitwise the
-// score at that index; the multiset of selected keys equals the reference's exactly;
-// deterministic => same index set as reference; sorted => order is best-first with ties by
-// ascending index (indices equal the reference's when also deterministic, else keys compared slot
-// by slot). Fails with a message naming the case, row and slot of the first problem.
+// pointer may be null) with testkit::compare_topk (testkit/select_verify.h), after checking the
+// reference the same way against itself: per row, valid count == min(k, number of non-NaN
+// entries in range); slots >= count are -1 (and NaN values); indices in [0, len) and no
+// duplicates; if values given, values[i] is bitwise the score at that index; the selected values
+// equal the reference's bit for bit; deterministic => same index set as the reference; sorted =>
+// best first with ties by ascending index. Fails with a message naming the case, row and slot of
+// the first problem.
 ::testing::AssertionResult check_selection(const SelectCase& c, const HostRows& rows,
                                            const int32_t* indices, const void* values,
                                            const int32_t* ref_indices, const void* ref_values);

@@ -33,7 +33,7 @@ TEST(FloatBits, Float16KnownValues) {
   EXPECT_EQ(f16_bits_from_f32(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // tie, to even
   EXPECT_EQ(f16_bits_from_f32(1.0f + std::ldexp(3.0f, -11)), 0x3c02);  // tie, to even (up)
   EXPECT_EQ(f16_bits_from_f32(-0.0f), 0x8000);
-  EXPECT_TRUE(is_nan_score(f16_bits_from_f32(std::nanf("")), DType::kFloat16));
+  EXPECT_TRUE(std::isnan(decode_score(f16_bits_from_f32(std::nanf("")), DType::kFloat16)));
 }
 
 TEST(FloatBits, BFloat16KnownValues) {
@@ -44,18 +44,19 @@ TEST(FloatBits, BFloat16KnownValues) {
   EXPECT_EQ(bf16_bits_from_f32(f32_from_bits(0x3f808001u)), 0x3f81);
   EXPECT_EQ(bf16_bits_from_f32(f32_from_bits(0x7f7fffffu)), 0x7f80);  // float max rounds to inf
   EXPECT_EQ(bf16_bits_from_f32(kInf), 0x7f80);
-  EXPECT_TRUE(is_nan_score(bf16_bits_from_f32(f32_from_bits(0x7f800001u)), DType::kBFloat16));
+  EXPECT_TRUE(
+      std::isnan(decode_score(bf16_bits_from_f32(f32_from_bits(0x7f800001u)), DType::kBFloat16)));
 }
 
 TEST(FloatBits, Every16BitValueRoundTrips) {
   for (uint32_t bits = 0; bits <= 0xffffu; ++bits) {
     const auto h = static_cast<uint16_t>(bits);
-    if (!is_nan_score(bits, DType::kFloat16)) {
+    if (!std::isnan(decode_score(bits, DType::kFloat16))) {
       ASSERT_EQ(f16_bits_from_f32(f32_from_f16_bits(h)), h) << bits;
     } else {
       ASSERT_TRUE(std::isnan(f32_from_f16_bits(h))) << bits;
     }
-    if (!is_nan_score(bits, DType::kBFloat16)) {
+    if (!std::isnan(decode_score(bits, DType::kBFloat16))) {
       ASSERT_EQ(bf16_bits_from_f32(f32_from_bf16_bits(h)), h) << bits;
     } else {
       ASSERT_TRUE(std::isnan(f32_from_bf16_bits(h))) << bits;

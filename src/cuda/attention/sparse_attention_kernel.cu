@@ -23,7 +23,7 @@
 #include "cuda/common/async_copy_sm90.cuh"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/kernel_attributes.h"
-#include "cuda/decode/decode_mma_sm90.cuh"
+#include "cuda/common/mma_sync_sm80.cuh"
 
 namespace litetopk::cuda_attention {
 namespace {
@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
         const int n = warp * 16 + t * 8 + r;
-        decode::mma_bf16(acc[t], a, pair_at(&s.kv[n][k0 + c2]), pair_at(&s.kv[n][k0 + 8 + c2]));
+        sm80::mma_bf16(acc[t], a, pair_at(&s.kv[n][k0 + c2]), pair_at(&s.kv[n][k0 + 8 + c2]));
       }
     }
 #pragma unroll
@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(kThreads)
         const int n = warp * 128 + t * 8 + r;
         const uint32_t b0 = pack(s.kv[k0 + c2][n], s.kv[k0 + c2 + 1][n]);
         const uint32_t b1 = pack(s.kv[k0 + 8 + c2][n], s.kv[k0 + 9 + c2][n]);
-        decode::mma_bf16(o[t], a, b0, b1);
+        sm80::mma_bf16(o[t], a, b0, b1);
       }
     }
     __syncthreads();  // the next tile overwrites kv, s and p

@@ -38,10 +38,10 @@
 #include <cstdint>
 
 #include "cuda/attention/attention_kernels.h"
-#include "cuda/attention/attention_wgmma_sm90.cuh"
 #include "cuda/common/async_copy_sm90.cuh"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/kernel_attributes.h"
+#include "cuda/common/wgmma_sm90.cuh"
 #include "cuda/decode/decode_mma_sm90.cuh"
 
 namespace litetopk::cuda_attention {

@@ -1,5 +1,6 @@
-// Thin PTX wrappers for Hopper's asynchronous copies: shared-memory mbarriers and the bulk copy
-// engine (cp.async.bulk, 1-D, global -> shared, completing on an mbarrier).
+// Thin PTX wrappers for asynchronous copies: shared-memory mbarriers, cp.async (sm_80 and later),
+// the bulk copy engine (cp.async.bulk, 1-D, global -> shared, completing on an mbarrier; sm_90)
+// and the fence between generic-proxy writes and the async proxy.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,11 @@ __device__ __forceinline__ void mbarrier_arrive_expect_bytes(uint64_t* barrier, 
                    shared_address(barrier)),
                "r"(bytes)
                : "memory");
+}
+
+// One arrival (no bytes announced).
+__device__ __forceinline__ void mbarrier_arrive(uint64_t* barrier) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(shared_address(barrier)) : "memory");
 }
 
 // Whether the barrier's phase with parity `parity` has completed (one poll).
@@ -83,6 +89,11 @@ __device__ __forceinline__ void bulk_copy_global_to_shared(void* shared_dst, con
           shared_address(shared_dst)),
       "l"(global_src), "r"(bytes), "r"(shared_address(barrier))
       : "memory");
+}
+
+// Makes this thread's generic-proxy shared-memory writes visible to the async proxy (TMA, wgmma).
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
 }  // namespace litetopk::sm90

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "cuda/common/grid_dependency_sm90.cuh"
 #include "cuda/decode/decode_kernels.h"
 #include "cuda/decode/decode_launch_kernel.cuh"
 #include "cuda/decode/decode_mma_sm90.cuh"
@@ -49,7 +50,7 @@ __device__ __forceinline__ void store4(void* out, DType dtype, int64_t at, const
 }
 
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) decode_merge_kernel(const MergeParams p) {
-  wait_for_prerequisite_grids();
+  sm90::wait_for_prerequisite_grids();
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   if (row >= p.rows) return;

@@ -2,8 +2,8 @@
 // over 16-token chunks with the probabilities times values on tensor cores, and the CTA epilogue
 // that merges its consumer warps and writes the split's partial result.
 //
-// Layouts (see decode_mma_sm90.cuh for fragment names). Scores come as the C fragments of
-// S[token, head] = K Q^T (M = 16 tokens, N = 8 heads per head tile, NT tiles): s[n][0..1] are
+// Layouts (fragment names as in cuda/common/mma_sync_sm80.cuh). Scores come as the C fragments
+// of S[token, head] = K Q^T (M = 16 tokens, N = 8 heads per head tile, NT tiles): s[n][0..1] are
 // token g, heads 8n+2t, 8n+2t+1; s[n][2..3] token g+8. They are in log2 units (logit * log2 e).
 // P is transposed in registers (movmatrix) into the A fragment of O[head, dim] = P V (M = 16
 // heads, K = 16 tokens, N = 8 dims per tile, 16 tiles). O's C fragment o[nt] holds heads g (o0,
@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "cuda/common/mma_sync_sm80.cuh"
 #include "cuda/decode/decode_mma_sm90.cuh"
 
 namespace litetopk::decode {
@@ -66,8 +67,8 @@ struct WarpSoftmax {
         s[n][i + 2] = exp2f(s[n][i + 2] - base);
         l[n][i] = l[n][i] * factor[n][i] + s[n][i] + s[n][i + 2];
       }
-      pa[n][0] = transpose8x8(pack2<T>(s[n][0], s[n][1]));
-      pa[n][1] = transpose8x8(pack2<T>(s[n][2], s[n][3]));
+      pa[n][0] = sm80::transpose8x8(pack2<T>(s[n][0], s[n][1]));
+      pa[n][1] = sm80::transpose8x8(pack2<T>(s[n][2], s[n][3]));
     }
     // O rows are heads g and g+8: fetch their factors from the lanes that own them (t = g / 2).
     const int src = g >> 1;

@@ -18,6 +18,7 @@
 
 #include "api/sparse_decode_validation.h"
 #include "cuda/common/async_copy_sm90.cuh"
+#include "cuda/common/grid_dependency_sm90.cuh"
 #include "cuda/decode/decode_kernels.h"
 #include "cuda/decode/decode_launch_kernel.cuh"
 #include "cuda/decode/decode_softmax_sm90.cuh"
@@ -167,7 +168,7 @@ __global__ void __launch_bounds__(kThreads, 2) dense_decode_kernel(const DensePa
     __syncwarp();
     if (lane == 0) sm90::mbarrier_arrive_expect_bytes(&sh.empty[stage], 0);
   }
-  allow_dependent_grids();
+  sm90::allow_dependent_grids();
   consumer_barrier();  // every warp is done with the tiles before the scratch overwrites them
   combine_and_store(state, reinterpret_cast<CombineScratch*>(sh.tiles), p.group, first_row, split,
                     p.partial);

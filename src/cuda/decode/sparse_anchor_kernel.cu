@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "formats/sparse_kv_format.h"
+#include "cuda/common/grid_dependency_sm90.cuh"
 #include "cuda/decode/decode_kernels.h"
 #include "cuda/decode/decode_launch_kernel.cuh"
 #include "cuda/decode/decode_mma_sm90.cuh"
@@ -33,7 +34,7 @@ struct AnchorParams : SparseCacheView {
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) sparse_anchor_kernel(const AnchorParams p) {
-  allow_dependent_grids();
+  sm90::allow_dependent_grids();
   __shared__ float keys[kTokens][kHeadDim];
   __shared__ float q[16][kHeadDim];
   __shared__ float best[2][16];

@@ -28,6 +28,8 @@
 #include "api/sparse_decode_validation.h"
 #include "formats/sparse_kv_format.h"
 #include "cuda/common/async_copy_sm90.cuh"
+#include "cuda/common/grid_dependency_sm90.cuh"
+#include "cuda/common/mma_sync_sm80.cuh"
 #include "cuda/decode/decode_kernels.h"
 #include "cuda/decode/decode_launch_kernel.cuh"
 #include "cuda/decode/decode_softmax_sm90.cuh"
@@ -113,7 +115,7 @@ __device__ __forceinline__ void scan_block(const unsigned char* codes, const T* 
         uint32_t a[4];
         scan_key_fragment(w[m], ks, a);
 #pragma unroll
-        for (int n = 0; n < NT; ++n) mma_s8(acc[m][n], a, bf[n][ks][0], bf[n][ks][1]);
+        for (int n = 0; n < NT; ++n) sm80::mma_s8(acc[m][n], a, bf[n][ks][0], bf[n][ks][1]);
       }
     }
 #pragma unroll
@@ -196,8 +198,8 @@ __device__ __forceinline__ void exact_scores(const unsigned char* codes, const u
     const uint32_t a[4] = {k0[0], k1[0], k0[1], k1[1]};
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
-      mma_f16(s[n], a, eq.hi[n][ks][0], eq.hi[n][ks][1]);
-      mma_f16(s[n], a, eq.lo[n][ks][0], eq.lo[n][ks][1]);
+      sm80::mma_f16(s[n], a, eq.hi[n][ks][0], eq.hi[n][ks][1]);
+      sm80::mma_f16(s[n], a, eq.lo[n][ks][0], eq.lo[n][ks][1]);
     }
   }
 #pragma unroll
@@ -258,7 +260,7 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_decode_kernel(const Sparse
   const int used = nf + (nt > 0 ? 1 : 0);
   const int j0 = split * p.blocks_per_split;
   if (j0 >= used) {
-    wait_for_prerequisite_grids();
+    sm90::wait_for_prerequisite_grids();
     return;
   }
   const int j1 = min(used, j0 + p.blocks_per_split);
@@ -309,7 +311,7 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_decode_kernel(const Sparse
       const int row = i / kHeadDim;
       sh.q[row][i % kHeadDim] = row < p.group ? q[i] : uint16_t{0};
     }
-    wait_for_prerequisite_grids();  // the anchor kernel's pseudo-max
+    sm90::wait_for_prerequisite_grids();  // the anchor kernel's pseudo-max
     if (threadIdx.x < p.group) {
       const float* am = p.anchor_max + (first_row + threadIdx.x) * p.anchor_chunks;
       float m = -INFINITY;
@@ -428,7 +430,7 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_decode_kernel(const Sparse
     __syncwarp();
     if (lane == 0) sm90::mbarrier_arrive_expect_bytes(&sh.attend_empty[stage], 0);
   }
-  allow_dependent_grids();
+  sm90::allow_dependent_grids();
   consumer_barrier();
   combine_and_store(state, reinterpret_cast<CombineScratch*>(&sh.ring), p.group, first_row, split,
                     p.partial);

@@ -1,5 +1,5 @@
 // Synthetic decode workloads, host sparse-cache storage, and the delta trade-off table
-// (cpu/sparse_decode_workload.h).
+// (testkit/decode_workload.h).
 #include "testkit/decode_workload.h"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // Shared test support for sparse_decode (CPU suites now, GPU suites later): the synthetic
-// workloads (cpu/sparse_decode_workload.h: (a) sinks + local window + needles + heavy tail, (b)
+// workloads (testkit/decode_workload.h: (a) sinks + local window + needles + heavy tail, (b)
 // flat attention, fp16 extremes), the adversarial case list, a naive fp64 attention oracle written
 // independently of the library's reference, and output comparisons.
 #pragma once

@@ -1,6 +1,6 @@
-// fp8 e4m3 (torch.float8_e4m3fn) conversions of formats/fp8_e4m3.h, checked exhaustively: every byte
-// decoded against the format's formula, every finite byte round-tripped, every rounding midpoint,
-// and a sweep of float bit patterns against a nearest-value search.
+// fp8 e4m3 (torch.float8_e4m3fn) conversions of litetopk/fp8_e4m3.h, checked exhaustively: every
+// byte decoded against the format's formula, every finite byte round-tripped, every rounding
+// midpoint, and a sweep of float bit patterns against a nearest-value search.
 #include <gtest/gtest.h>
 
 #include <algorithm>

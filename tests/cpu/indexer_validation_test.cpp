@@ -294,6 +294,57 @@ TEST(IndexerOptionsValidation, UnknownAlgoNamesTheOption) {
   EXPECT_NE(status.message().find("options.algo"), std::string::npos);
 }
 
+// auto's cost model (indexer_topk_dispatch): the gated fused path from S = 32 k keys for
+// k <= 2048 (measured faster than unfused from 64K on at k = 2048, docs/BENCHMARKS.md), unfused
+// below and for k > 2048 (unmeasured there).
+TEST(IndexerDispatch, FusedFromThirtyTwoKeysPerK) {
+  IndexerProblem p;
+  p.num_queries = 8192;
+  p.num_heads = 64;
+  p.head_dim = 128;
+  p.k = 2048;
+  for (int64_t keys : {int64_t{16384}, int64_t{65535}}) {
+    p.num_keys = keys;
+    EXPECT_EQ(indexer_topk_dispatch(p), IndexerAlgo::kUnfused) << "S = " << keys;
+  }
+  for (int64_t keys : {int64_t{65536}, int64_t{262144}, int64_t{1048576}}) {
+    p.num_keys = keys;
+    EXPECT_EQ(indexer_topk_dispatch(p), IndexerAlgo::kFused) << "S = " << keys;
+  }
+  p.num_keys = 1048576;
+  p.k = 4096;
+  EXPECT_EQ(indexer_topk_dispatch(p), IndexerAlgo::kUnfused) << "k = 4096";
+}
+
+}  // namespace
+}  // namespace litetopk
+
+namespace litetopk {
+namespace {
+
+// Options are checked before any device work, so these hold with or without a GPU.
+TEST(IndexerOptionsValidation, NegativeCandidateCapacity) {
+  Buffers b;
+  const IndexerProblem p = b.problem();
+  IndexerOptions options;
+  std::size_t bytes = 0;
+  options.candidate_capacity = -1;
+  Status status = indexer_topk_workspace_size(p, &bytes, options);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.to_string();
+  EXPECT_NE(status.message().find("candidate_capacity"), std::string::npos);
+}
+
+TEST(IndexerOptionsValidation, UnknownAlgoNamesTheOption) {
+  Buffers b;
+  const IndexerProblem p = b.problem();
+  IndexerOptions options;
+  options.algo = static_cast<IndexerAlgo>(9);
+  std::size_t bytes = 0;
+  const Status status = indexer_topk_workspace_size(p, &bytes, options);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.to_string();
+  EXPECT_NE(status.message().find("options.algo"), std::string::npos);
+}
+
 // auto's cost model (indexer_topk_dispatch): fused from S = 256 k on (512K and 1M at k = 2048),
 // unfused below (64K to 256K measured faster or as fast unfused, docs/BENCHMARKS.md; so was
 // k = 8192 at 256K).

@@ -1,7 +1,6 @@
 #include "dsa_runner.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 
 #include "testkit/device_memory.h"
@@ -14,14 +13,6 @@ using namespace litetopk::testkit;
 namespace {
 
 std::size_t size(int64_t n) { return static_cast<std::size_t>(n); }
-
-// The attention's algorithm as it runs: kAuto resolved like sparse_attention's plan.
-SparseAttentionAlgo resolve_attention(SparseAttentionProblem p) {
-  if (p.algo != SparseAttentionAlgo::kAuto) return p.algo;
-  p.algo = SparseAttentionAlgo::kUnionPacked;
-  return validate_sparse_attention_problem(p).is_ok() ? SparseAttentionAlgo::kUnionPacked
-                                                      : SparseAttentionAlgo::kPerQuery;
-}
 
 // The host outputs, sized for the spec.
 void size_outputs(const DsaSpec& spec, DsaRun* run) {
@@ -40,58 +31,42 @@ void poison_outputs(DsaRun* run) {
   std::fill(run->lse.begin(), run->lse.end(), 12345.0f);
 }
 
-Timing summarize(std::vector<double> samples_ms) {
-  Timing timing;
-  if (samples_ms.empty()) return timing;
-  std::sort(samples_ms.begin(), samples_ms.end());
-  const std::size_t mid = samples_ms.size() / 2;
-  timing.median_ms =
-      samples_ms.size() % 2 ? samples_ms[mid] : (samples_ms[mid - 1] + samples_ms[mid]) / 2;
-  timing.min_ms = samples_ms.front();
-  return timing;
-}
-
-// The references are slow, so each layer run times its two stages too (host clock): the stage
-// times are the same calls as the layer's, not separate runs as on the GPU.
+// The layer (dsa_prefill_cpu: its outputs are the checked ones), then with bench each stage on
+// its own (indexer_topk_cpu into scratch indices, sparse_attention_cpu over the layer's indices
+// into scratch outputs), timed with the host clock.
 Status run_cpu(const DsaWorkload& w, const BenchOptions& bench, DsaRun* run) {
   run->indexer_algo = "cpu";
   run->attention_algo = "cpu";
   size_outputs(w.spec, run);
   poison_outputs(run);
+  DsaPrefillProblem layer = dsa_prefill_problem(w);
+  layer.indices = run->indices.data();
+  layer.out = run->out.data();
+  layer.max_logits = run->max_logits.data();
+  layer.lse = run->lse.data();
+  const auto layer_call = [&](int) { return dsa_prefill_cpu(layer); };
+  if (!bench.enabled) return layer_call(0);
+  if (Status s = time_on_host(bench, layer_call, &run->layer); !s) return s;
+  DsaRun stage;  // the stages' own outputs
+  size_outputs(w.spec, &stage);
   IndexerProblem ip = w.indexer_problem();
-  ip.indices = run->indices.data();
+  ip.indices = stage.indices.data();
   SparseAttentionProblem ap = w.attention_problem(run->indices.data());
-  ap.out = run->out.data();
-  ap.max_logits = run->max_logits.data();
-  ap.lse = run->lse.data();
-  using Clock = std::chrono::steady_clock;
-  const auto ms_between = [](Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double, std::milli>(b - a).count();
-  };
-  std::vector<double> indexer_ms, attention_ms, layer_ms;
-  const int runs = bench.enabled ? bench.warmup + bench.iters : 1;
-  for (int i = 0; i < runs; ++i) {
-    const Clock::time_point start = Clock::now();
-    if (Status s = indexer_topk_cpu(ip); !s) return s;
-    const Clock::time_point between = Clock::now();
-    if (Status s = sparse_attention_cpu(ap); !s) return s;
-    const Clock::time_point end = Clock::now();
-    if (i < runs - (bench.enabled ? bench.iters : 0)) continue;  // warm-up or untimed
-    indexer_ms.push_back(ms_between(start, between));
-    attention_ms.push_back(ms_between(between, end));
-    layer_ms.push_back(ms_between(start, end));
+  ap.out = stage.out.data();
+  ap.max_logits = stage.max_logits.data();
+  ap.lse = stage.lse.data();
+  if (Status s = time_on_host(bench, [&](int) { return indexer_topk_cpu(ip); }, &run->indexer);
+      !s) {
+    return s;
   }
-  run->indexer = summarize(indexer_ms);
-  run->attention = summarize(attention_ms);
-  run->layer = summarize(layer_ms);
-  return Status::ok();
+  return time_on_host(bench, [&](int) { return sparse_attention_cpu(ap); }, &run->attention);
 }
 
 Status run_gpu(const DsaWorkload& w, const DsaRunOptions& options, DsaRun* run) {
   const DsaSpec& spec = w.spec;
   size_outputs(spec, run);
   DeviceBuffer q, kv, kv_scale, weights, ks, ke, mla_q, mla_kv, indices, out, max_logits, lse,
-      indexer_workspace, attention_workspace;
+      layer_workspace;
   const IndexerWorkload& iw = w.indexer;
   Status uploaded = upload(iw.q, &q);
   if (uploaded) uploaded = upload(iw.kv, &kv);
@@ -107,45 +82,54 @@ Status run_gpu(const DsaWorkload& w, const DsaRunOptions& options, DsaRun* run) 
   if (uploaded) uploaded = lse.allocate(run->lse.size() * sizeof(float));
   if (!uploaded) return uploaded;
 
-  IndexerProblem ip = w.indexer_problem();
-  ip.q = q.data();
-  ip.kv = kv.data();
-  ip.kv_scale = kv_scale.as<float>();
-  ip.weights = weights.as<float>();
-  ip.ks = ks.as<int32_t>();
-  ip.ke = ke.as<int32_t>();
-  ip.indices = indices.as<int32_t>();
-  IndexerOptions io;
-  io.algo = options.indexer_algo;
-  run->indexer_algo = indexer_algo_name(
-      io.algo == IndexerAlgo::kAuto ? indexer_topk_dispatch(ip) : io.algo);
+  // The layer: one plan, one launch per run, writing the run's indices (the checked ones).
+  DsaPrefillProblem layer = dsa_prefill_problem(w);
+  layer.indices = indices.as<int32_t>();
+  DsaPrefillOptions layer_options;
+  layer_options.indexer.algo = options.indexer_algo;
+  layer_options.attention_algo = options.attention_algo;
+  DsaPrefillPlan plan;
+  if (Status s = dsa_prefill_plan(layer, layer_options, &plan); !s) return s;
+  run->indexer_algo = indexer_algo_name(plan.indexer.algo);
+  run->attention_algo = sparse_attention_algo_name(plan.attention.algo);
+  run->indexer_workspace_bytes = plan.indexer.workspace_bytes;
+  run->attention_workspace_bytes = plan.attention.workspace_bytes;
+  run->layer_workspace_bytes = plan.workspace_bytes;
+  if (Status s = layer_workspace.allocate(plan.workspace_bytes); !s) return s;
+  DsaPrefillAddresses addresses;
+  addresses.index_q = q.data();
+  addresses.index_kv = kv.data();
+  addresses.index_kv_scale = kv_scale.as<float>();
+  addresses.index_weights = weights.as<float>();
+  addresses.ks = ks.as<int32_t>();
+  addresses.ke = ke.as<int32_t>();
+  addresses.q = mla_q.data();
+  addresses.kv = mla_kv.data();
+  addresses.out = out.data();
+  addresses.max_logits = max_logits.as<float>();
+  addresses.lse = lse.as<float>();
+  addresses.indices = indices.as<int32_t>();
+  const auto layer_call = [&](int) {
+    return dsa_prefill_launch(plan, addresses, layer_workspace.data(), nullptr);
+  };
 
-  SparseAttentionProblem ap = w.attention_problem(indices.as<int32_t>());
-  ap.q = mla_q.data();
-  ap.kv = mla_kv.data();
-  ap.out = out.data();
-  ap.max_logits = max_logits.as<float>();
-  ap.lse = lse.as<float>();
-  ap.algo = options.attention_algo;
-  run->attention_algo = sparse_attention_algo_name(resolve_attention(ap));
-
-  if (Status s = indexer_topk_workspace_size(ip, &run->indexer_workspace_bytes, io); !s) return s;
-  if (Status s = indexer_workspace.allocate(run->indexer_workspace_bytes); !s) return s;
-  if (Status s = sparse_attention_workspace_size(ap, &run->attention_workspace_bytes); !s) {
-    return s;
-  }
-  if (Status s = attention_workspace.allocate(run->attention_workspace_bytes); !s) return s;
-
+  // The stages alone, each with its half's plan (the same algorithms), in the layer's workspace
+  // (larger than either half's).
   const auto indexer_stage = [&](int) {
-    return indexer_topk(ip, indexer_workspace.data(), run->indexer_workspace_bytes, nullptr, io);
+    IndexerAddresses a;
+    a.q = addresses.index_q;
+    a.kv = addresses.index_kv;
+    a.kv_scale = addresses.index_kv_scale;
+    a.weights = addresses.index_weights;
+    a.ks = addresses.ks;
+    a.ke = addresses.ke;
+    a.indices = addresses.indices;
+    return indexer_topk_launch(plan.indexer, a, layer_workspace.data(), nullptr);
   };
   const auto attention_stage = [&](int) {
-    return sparse_attention(ap, attention_workspace.data(), run->attention_workspace_bytes,
-                            nullptr);
-  };
-  const auto layer = [&](int i) -> Status {
-    if (Status s = indexer_stage(i); !s) return s;
-    return attention_stage(i);
+    const SparseAttentionAddresses a{addresses.q,   addresses.kv,         addresses.indices,
+                                     addresses.out, addresses.max_logits, addresses.lse};
+    return sparse_attention_launch(plan.attention, a, layer_workspace.data(), nullptr);
   };
   if (options.bench.enabled) {
     if (Status s = time_on_device(options.bench, indexer_stage, &run->indexer); !s) return s;
@@ -160,8 +144,8 @@ Status run_gpu(const DsaWorkload& w, const DsaRunOptions& options, DsaRun* run) 
   }
   if (Status s = copy_to_device(lse.data(), run->lse.data(), lse.size()); !s) return s;
   if (options.bench.enabled) {
-    if (Status s = time_on_device(options.bench, layer, &run->layer); !s) return s;
-  } else if (Status s = layer(0); !s) {
+    if (Status s = time_on_device(options.bench, layer_call, &run->layer); !s) return s;
+  } else if (Status s = layer_call(0); !s) {
     return s;
   }
   if (Status s = copy_to_host(run->indices.data(), indices.data(), indices.size()); !s) return s;
@@ -173,6 +157,30 @@ Status run_gpu(const DsaWorkload& w, const DsaRunOptions& options, DsaRun* run) 
 }
 
 }  // namespace
+
+DsaPrefillProblem dsa_prefill_problem(const DsaWorkload& w) {
+  const IndexerProblem ip = w.indexer_problem();
+  const SparseAttentionProblem ap = w.attention_problem(nullptr);
+  DsaPrefillProblem p;
+  p.index_q = ip.q;
+  p.index_kv = ip.kv;
+  p.index_kv_scale = ip.kv_scale;
+  p.index_weights = ip.weights;
+  p.ks = ip.ks;
+  p.ke = ip.ke;
+  p.num_queries = ip.num_queries;
+  p.num_keys = ip.num_keys;
+  p.index_heads = ip.num_heads;
+  p.index_head_dim = ip.head_dim;
+  p.k = ip.k;
+  p.q = ap.q;
+  p.kv = ap.kv;
+  p.h_q = ap.h_q;
+  p.d_qk = ap.d_qk;
+  p.d_v = ap.d_v;
+  p.sm_scale = ap.sm_scale;
+  return p;
+}
 
 std::string dsa_run_error(const DsaSpec& spec, const DsaRunOptions& options) {
   if (!options.on_gpu) {

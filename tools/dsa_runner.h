@@ -1,12 +1,13 @@
 // Runs one DSA layer (testkit/dsa_workload.h) on one backend, shared by `litetopk dsa` and
-// `litetopk demo`: indexer_topk picks each query's k tokens into indices [T, k] (-1 padded), then
-// sparse_attention attends over them (the same buffer: the indexer's output is the attention's
-// index rows, as in an engine).
+// `litetopk demo`: dsa_prefill (litetopk/dsa.h) picks each query's k tokens into indices [T, k]
+// (-1 padded; kv rows, which are the indexer's positions here since the causal ranges start at
+// 0), then attends over them.
 //   GPU: uploads the workload, runs each stage with the requested algorithm and times, with CUDA
 //        events on the default stream, the indexer alone, the attention alone (over the indexer's
-//        indices) and the layer (both, back to back);
-//   CPU: indexer_topk_cpu then sparse_attention_cpu (the references, slow), timed with the host
-//        clock; each layer run times its two calls as the stages.
+//        indices) and the layer (one dsa_prefill launch: the indexer, the kv-row kernel and the
+//        attention, back to back on the stream);
+//   CPU: dsa_prefill_cpu (the references, slow), timed with the host clock; the stages are timed
+//        as indexer_topk_cpu and sparse_attention_cpu calls of their own, once per timed run.
 // The outputs kept for checking (testkit/dsa_verify.h) are the last layer run's, written over
 // poisoned buffers.
 #pragma once
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "litetopk/attention.h"
+#include "litetopk/dsa.h"
 #include "litetopk/indexer.h"
 #include "testkit/dsa_workload.h"
 #include "testkit/timing.h"
@@ -46,7 +48,13 @@ struct DsaRun {
   Timing indexer, attention, layer;    // with bench
   std::size_t indexer_workspace_bytes = 0;    // GPU only
   std::size_t attention_workspace_bytes = 0;  // GPU only
+  std::size_t layer_workspace_bytes = 0;      // GPU only: dsa_prefill's (both halves' and none
+                                              // for the indices, which are the run's own)
 };
+
+// The layer of `w` as one dsa_prefill problem over the workload's host arrays; the caller sets
+// out (and max_logits, lse, indices).
+DsaPrefillProblem dsa_prefill_problem(const DsaWorkload& w);
 
 // "" when `options` can run `spec` (the attention algorithm applies to its shape; a GPU
 // algorithm other than auto needs on_gpu), else why not.

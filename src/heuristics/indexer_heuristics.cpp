@@ -12,13 +12,14 @@ IndexerAlgo choose_indexer_algo(const IndexerProblem& problem) {
   // unfused costs the logits kernel, the [T, S] store and a selection over S keys per row; fused
   // the same scoring without the store, a cold sample of 0.6-3.6% of the tiles, and a selection
   // over a few k candidates per row (fixed costs of about 0.6 ms at T = 8192). Fused was faster
-  // on every measured shape: from S = 16 k (8192 x 32K at k = 2048, by 6%) to 1M (16% for
-  // H = 32), at k = 512 and 8192, at T = 1024 and 2048. Shorter ranges are not measured; there
-  // its fixed costs approach what it saves (the store and the selection over S keys).
+  // on every measured shape with k <= 2048 from S = 64K (3-16%); shorter ranges and larger k
+  // stay unfused (fused was also faster at 8192 x 32K and at k = 8192, measured once each).
   // ks and ke are device memory, so S stands for the ranges' lengths.
-  constexpr int64_t kFusedFromKeysPerK = 16;
-  return problem.num_keys >= kFusedFromKeysPerK * problem.k ? IndexerAlgo::kFused
-                                                           : IndexerAlgo::kUnfused;
+  constexpr int64_t kFusedFromKeysPerK = 32;
+  constexpr int64_t kFusedUpToK = 2048;
+  return problem.num_keys >= kFusedFromKeysPerK * problem.k && problem.k <= kFusedUpToK
+             ? IndexerAlgo::kFused
+             : IndexerAlgo::kUnfused;
 }
 
 FusedKernel choose_fused_kernel(const IndexerProblem& problem, const IndexerOptions& options) {

@@ -8,7 +8,7 @@
 
 namespace litetopk::heuristics {
 
-// The algorithm kAuto runs: fused from S >= 16 k keys, unfused below.
+// The algorithm kAuto runs: fused from S >= 32 k keys for k <= 2048, unfused otherwise.
 IndexerAlgo choose_indexer_algo(const IndexerProblem& problem);
 
 // The fused path's two kernels: kGated (the cold sample's gate in the four-warpgroup core's

@@ -20,6 +20,7 @@
 #include "litetopk/attention.h"
 #include "litetopk/device.h"
 #include "litetopk/indexer.h"
+#include "litetopk/merge.h"
 #include "litetopk/select.h"
 #include "litetopk/sparse_decode.h"
 #include "litetopk/status.h"
@@ -594,4 +595,57 @@ NB_MODULE(_C, m) {
         check(litetopk::sparse_attention_cpu(problem));
       },
       "problem"_a, ReleaseGil());
+
+  // ---- merge_topk: the C++ structs themselves ----
+  using litetopk::MergeProblem;
+  nb::class_<MergeProblem> merge_problem(m, "MergeProblem");
+  merge_problem.def(nb::init<>())
+      .def_rw("batch", &MergeProblem::batch)
+      .def_rw("shards", &MergeProblem::shards)
+      .def_rw("k_in", &MergeProblem::k_in)
+      .def_rw("row_stride", &MergeProblem::row_stride)
+      .def_rw("shard_stride", &MergeProblem::shard_stride)
+      .def_rw("k", &MergeProblem::k)
+      .def_rw("largest", &MergeProblem::largest)
+      .def_rw("sorted", &MergeProblem::sorted)
+      .def_rw("deterministic", &MergeProblem::deterministic);
+  address_field(merge_problem, "values", &MergeProblem::values);
+  address_field(merge_problem, "indices", &MergeProblem::indices);
+  address_field(merge_problem, "counts", &MergeProblem::counts);
+  address_field(merge_problem, "out_indices", &MergeProblem::out_indices);
+  address_field(merge_problem, "out_values", &MergeProblem::out_values);
+
+  using litetopk::MergePlan;
+  nb::class_<MergePlan>(m, "MergePlan")
+      .def_ro("problem", &MergePlan::problem)
+      .def_ro("workspace_bytes", &MergePlan::workspace_bytes)
+      .def_ro("has_counts", &MergePlan::has_counts)
+      .def_ro("has_values", &MergePlan::has_values);
+
+  m.def(
+      "merge_topk_plan",
+      [](const MergeProblem& problem) {
+        MergePlan plan;
+        check(litetopk::merge_topk_plan(problem, &plan));
+        return plan;
+      },
+      "problem"_a, ReleaseGil(), "Validates the sizes and strides, sizes the workspace.");
+  // The hot path: addresses in, one launch; the GIL stays held (the launch only enqueues).
+  m.def(
+      "merge_topk_launch",
+      [](const MergePlan& plan, Address values, Address indices, Address counts,
+         Address out_indices, Address out_values, Address workspace, Address stream) {
+        const litetopk::MergeAddresses addresses{as<const float>(values),
+                                                 as<const int32_t>(indices),
+                                                 as<const int32_t>(counts),
+                                                 as<int32_t>(out_indices), as<float>(out_values)};
+        check(litetopk::merge_topk_launch(plan, addresses, as<void>(workspace),
+                                          as_stream(stream)));
+      },
+      "plan"_a, "values"_a, "indices"_a, "counts"_a, "out_indices"_a, "out_values"_a,
+      "workspace"_a, "stream"_a);
+  m.def(
+      "merge_topk_cpu",
+      [](const MergeProblem& problem) { check(litetopk::merge_topk_cpu(problem)); }, "problem"_a,
+      ReleaseGil());
 }

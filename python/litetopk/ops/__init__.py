@@ -31,6 +31,9 @@ strides, dtypes, devices, scalars); later calls of the signature only read addre
   sparse_kv_append, sparse_kv_from_dense: the sparse decoding cache writers.
   sparse_decode(q, <cache>, block_table=None, delta=5.0, softmax_scale=0.0, out_dtype=None)
       -> (out [B, Hq, D], lse [B, Hq]);  dense_decode(q, keys, values, lengths, ...) likewise.
+  merge_topk(values, indices, k, counts=None, largest=True, sorted=False, deterministic=False)
+      -> (indices [B, k] int32, values [B, k] fp32): the exact global top-k of per-shard lists
+      values/indices [B, S, k_in] (global indices, -1 empty), e.g. all-gathered local top-k.
   sparse_attention(q, kv, indices, sm_scale, d_v=512, algo="auto")
       -> (out [s_q, h_q, d_v] bf16, max_logits [s_q, h_q], lse [s_q, h_q]): FlashMLA's sparse
       prefill (flash_mla_sparse_fwd), base 2; algo "per-query", "union-packed" or "plain" picks
@@ -47,6 +50,7 @@ from .compat import flash_mla_sparse_fwd, fp8_mqa_logits, fp8_paged_mqa_logits
 from .decode import (SparseKvCache, dense_decode, sparse_decode, sparse_kv_append,
                      sparse_kv_from_dense)
 from .indexer import IndexerState, fp8_mqa_topk, fp8_mqa_topk_plan
+from .merge import merge_topk
 from .paged import fp8_paged_mqa_topk, fp8_paged_mqa_topk_plan
 from .select import topk, topk_plan
 
@@ -54,5 +58,5 @@ __all__ = [
     "topk", "topk_plan", "fp8_mqa_logits", "fp8_mqa_topk", "fp8_mqa_topk_plan",
     "fp8_paged_mqa_logits", "fp8_paged_mqa_topk", "fp8_paged_mqa_topk_plan", "IndexerState",
     "SparseKvCache", "sparse_kv_append", "sparse_kv_from_dense", "sparse_decode", "dense_decode",
-    "sparse_attention", "flash_mla_sparse_fwd",
+    "sparse_attention", "flash_mla_sparse_fwd", "merge_topk",
 ]

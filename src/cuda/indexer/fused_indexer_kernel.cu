@@ -1,4 +1,6 @@
-// The fused indexer: scores and exact top-k in one kernel, without the [T, S] logits buffer.
+// The fused indexer's list kernel: scores and exact top-k in one kernel, without the [T, S] logits
+// buffer. The fused path with an IndexerState or without the cold sample, and the exact re-run of
+// the gated pipeline's retried query blocks (gated_indexer_launch.cu).
 //
 // Pipeline of fused_indexer_kernel (the scoring core of indexer_wgmma_sm90.cuh, one block per SM,
 // query blocks of 4 (H = 64) or 8 (H = 32) queries):

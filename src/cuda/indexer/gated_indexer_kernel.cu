@@ -1,5 +1,5 @@
 // The gated fused indexer's scoring: the four-warpgroup core with the top-k gate in the math
-// warpgroups' epilogue, no side warps.
+// warpgroups' epilogue (the producer warpgroup's three side warps have nothing to do).
 //
 // Pipeline of gated_indexer_kernel (the scoring core of indexer_wgmma_sm90.cuh, four math
 // warpgroups in two pairs, one block per SM, query blocks of 4 (H = 64) or 8 (H = 32) queries):

@@ -376,6 +376,50 @@ int litetopk_merge_topk(const litetopk_merge_problem* problem, void* workspace,
 /* Host pointers: the CPU reference. */
 int litetopk_merge_topk_cpu(const litetopk_merge_problem* problem);
 
+/* ---- dsa_prefill: one DSA layer, the indexer then sparse attention (see dsa.h) ---- */
+
+/* Mirrors litetopk::DsaPrefillProblem. The indexer's keys are the attention's kv rows (key s is
+ * kv row s); query t attends the kv rows ks[t] + (its indexer's top-k positions), -1 padded.
+ * indices, when given, receives those kv rows. All arrays contiguous. */
+typedef struct litetopk_dsa_prefill_problem {
+  const void* index_q;          /* [T, H, D] fp8 e4m3, 16-byte aligned */
+  const void* index_kv;         /* [S, D] fp8 e4m3, 16-byte aligned */
+  const float* index_kv_scale;  /* [S] */
+  const float* index_weights;   /* [T, H] */
+  const int32_t* ks;            /* [T] first key of each query's range */
+  const int32_t* ke;            /* [T] one past its last key */
+  int64_t num_queries;          /* T */
+  int64_t num_keys;             /* S */
+  int64_t index_heads;          /* H: 32 or 64 */
+  int64_t index_head_dim;       /* D: 128 */
+  int64_t k;                    /* 1 .. 8192 */
+  const void* q;                /* [T, h_q, d_qk] bf16, 16-byte aligned */
+  const void* kv;               /* [S, 1, d_qk] bf16, 16-byte aligned */
+  int64_t h_q;                  /* 16, 32, 64 or 128 */
+  int64_t d_qk;                 /* 576 or 512 */
+  int64_t d_v;                  /* 512 (set it: a zeroed struct holds 0) */
+  float sm_scale;               /* finite */
+  void* out;                    /* [T, h_q, d_v] bf16, 16-byte aligned */
+  float* max_logits;            /* [T, h_q], may be NULL (base 2) */
+  float* lse;                   /* [T, h_q], may be NULL (base 2) */
+  int32_t* indices;             /* [T, k] kv rows, may be NULL */
+} litetopk_dsa_prefill_problem;
+
+/* indexer_algo: a litetopk_indexer_algo; attention_algo: a litetopk_sparse_attention_algo. The
+ * workspace holds the indexer's, the indices when problem->indices is NULL, and the attention's
+ * (pointers are not dereferenced). */
+int litetopk_dsa_prefill_workspace_size(const litetopk_dsa_prefill_problem* problem,
+                                        int32_t indexer_algo, int32_t attention_algo,
+                                        size_t* workspace_bytes);
+/* Device pointers; stream is a cudaStream_t (NULL: the default stream). The indexer, the kv-row
+ * kernel and the attention on that stream: no allocation, no synchronization, nothing read on
+ * the host (graph-capturable). state_data NULL (with state_bytes 0): no indexer state. */
+int litetopk_dsa_prefill(const litetopk_dsa_prefill_problem* problem, int32_t indexer_algo,
+                         int32_t attention_algo, void* state_data, size_t state_bytes,
+                         void* workspace, size_t workspace_bytes, void* stream);
+/* Host pointers: indexer_topk_cpu, the same kv rows, then sparse_attention_cpu. */
+int litetopk_dsa_prefill_cpu(const litetopk_dsa_prefill_problem* problem);
+
 #ifdef __cplusplus
 }
 #endif

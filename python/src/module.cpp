@@ -19,6 +19,7 @@
 
 #include "litetopk/attention.h"
 #include "litetopk/device.h"
+#include "litetopk/dsa.h"
 #include "litetopk/indexer.h"
 #include "litetopk/merge.h"
 #include "litetopk/select.h"
@@ -594,6 +595,90 @@ NB_MODULE(_C, m) {
       [](const SparseAttentionProblem& problem) {
         check(litetopk::sparse_attention_cpu(problem));
       },
+      "problem"_a, ReleaseGil());
+
+  // ---- dsa_prefill: the C++ structs themselves ----
+  using litetopk::DsaPrefillProblem;
+  nb::class_<DsaPrefillProblem> dsa_problem(m, "DsaPrefillProblem");
+  dsa_problem.def(nb::init<>())
+      .def(nb::init<const DsaPrefillProblem&>())
+      .def_rw("num_queries", &DsaPrefillProblem::num_queries)
+      .def_rw("num_keys", &DsaPrefillProblem::num_keys)
+      .def_rw("index_heads", &DsaPrefillProblem::index_heads)
+      .def_rw("index_head_dim", &DsaPrefillProblem::index_head_dim)
+      .def_rw("k", &DsaPrefillProblem::k)
+      .def_rw("h_q", &DsaPrefillProblem::h_q)
+      .def_rw("d_qk", &DsaPrefillProblem::d_qk)
+      .def_rw("d_v", &DsaPrefillProblem::d_v)
+      .def_rw("sm_scale", &DsaPrefillProblem::sm_scale);
+  address_field(dsa_problem, "index_q", &DsaPrefillProblem::index_q);
+  address_field(dsa_problem, "index_kv", &DsaPrefillProblem::index_kv);
+  address_field(dsa_problem, "index_kv_scale", &DsaPrefillProblem::index_kv_scale);
+  address_field(dsa_problem, "index_weights", &DsaPrefillProblem::index_weights);
+  address_field(dsa_problem, "ks", &DsaPrefillProblem::ks);
+  address_field(dsa_problem, "ke", &DsaPrefillProblem::ke);
+  address_field(dsa_problem, "q", &DsaPrefillProblem::q);
+  address_field(dsa_problem, "kv", &DsaPrefillProblem::kv);
+  address_field(dsa_problem, "out", &DsaPrefillProblem::out);
+  address_field(dsa_problem, "max_logits", &DsaPrefillProblem::max_logits);
+  address_field(dsa_problem, "lse", &DsaPrefillProblem::lse);
+  address_field(dsa_problem, "indices", &DsaPrefillProblem::indices);
+
+  using litetopk::DsaPrefillPlan;
+  nb::class_<DsaPrefillPlan>(m, "DsaPrefillPlan")
+      .def_ro("problem", &DsaPrefillPlan::problem)
+      .def_ro("indexer", &DsaPrefillPlan::indexer)
+      .def_ro("attention", &DsaPrefillPlan::attention)
+      .def_ro("has_indices", &DsaPrefillPlan::has_indices)
+      .def_ro("workspace_bytes", &DsaPrefillPlan::workspace_bytes);
+
+  // The plan takes the indexer state the launches will get (its address 0 for none).
+  m.def(
+      "dsa_prefill_plan",
+      [](const DsaPrefillProblem& problem, IndexerAlgo indexer_algo,
+         SparseAttentionAlgo attention_algo, Address state_data, std::size_t state_bytes) {
+        const litetopk::IndexerState state = indexer_state(state_data, state_bytes);
+        litetopk::DsaPrefillOptions options;
+        options.indexer.algo = indexer_algo;
+        if (state.data != nullptr) options.indexer.state = &state;
+        options.attention_algo = attention_algo;
+        DsaPrefillPlan plan;
+        check(litetopk::dsa_prefill_plan(problem, options, &plan));
+        return plan;
+      },
+      "problem"_a, "indexer_algo"_a, "attention_algo"_a, "state"_a = Address{0},
+      "state_bytes"_a = std::size_t{0}, ReleaseGil(),
+      "Checks both halves' sizes, plans them, lays out the one workspace.");
+  // The hot path: addresses in, one launch (indexer, kv rows, attention); the GIL stays held.
+  m.def(
+      "dsa_prefill_launch",
+      [](const DsaPrefillPlan& plan, Address index_q, Address index_kv, Address index_kv_scale,
+         Address index_weights, Address ks, Address ke, Address q, Address kv, Address out,
+         Address max_logits, Address lse, Address indices, Address state_data,
+         std::size_t state_bytes, Address workspace, Address stream) {
+        litetopk::DsaPrefillAddresses addresses;
+        addresses.index_q = as<const void>(index_q);
+        addresses.index_kv = as<const void>(index_kv);
+        addresses.index_kv_scale = as<const float>(index_kv_scale);
+        addresses.index_weights = as<const float>(index_weights);
+        addresses.ks = as<const int32_t>(ks);
+        addresses.ke = as<const int32_t>(ke);
+        addresses.q = as<const void>(q);
+        addresses.kv = as<const void>(kv);
+        addresses.out = as<void>(out);
+        addresses.max_logits = as<float>(max_logits);
+        addresses.lse = as<float>(lse);
+        addresses.indices = as<int32_t>(indices);
+        addresses.state = indexer_state(state_data, state_bytes);
+        check(litetopk::dsa_prefill_launch(plan, addresses, as<void>(workspace),
+                                           as_stream(stream)));
+      },
+      "plan"_a, "index_q"_a, "index_kv"_a, "index_kv_scale"_a, "index_weights"_a, "ks"_a,
+      "ke"_a, "q"_a, "kv"_a, "out"_a, "max_logits"_a, "lse"_a, "indices"_a, "state"_a,
+      "state_bytes"_a, "workspace"_a, "stream"_a);
+  m.def(
+      "dsa_prefill_cpu",
+      [](const DsaPrefillProblem& problem) { check(litetopk::dsa_prefill_cpu(problem)); },
       "problem"_a, ReleaseGil());
 
   // ---- merge_topk: the C++ structs themselves ----

@@ -7,6 +7,7 @@
 
 #include "litetopk/attention.h"
 #include "litetopk/device.h"
+#include "litetopk/dsa.h"
 #include "litetopk/indexer.h"
 #include "litetopk/merge.h"
 #include "litetopk/select.h"
@@ -140,6 +141,32 @@ litetopk::SparseAttentionProblem to_cpp(const litetopk_sparse_attention_problem&
   p.max_logits = c.max_logits;
   p.lse = c.lse;
   p.algo = static_cast<litetopk::SparseAttentionAlgo>(c.algo);
+  return p;
+}
+
+litetopk::DsaPrefillProblem to_cpp(const litetopk_dsa_prefill_problem& c) {
+  litetopk::DsaPrefillProblem p;
+  p.index_q = c.index_q;
+  p.index_kv = c.index_kv;
+  p.index_kv_scale = c.index_kv_scale;
+  p.index_weights = c.index_weights;
+  p.ks = c.ks;
+  p.ke = c.ke;
+  p.num_queries = c.num_queries;
+  p.num_keys = c.num_keys;
+  p.index_heads = c.index_heads;
+  p.index_head_dim = c.index_head_dim;
+  p.k = c.k;
+  p.q = c.q;
+  p.kv = c.kv;
+  p.h_q = c.h_q;
+  p.d_qk = c.d_qk;
+  p.d_v = c.d_v;
+  p.sm_scale = c.sm_scale;
+  p.out = c.out;
+  p.max_logits = c.max_logits;
+  p.lse = c.lse;
+  p.indices = c.indices;
   return p;
 }
 
@@ -647,6 +674,62 @@ int litetopk_merge_topk(const litetopk_merge_problem* problem, void* workspace,
 
 int litetopk_merge_topk_cpu(const litetopk_merge_problem* problem) {
   return on_merge_problem(problem, [&](const auto& p) { return litetopk::merge_topk_cpu(p); });
+}
+
+}  // extern "C"
+
+// ---- dsa_prefill ----
+
+namespace {
+
+// The options of a dsa_prefill call: the indexer's as indexer_options checks them, the
+// attention's kernel as the plan checks it (an algo outside the enum is named there).
+litetopk::Status dsa_options(int32_t indexer_algo, int32_t attention_algo,
+                             const litetopk::IndexerState* state,
+                             litetopk::DsaPrefillOptions* options) {
+  options->attention_algo = static_cast<litetopk::SparseAttentionAlgo>(attention_algo);
+  return indexer_options(indexer_algo, 0, state, &options->indexer);
+}
+
+}  // namespace
+
+extern "C" {
+
+int litetopk_dsa_prefill_workspace_size(const litetopk_dsa_prefill_problem* problem,
+                                        int32_t indexer_algo, int32_t attention_algo,
+                                        size_t* workspace_bytes) {
+  return on_problem(problem, [&](const auto& p) {
+    litetopk::DsaPrefillOptions options;
+    if (litetopk::Status s = dsa_options(indexer_algo, attention_algo, nullptr, &options); !s) {
+      return s;
+    }
+    return litetopk::dsa_prefill_workspace_size(p, workspace_bytes, options);
+  });
+}
+
+int litetopk_dsa_prefill(const litetopk_dsa_prefill_problem* problem, int32_t indexer_algo,
+                         int32_t attention_algo, void* state_data, size_t state_bytes,
+                         void* workspace, size_t workspace_bytes, void* stream) {
+  return on_problem(problem, [&](const auto& p) {
+    if (state_data == nullptr && state_bytes != 0) {
+      return litetopk::Status(litetopk::StatusCode::kInvalidArgument,
+                              "state_data is null but state_bytes is " +
+                                  std::to_string(state_bytes) + " (no state: pass 0)");
+    }
+    const litetopk::IndexerState state{state_data, state_bytes};
+    litetopk::DsaPrefillOptions options;
+    if (litetopk::Status s = dsa_options(indexer_algo, attention_algo,
+                                         state_data != nullptr ? &state : nullptr, &options);
+        !s) {
+      return s;
+    }
+    return litetopk::dsa_prefill(p, workspace, workspace_bytes,
+                                 static_cast<cudaStream_t>(stream), options);
+  });
+}
+
+int litetopk_dsa_prefill_cpu(const litetopk_dsa_prefill_problem* problem) {
+  return on_problem(problem, [&](const auto& p) { return litetopk::dsa_prefill_cpu(p); });
 }
 
 }  // extern "C"

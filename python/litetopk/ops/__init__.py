@@ -38,6 +38,10 @@ strides, dtypes, devices, scalars); later calls of the signature only read addre
       -> (out [s_q, h_q, d_v] bf16, max_logits [s_q, h_q], lse [s_q, h_q]): FlashMLA's sparse
       prefill (flash_mla_sparse_fwd), base 2; algo "per-query", "union-packed" or "plain" picks
       the GPU kernel.
+  dsa_prefill(index_q, index_kv, index_kv_scale, index_weights, ks, ke, k, q, kv, sm_scale,
+              d_v=512, state=None, indexer_algo="auto", attention_algo="auto")
+      -> (out, max_logits, lse, indices [T, k] kv rows): one DSA layer, the indexer's top-k then
+      sparse_attention over the kv rows ks[t] + its positions (include/litetopk/dsa.h).
 
 The module-level functions `fp8_mqa_logits(q, (kv, kv_scale), weights, ks, ke, ...)`,
 `fp8_mqa_topk(q, (kv, kv_scale), weights, ks, ke, k, ...)`, `fp8_paged_mqa_logits(q, kv_cache,
@@ -49,6 +53,7 @@ from .attention import sparse_attention
 from .compat import flash_mla_sparse_fwd, fp8_mqa_logits, fp8_paged_mqa_logits
 from .decode import (SparseKvCache, dense_decode, sparse_decode, sparse_kv_append,
                      sparse_kv_from_dense)
+from .dsa import dsa_prefill
 from .indexer import IndexerState, fp8_mqa_topk, fp8_mqa_topk_plan
 from .merge import merge_topk
 from .paged import fp8_paged_mqa_topk, fp8_paged_mqa_topk_plan
@@ -58,5 +63,5 @@ __all__ = [
     "topk", "topk_plan", "fp8_mqa_logits", "fp8_mqa_topk", "fp8_mqa_topk_plan",
     "fp8_paged_mqa_logits", "fp8_paged_mqa_topk", "fp8_paged_mqa_topk_plan", "IndexerState",
     "SparseKvCache", "sparse_kv_append", "sparse_kv_from_dense", "sparse_decode", "dense_decode",
-    "sparse_attention", "flash_mla_sparse_fwd", "merge_topk",
+    "sparse_attention", "flash_mla_sparse_fwd", "dsa_prefill", "merge_topk",
 ]

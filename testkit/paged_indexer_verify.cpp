@@ -13,14 +13,12 @@ std::vector<int64_t> paged_indexer_verify_requests(int64_t batch) {
   return requests;
 }
 
-// One checked request: its gathered prefill problem and the checker over all its queries (the
-// checker keeps a reference to the workload, so both live together at a fixed address).
+// One checked request: the checker over all the queries of its gathered prefill problem.
 struct PagedIndexerChecker::Request {
   Request(const PagedIndexerWorkload& w, int64_t b, double tol_rel)
       : index(b),
         context(w.context_lens[b]),
-        gathered(gather_paged_request(w, b)),
-        checker(gathered, all_queries(w.spec.next_n), tol_rel) {}
+        checker(gather_paged_request(w, b), all_queries(w.spec.next_n), tol_rel) {}
 
   static std::vector<int64_t> all_queries(int64_t next_n) {
     std::vector<int64_t> queries;
@@ -30,7 +28,6 @@ struct PagedIndexerChecker::Request {
 
   int64_t index;
   int32_t context;
-  IndexerWorkload gathered;
   IndexerChecker checker;
 };
 

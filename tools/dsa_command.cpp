@@ -166,11 +166,11 @@ int run_dsa_spec(const DsaArgs& args, const DsaSpec& spec, const DsaRunOptions& 
     return make_dsa_workload(spec);
   }();
   if (on_gpu) {
-    std::cout << "running indexer_topk (" << args.indexer_algo << ") then sparse_attention ("
-              << args.algo << ") on " << device_name;
+    std::cout << "running dsa_prefill: indexer_topk (" << args.indexer_algo
+              << ") then sparse_attention (" << args.algo << ") on " << device_name;
   } else {
-    std::cout << "running the CPU references indexer_topk_cpu then sparse_attention_cpu (fp64 "
-                 "scores and softmax; not GPU kernels) on "
+    std::cout << "running dsa_prefill_cpu, the CPU references indexer_topk_cpu then "
+                 "sparse_attention_cpu (fp64 scores and softmax; not GPU kernels) on "
               << device_name;
   }
   std::cout << ": each stage and the layer, median of " << options.bench.iters << " run"
@@ -313,9 +313,9 @@ void add_dsa_command(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<DsaArgs>();
   CLI::App* cmd = app.add_subcommand(
       "dsa",
-      "A DSA attention layer end to end on a generated causal prefill chunk: indexer_topk "
-      "(fp8 lightning indexer + exact top-k), then sparse_attention over its indices; each stage "
-      "and the layer timed and checked against the CPU references");
+      "A DSA attention layer end to end on a generated causal prefill chunk: dsa_prefill, "
+      "indexer_topk (fp8 lightning indexer + exact top-k) then sparse_attention over its "
+      "indices; each stage and the layer timed and checked against the CPU references");
   constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
   cmd->add_option("--tokens", args->tokens,
                   "T: the chunk's queries, the last T of the --context tokens (default " +

@@ -169,48 +169,45 @@ struct Fixture {
   }
 };
 
+// Each problem is the valid one with one field broken; its message starts with the field's name.
 TEST(DsaPrefillValidation, NamesTheDsaProblemsFields) {
   Fixture f;
   ASSERT_TRUE(validate_dsa_prefill_problem(f.valid()).is_ok());
-  DsaPrefillProblem p = f.valid();
-  p.index_heads = 48;
-  expect_rejected(dsa_prefill_cpu(p), "index_heads must be 32 or 64, got 48");
-  p = f.valid();
-  p.index_head_dim = 64;
-  expect_rejected(dsa_prefill_cpu(p), "index_head_dim must be 128, got 64");
-  p = f.valid();
-  p.k = 0;
-  expect_rejected(dsa_prefill_cpu(p), "k must be in [1, 8192], got 0");
-  p = f.valid();
-  p.h_q = 8;
-  expect_rejected(dsa_prefill_cpu(p), "h_q must be 16, 32, 64 or 128, got 8");
-  p = f.valid();
-  p.d_qk = 100;
-  expect_rejected(dsa_prefill_cpu(p), "d_qk must be 576 or 512, got 100");
-  p = f.valid();
-  p.sm_scale = NAN;
-  expect_rejected(dsa_prefill_cpu(p), "sm_scale must be finite");
-  p = f.valid();
-  p.num_keys = int64_t{1} << 33;
-  expect_rejected(dsa_prefill_cpu(p), "num_keys must be <= 2147483647");
-  p = f.valid();
-  p.index_q = nullptr;
-  expect_rejected(dsa_prefill_cpu(p), "index_q must not be null");
-  p = f.valid();
-  p.index_kv_scale = nullptr;
-  expect_rejected(dsa_prefill_cpu(p), "index_kv_scale must not be null");
-  p = f.valid();
-  p.index_weights = nullptr;
-  expect_rejected(dsa_prefill_cpu(p), "index_weights must not be null");
-  p = f.valid();
-  p.q = nullptr;
-  expect_rejected(dsa_prefill_cpu(p), "q must not be null");
-  p = f.valid();
-  p.out = nullptr;
-  expect_rejected(dsa_prefill_cpu(p), "out must not be null");
-  p = f.valid();
-  p.indices = reinterpret_cast<int32_t*>(reinterpret_cast<std::uintptr_t>(f.outputs.indices.data()) + 2);
-  expect_rejected(dsa_prefill_cpu(p), "indices must be 4-byte aligned");
+  auto* misaligned = reinterpret_cast<int32_t*>(
+      reinterpret_cast<std::uintptr_t>(f.outputs.indices.data()) + 2);
+  const struct {
+    void (*broken)(DsaPrefillProblem*, int32_t*);
+    const char* message;
+  } cases[] = {
+      {[](DsaPrefillProblem* p, int32_t*) { p->index_heads = 48; },
+       "index_heads must be 32 or 64, got 48"},
+      {[](DsaPrefillProblem* p, int32_t*) { p->index_head_dim = 64; },
+       "index_head_dim must be 128, got 64"},
+      {[](DsaPrefillProblem* p, int32_t*) { p->k = 0; }, "k must be in [1, 8192], got 0"},
+      {[](DsaPrefillProblem* p, int32_t*) { p->h_q = 8; },
+       "h_q must be 16, 32, 64 or 128, got 8"},
+      {[](DsaPrefillProblem* p, int32_t*) { p->d_qk = 100; }, "d_qk must be 576 or 512, got 100"},
+      {[](DsaPrefillProblem* p, int32_t*) { p->sm_scale = NAN; }, "sm_scale must be finite"},
+      {[](DsaPrefillProblem* p, int32_t*) { p->num_keys = int64_t{1} << 33; },
+       "num_keys must be <= 2147483647"},
+      {[](DsaPrefillProblem* p, int32_t*) { p->index_q = nullptr; }, "index_q must not be null"},
+      {[](DsaPrefillProblem* p, int32_t*) { p->index_kv_scale = nullptr; },
+       "index_kv_scale must not be null"},
+      {[](DsaPrefillProblem* p, int32_t*) { p->index_weights = nullptr; },
+       "index_weights must not be null"},
+      {[](DsaPrefillProblem* p, int32_t*) { p->q = nullptr; }, "q must not be null"},
+      {[](DsaPrefillProblem* p, int32_t*) { p->out = nullptr; }, "out must not be null"},
+      {[](DsaPrefillProblem* p, int32_t* bad) { p->indices = bad; },
+       "indices must be 4-byte aligned"},
+  };
+  for (const auto& c : cases) {
+    DsaPrefillProblem p = f.valid();
+    c.broken(&p, misaligned);
+    const Status s = dsa_prefill_cpu(p);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+    EXPECT_EQ(s.message().rfind(c.message, 0), 0u)
+        << "message \"" << s.message() << "\" does not start with " << c.message;
+  }
 }
 
 TEST(DsaPrefillValidation, CpuChecksTheRanges) {

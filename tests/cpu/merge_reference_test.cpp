@@ -35,6 +35,19 @@ Output run_cpu(MergeProblem p) {
   return out;
 }
 
+// The problem of row-major lists [batch, shards, k_in] in host vectors.
+MergeProblem lists(const std::vector<float>& values, const std::vector<int32_t>& indices,
+                   int64_t batch, int64_t shards, int64_t k_in, int64_t k) {
+  MergeProblem p;
+  p.values = values.data();
+  p.indices = indices.data();
+  p.batch = batch;
+  p.shards = shards;
+  p.k_in = k_in;
+  p.k = k;
+  return p;
+}
+
 TEST(MergeReference, RandomListsMatchPlainReference) {
   uint32_t seed = 1;
   for (const MergeCase& c : merge_testing::standard_cases()) {
@@ -52,15 +65,11 @@ TEST(MergeReference, TiesAcrossShardsTakeTheSmallestIndices) {
   std::vector<float> values(shards * k_in, 2.5f);
   std::vector<int32_t> indices(shards * k_in);
   for (int64_t s = 0; s < shards; ++s) {
-    for (int64_t j = 0; j < k_in; ++j) indices[s * k_in + j] = static_cast<int32_t>(j * shards + (shards - 1 - s));
+    for (int64_t j = 0; j < k_in; ++j) {
+      indices[s * k_in + j] = static_cast<int32_t>(j * shards + (shards - 1 - s));
+    }
   }
-  MergeProblem p;
-  p.values = values.data();
-  p.indices = indices.data();
-  p.batch = 1;
-  p.shards = shards;
-  p.k_in = k_in;
-  p.k = 6;
+  MergeProblem p = lists(values, indices, 1, shards, k_in, 6);
   for (const bool largest : {true, false}) {
     p.largest = largest;
     const Output out = run_cpu(p);
@@ -76,13 +85,7 @@ TEST(MergeReference, NanAndEmptySlotsAreNeverSelected) {
   // Shard 1: all -1 (an empty shard). Shard 2: -inf and 0.
   std::vector<float> values = {nan, inf, 1.0f, 9.0f, 9.0f, 9.0f, -inf, 0.0f, nan};
   std::vector<int32_t> indices = {10, -1, 11, -1, -1, -1, 30, 31, 32};
-  MergeProblem p;
-  p.values = values.data();
-  p.indices = indices.data();
-  p.batch = 1;
-  p.shards = 3;
-  p.k_in = 3;
-  p.k = 5;
+  MergeProblem p = lists(values, indices, 1, 3, 3, 5);
   const Output out = run_cpu(p);
   EXPECT_EQ(out.indices, (std::vector<int32_t>{11, 31, 30, -1, -1}));
   EXPECT_EQ(out.values[0], 1.0f);
@@ -94,13 +97,7 @@ TEST(MergeReference, NanAndEmptySlotsAreNeverSelected) {
 TEST(MergeReference, AllEmptyRowsArePadding) {
   std::vector<float> values(2 * 3 * 4, 1.0f);
   std::vector<int32_t> indices(values.size(), -1);
-  MergeProblem p;
-  p.values = values.data();
-  p.indices = indices.data();
-  p.batch = 2;
-  p.shards = 3;
-  p.k_in = 4;
-  p.k = 7;
+  MergeProblem p = lists(values, indices, 2, 3, 4, 7);
   const Output out = run_cpu(p);
   EXPECT_EQ(out.indices, std::vector<int32_t>(14, -1));
   for (const float v : out.values) EXPECT_TRUE(std::isnan(v));
@@ -110,14 +107,8 @@ TEST(MergeReference, CountsAreClampedIntoTheList) {
   std::vector<float> values = {5, 4, 3, 9, 8, 7};
   std::vector<int32_t> indices = {0, 1, 2, 3, 4, 5};
   const std::vector<int32_t> counts = {-3, 9};  // shard 0 empty, shard 1 whole
-  MergeProblem p;
-  p.values = values.data();
-  p.indices = indices.data();
+  MergeProblem p = lists(values, indices, 1, 2, 3, 4);
   p.counts = counts.data();
-  p.batch = 1;
-  p.shards = 2;
-  p.k_in = 3;
-  p.k = 4;
   const Output out = run_cpu(p);
   EXPECT_EQ(out.indices, (std::vector<int32_t>{3, 4, 5, -1}));
 }
@@ -202,7 +193,8 @@ TEST(MergeReference, MergedShardTopkEqualsWholeRowTopk) {
         ASSERT_TRUE(select_topk_cpu(whole, CpuSelectAlgo::kReference).is_ok());
         EXPECT_EQ(merged.indices, want_indices) << shards << " shards, k " << k;
         for (std::size_t i = 0; i < want_values.size(); ++i) {
-          ASSERT_EQ(merge_testing::bits_of(merged.values[i]), merge_testing::bits_of(want_values[i]))
+          ASSERT_EQ(merge_testing::bits_of(merged.values[i]),
+                    merge_testing::bits_of(want_values[i]))
               << "slot " << i;
         }
       }

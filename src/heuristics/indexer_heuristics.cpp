@@ -12,12 +12,13 @@ IndexerAlgo choose_indexer_algo(const IndexerProblem& problem) {
   // unfused costs the logits kernel, the [T, S] store and a selection over S keys per row; fused
   // the same scoring without the store, a cold sample of 0.6-3.6% of the tiles, and a selection
   // over a few k candidates per row (fixed costs of about 0.6 ms at T = 8192). Fused was faster
-  // on every measured shape with k <= 2048 from S = 64K (3-16%); shorter ranges and larger k
-  // stay unfused (fused was also faster at 8192 x 32K and at k = 8192, measured once each).
+  // on every measured shape: k = 2048 from S = 32K (3-16%) and k = 8192 at S = 256K (13%), that
+  // is from 16 keys per selected key; below 32K keys its fixed costs are unmeasured against the
+  // store and selection it saves, so shorter ranges stay unfused whatever k is.
   // ks and ke are device memory, so S stands for the ranges' lengths.
-  constexpr int64_t kFusedFromKeysPerK = 32;
-  constexpr int64_t kFusedUpToK = 2048;
-  return problem.num_keys >= kFusedFromKeysPerK * problem.k && problem.k <= kFusedUpToK
+  constexpr int64_t kFusedFromKeysPerK = 16;
+  constexpr int64_t kFusedFromKeys = 32768;
+  return problem.num_keys >= kFusedFromKeysPerK * problem.k && problem.num_keys >= kFusedFromKeys
              ? IndexerAlgo::kFused
              : IndexerAlgo::kUnfused;
 }

@@ -8,7 +8,7 @@
 
 namespace litetopk::heuristics {
 
-// The algorithm kAuto runs: fused from S >= 32 k keys for k <= 2048, unfused otherwise.
+// The algorithm kAuto runs: fused from S >= max(16 k, 32768) keys, unfused otherwise.
 IndexerAlgo choose_indexer_algo(const IndexerProblem& problem);
 
 // The fused path's two kernels: kGated (the cold sample's gate in the four-warpgroup core's

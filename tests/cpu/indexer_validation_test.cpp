@@ -294,26 +294,31 @@ TEST(IndexerOptionsValidation, UnknownAlgoNamesTheOption) {
   EXPECT_NE(status.message().find("options.algo"), std::string::npos);
 }
 
-// auto's cost model (indexer_topk_dispatch): the gated fused path from S = 32 k keys for
-// k <= 2048 (measured faster than unfused from 64K on at k = 2048, docs/BENCHMARKS.md), unfused
-// below and for k > 2048 (unmeasured there).
-TEST(IndexerDispatch, FusedFromThirtyTwoKeysPerK) {
+// auto's cost model (indexer_topk_dispatch): the gated fused path from S = max(16 k, 32768)
+// keys (measured faster than unfused from 32K at k = 2048 and at 256K for k = 8192,
+// docs/BENCHMARKS.md), unfused below.
+TEST(IndexerDispatch, FusedFromSixteenKeysPerKAndThirtyTwoK) {
   IndexerProblem p;
   p.num_queries = 8192;
   p.num_heads = 64;
   p.head_dim = 128;
   p.k = 2048;
-  for (int64_t keys : {int64_t{16384}, int64_t{65535}}) {
+  for (int64_t keys : {int64_t{16384}, int64_t{32767}}) {
     p.num_keys = keys;
     EXPECT_EQ(indexer_topk_dispatch(p), IndexerAlgo::kUnfused) << "S = " << keys;
   }
-  for (int64_t keys : {int64_t{65536}, int64_t{262144}, int64_t{1048576}}) {
+  for (int64_t keys : {int64_t{32768}, int64_t{262144}, int64_t{1048576}}) {
     p.num_keys = keys;
     EXPECT_EQ(indexer_topk_dispatch(p), IndexerAlgo::kFused) << "S = " << keys;
   }
-  p.num_keys = 1048576;
-  p.k = 4096;
-  EXPECT_EQ(indexer_topk_dispatch(p), IndexerAlgo::kUnfused) << "k = 4096";
+  p.k = 8192;
+  p.num_keys = 131071;
+  EXPECT_EQ(indexer_topk_dispatch(p), IndexerAlgo::kUnfused) << "k = 8192, S = " << p.num_keys;
+  p.num_keys = 262144;
+  EXPECT_EQ(indexer_topk_dispatch(p), IndexerAlgo::kFused) << "k = 8192, S = " << p.num_keys;
+  p.k = 64;
+  p.num_keys = 16384;
+  EXPECT_EQ(indexer_topk_dispatch(p), IndexerAlgo::kUnfused) << "k = 64, S = " << p.num_keys;
 }
 
 }  // namespace

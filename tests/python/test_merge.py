@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import needs_torch, torch
+from conftest import needs_cuda, needs_torch, torch
 from reference import pack_paged_cache
 
 import litetopk.merge
@@ -114,6 +114,54 @@ def test_torch_op_fake_and_opcheck():
                                                      mode.from_tensor(indices), 5)
     assert got_i.shape == (4, 5) and got_i.dtype == torch.int32 and got_v.dtype == torch.float32
     torch.library.opcheck(torch.ops.litetopk.merge_topk.default, (values, indices, 5))
+
+
+@needs_cuda
+@pytest.mark.parametrize("sorted_", [False, True])
+def test_cuda_op_equals_cpu_op(sorted_):
+    from litetopk.ops import merge_topk
+    rng = np.random.default_rng(11)
+    for S, k_in, k in ((1, 64, 32), (2, 2048, 2048), (8, 256, 300), (3, 7, 50)):
+        values, indices = random_lists(rng, 6, S, k_in)
+        counts = torch.from_numpy(rng.integers(-1, k_in + 2, size=(6, S)).astype(np.int32))
+        gathered_v = torch.from_numpy(np.ascontiguousarray(values.transpose(1, 0, 2)))
+        gathered_i = torch.from_numpy(np.ascontiguousarray(indices.transpose(1, 0, 2)))
+        for c in (None, counts):
+            want_i, want_v = merge_topk(torch.from_numpy(values), torch.from_numpy(indices), k,
+                                        counts=c, sorted=True)
+            got_i, got_v = merge_topk(gathered_v.cuda().permute(1, 0, 2),
+                                      gathered_i.cuda().permute(1, 0, 2), k,
+                                      counts=None if c is None else c.cuda(), sorted=sorted_)
+            got_i, got_v = got_i.cpu(), got_v.cpu()
+            if not sorted_:  # the CPU result is sorted; put the GPU's in the same order
+                order = torch.argsort(got_i.long() + (got_i < 0).long() * (1 << 40), dim=1)
+                got_i, got_v = got_i.gather(1, order), got_v.gather(1, order)
+                order = torch.argsort(want_i.long() + (want_i < 0).long() * (1 << 40), dim=1)
+                want_i, want_v = want_i.gather(1, order), want_v.gather(1, order)
+            assert torch.equal(got_i, want_i), (S, k_in, k)
+            assert torch.equal(got_v.nan_to_num(), want_v.nan_to_num()), (S, k_in, k)
+
+
+@needs_cuda
+def test_cuda_indexer_as_shards_on_one_gpu():
+    """The distributed recipe without the group: fp8_mqa_topk on each key shard of one GPU,
+    indices shifted, the lists stacked as the all-gather would, merged: the whole call's result."""
+    from litetopk.ops import fp8_mqa_topk, merge_topk
+    q, kv, kv_scale, weights, ks, ke = (x.cuda() for x in _indexer_inputs(2, T=7, S=300))
+    bounds = [0, 37, 150, 151, 300]
+    for k in (8, 64, 512):
+        want_i, _ = fp8_mqa_topk(q, (kv, kv_scale), weights, ks, ke, k)
+        values, indices = [], []
+        for lo, hi in zip(bounds, bounds[1:]):
+            local_ks = torch.clamp(ks - lo, 0, hi - lo)
+            local_ke = torch.maximum(torch.clamp(ke - lo, 0, hi - lo), local_ks)
+            i, v = fp8_mqa_topk(q, (kv[lo:hi], kv_scale[lo:hi]), weights, local_ks, local_ke, k)
+            shift = (local_ks + lo - ks).view(-1, 1)
+            indices.append(torch.where(i >= 0, i + shift, i))
+            values.append(v)
+        got_i, _ = merge_topk(torch.stack(values).permute(1, 0, 2),
+                              torch.stack(indices).permute(1, 0, 2), k)
+        assert _same_sets(got_i.cpu(), want_i.cpu()), k
 
 
 # ---- litetopk.distributed on gloo ----

@@ -59,8 +59,9 @@ def expect_layer(got, want, exact):
         np.testing.assert_array_equal(out.float().numpy(), want_out)
         np.testing.assert_array_equal(max_logits.numpy(), want_max)
         np.testing.assert_array_equal(lse.numpy(), want_lse)
-    else:  # the GPU: its own rows (ties may differ), bf16 tolerance
-        assert (rows.numpy() == want_rows).mean() > 0.99
+    else:  # the GPU: the same sets up to ties, in any order; bf16 tolerance
+        same = np.sort(rows.numpy(), axis=1) == np.sort(want_rows, axis=1)
+        assert same.mean() > 0.99
         np.testing.assert_allclose(out.float().numpy(), want_out, atol=2e-2, rtol=2e-2)
         np.testing.assert_allclose(lse.numpy(), want_lse, atol=1e-3, rtol=1e-3)
 
@@ -89,12 +90,16 @@ def test_dsa_prefill_out(device):
     rows = torch.empty(T, K, dtype=torch.int32, device=device)
     result = dsa_prefill(*inputs[:5], K, *inputs[5:], out=(out, None, lse, rows))
     assert result[0] is out and result[3] is rows
-    assert torch.equal(out, want[0]) and torch.equal(lse, want[2])
-    assert torch.equal(rows, want[3])
     # Without indices the call keeps its own: the same outputs.
     out2 = torch.empty_like(out)
     dsa_prefill(*inputs[:5], K, *inputs[5:], out=(out2, None, None, None))
-    assert torch.equal(out2, want[0])
+    if device == "cpu":
+        assert torch.equal(out, want[0]) and torch.equal(lse, want[2])
+        assert torch.equal(rows, want[3]) and torch.equal(out2, want[0])
+    else:  # a row's order is unspecified on the GPU, and sums follow it
+        assert torch.equal(rows.sort(dim=1).values, want[3].sort(dim=1).values)
+        for got in (out, out2):
+            torch.testing.assert_close(got.float(), want[0].float(), atol=2e-2, rtol=2e-2)
 
 
 def op_args(inputs):
@@ -181,4 +186,6 @@ def test_dsa_prefill_cuda_graph():
     graph.replay()
     torch.cuda.synchronize()
     again = dsa_prefill(*inputs[:5], K, *inputs[5:])
-    assert torch.equal(rows, again[3]) and torch.equal(out, again[0])
+    # The same sets (a row's order is unspecified), and the same outputs up to the order of sums.
+    assert torch.equal(rows.sort(dim=1).values, again[3].sort(dim=1).values)
+    torch.testing.assert_close(out.float(), again[0].float(), atol=2e-2, rtol=2e-2)

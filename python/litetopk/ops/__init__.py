@@ -1,8 +1,9 @@
 """litetopk's torch ops: torch.ops.litetopk.* and the Python functions engines call.
 
 One module per feature registers its ops on import: select, indexer (prefill), paged (decode
-indexer), decode (sparse decoding), attention (sparse MLA); compat holds the peers' own function
-names (DeepGEMM, FlashMLA); _runtime the eager path they share.
+indexer), decode (sparse decoding), attention (sparse MLA), dsa (the layer: indexer then
+attention); compat holds the peers' own function names (DeepGEMM, FlashMLA); _runtime the eager
+path they share.
 
 Every op has a schema, a fake (meta) implementation for torch.compile and fake tensors, and one
 real implementation registered for CUDA and CPU: CUDA tensors run the GPU kernels on the current

@@ -1,5 +1,5 @@
 // Sparse decoding on a synthetic workload, shared by `litetopk decode` and `litetopk demo`:
-// generate the dense cache and queries (cpu/sparse_decode_workload.h), then on one backend
+// generate the dense cache and queries (testkit/decode_workload.h), then on one backend
 //   CPU: quantize them into the sparse cache with sparse_decode_quantize_cpu, run
 //        sparse_decode_cpu at each delta and dense_decode_cpu (fp64 references, host timing);
 //   GPU: upload them, build the sparse cache with sparse_kv_from_dense, run sparse_decode at each

@@ -148,7 +148,7 @@ Status indexer_logits_cpu(const IndexerProblem& problem, float* logits, int64_t 
 //   q [B, next_n, H, D] fp8 e4m3, contiguous (query row r = b * next_n + j is [H, D]);
 //   kv_cache [num_blocks, block_size, 1, D + 4] bytes: each block holds its block_size x D fp8
 //     keys, then its block_size fp32 scales (not block_size rows of D + 4 bytes; see
-//     src/formats/paged_kv_layout.h), block stride block_size * (D + 4) bytes;
+//     include/litetopk/paged_kv_layout.h), block stride block_size * (D + 4) bytes;
 //   weights [B * next_n, H] fp32; context_lens [B] int32; block_table [B, max_blocks] int32
 //     (row stride max_blocks): token p of request b lives in block block_table[b, p / block_size],
 //     slot p % block_size.

@@ -16,7 +16,7 @@
 
 #include "common/indexer_testing.h"
 #include "common/paged_indexer_testing.h"
-#include "formats/fp8_e4m3.h"
+#include "litetopk/fp8_e4m3.h"
 #include "testkit/device_memory.h"
 #include "testkit/paged_indexer_workload.h"
 

@@ -8,7 +8,7 @@
 //    columns) by TMA, then fills a kStages-deep ring with the range's key tiles: the lanes read 32
 //    block-table entries at a time, and for each tile lane 0 stores the entry with the stage and,
 //    for a block inside the cache, loads its keys by TMA from the 3-D map over kv_cache
-//    (formats/paged_kv_layout.h) and its 64 scales by a bulk copy; a block outside the cache is
+//    (litetopk/paged_kv_layout.h) and its 64 scales by a bulk copy; a block outside the cache is
 //    only announced (its tokens get NaN scores, its bytes are never read).
 // 2. Math warpgroups take alternate tiles: keys on the M side (64 per tile), query-heads on N: one
 //    bank of 64 columns or one or two of 128, 4 wgmma steps each (sm90core::issue_bank).
@@ -23,7 +23,7 @@
 
 #include "cuda/common/wgmma_sm90.cuh"
 #include "cuda/indexer/indexer_wgmma_sm90.cuh"
-#include "formats/paged_kv_layout.h"
+#include "litetopk/paged_kv_layout.h"
 
 namespace litetopk::cuda_indexer::paged {
 

@@ -74,6 +74,10 @@ struct IndexerOptions {
   // without it. Exact either way; off, the gate
   // rises only as the candidate lists fill, and more candidates are admitted.
   bool cold_sample = true;
+  // Key tiles (64 keys each) of the cold sample per query block, a tuning knob: 0 (the default)
+  // takes the cost model's count (8 to 512 tiles, from S and k), any other value in [1, 2^20]
+  // that count. Exact either way.
+  int32_t cold_sample_tiles = 0;
   // Optional device uint64[3] the fused kernel adds its counts to (for measuring, not needed for
   // the result): [0] the candidates it admitted into its lists, [1] the list reductions it ran,
   // [2] the query blocks it re-ran after a failed speculative gate ([0] and [1] include the
@@ -93,6 +97,7 @@ struct IndexerPlan {
   IndexerAlgo algo = IndexerAlgo::kAuto;  // the path that runs: never kAuto once planned
   int64_t candidate_capacity = 0;         // options.candidate_capacity as planned
   bool cold_sample = true;                // options.cold_sample as planned
+  int32_t cold_sample_tiles = 0;          // options.cold_sample_tiles as planned
   bool has_state = false;                 // the launches pass a state (the workspace holds the
                                           // hot-sample writer's part)
   bool has_values = false;                // the launches write values

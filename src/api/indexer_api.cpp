@@ -52,6 +52,11 @@ Status check_options(const IndexerOptions& options) {
     return detail::invalid_argument("options.candidate_capacity must be >= 0, got ",
                                     options.candidate_capacity);
   }
+  if (options.cold_sample_tiles < 0 || options.cold_sample_tiles > (1 << 20)) {
+    return detail::invalid_argument("options.cold_sample_tiles must be in [0, 2^20] (0: the "
+                                    "cost model's count), got ",
+                                    options.cold_sample_tiles);
+  }
   if (options.state != nullptr && options.state->data == nullptr && options.state->bytes > 0) {
     return detail::invalid_argument("options.state->data is null");
   }
@@ -91,6 +96,7 @@ Status indexer_topk_plan(const IndexerProblem& problem, const IndexerOptions& op
   planned.algo = algo;
   planned.candidate_capacity = options.candidate_capacity;
   planned.cold_sample = options.cold_sample;
+  planned.cold_sample_tiles = options.cold_sample_tiles;
   planned.has_state = options.state != nullptr && options.state->data != nullptr;
   planned.has_values = problem.values != nullptr;
   // The size depends on whether there is a state (the hot-sample writer's part), not on where.
@@ -134,6 +140,7 @@ Status indexer_topk_launch(const IndexerPlan& plan, const IndexerAddresses& addr
   options.algo = plan.algo;
   options.candidate_capacity = plan.candidate_capacity;
   options.cold_sample = plan.cold_sample;
+  options.cold_sample_tiles = plan.cold_sample_tiles;
   options.candidate_counters = addresses.candidate_counters;
   if (plan.has_state) {
     if (addresses.state.data == nullptr) {

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 
 namespace litetopk::heuristics {
 
@@ -25,7 +24,8 @@ IndexerAlgo choose_indexer_algo(const IndexerProblem& problem) {
 
 FusedKernel choose_fused_kernel(const IndexerProblem& problem, const IndexerOptions& options) {
   constexpr int kTileKeys = 64;
-  const bool cold = options.cold_sample && cold_sample_tiles(problem, kTileKeys) > 0;
+  const bool cold =
+      options.cold_sample && cold_sample_tiles(problem, kTileKeys, options.cold_sample_tiles) > 0;
   return cold && options.state == nullptr ? FusedKernel::kGated : FusedKernel::kLists;
 }
 
@@ -36,14 +36,8 @@ IndexerAlgo choose_paged_indexer_algo(const PagedIndexerProblem&) {
   return IndexerAlgo::kUnfused;
 }
 
-int32_t cold_sample_tiles(const IndexerProblem& problem, int tile_keys) {
-  if (const char* env = std::getenv("LITETOPK_COLD_SAMPLE_TILES"); env != nullptr) {
-    char* end = nullptr;
-    const long tiles = std::strtol(env, &end, 10);
-    if (end != env && *end == '\0' && tiles >= 0 && tiles <= (1L << 20)) {
-      return static_cast<int32_t>(tiles);
-    }
-  }
+int32_t cold_sample_tiles(const IndexerProblem& problem, int tile_keys, int32_t requested) {
+  if (requested > 0) return requested;
   // c tiles admit about tile_keys c candidates per query, and after them a query admits about
   // k (1 + z / sqrt(c k / n)) more for ranges of n tiles (z = 6, the speculative gate's margin).
   // The model's optimum, (1.5 k sqrt(2 n / k) / tile_keys)^(2/3), times 2.8 (the sweep's best),

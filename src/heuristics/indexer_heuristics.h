@@ -22,10 +22,9 @@ FusedKernel choose_fused_kernel(const IndexerProblem& problem, const IndexerOpti
 // after the logits beat the fused kernel on every shape measured on the H200).
 IndexerAlgo choose_paged_indexer_algo(const PagedIndexerProblem& problem);
 
-// The fused kernel's cold sample: key tiles of `tile_keys` keys per query block. The
-// LITETOPK_COLD_SAMPLE_TILES environment variable (a count of tiles, 0 = none) overrides the
-// model, a tuning knob for benchmarks; other values are ignored.
-int32_t cold_sample_tiles(const IndexerProblem& problem, int tile_keys);
+// The fused kernel's cold sample: key tiles of `tile_keys` keys per query block, `requested`
+// (IndexerOptions::cold_sample_tiles) when nonzero, else the model's count.
+int32_t cold_sample_tiles(const IndexerProblem& problem, int tile_keys, int32_t requested);
 
 // Candidates per list of the fused kernel: `requested` when nonzero, else about 4k (more when the
 // cold sample's candidates would fill that) within 2% of the [T, S] fp32 logits; never below 2k.

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -273,18 +272,6 @@ TEST(IndexerGpuSmall, FusedCandidateCounters) {
 
 // ---- the cold sample's speculative gate ----
 
-// Sets LITETOPK_COLD_SAMPLE_TILES for one test, so that the sampled tiles are known.
-class ColdSampleTiles {
- public:
-  explicit ColdSampleTiles(const char* tiles) { setenv(kName, tiles, 1); }
-  ~ColdSampleTiles() { unsetenv(kName); }
-  ColdSampleTiles(const ColdSampleTiles&) = delete;
-  ColdSampleTiles& operator=(const ColdSampleTiles&) = delete;
-
- private:
-  static constexpr const char* kName = "LITETOPK_COLD_SAMPLE_TILES";
-};
-
 // Inputs whose k best all lie in the cold sample: with 8 sample tiles over a range of 256 tiles
 // (S = 16384, every query's range nearly all of it), the sample is key tiles 0, 32, 64, ...; their
 // kv scales are 64x the others and the weights positive, so those tiles hold every query's k
@@ -293,7 +280,6 @@ class ColdSampleTiles {
 // block is re-run. The results are exact, the same as unfused and as without the cold sample.
 TEST(IndexerGpuSmall, FusedColdSampleRetriesFailedBlocks) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
-  const ColdSampleTiles tiles("8");
   for (int64_t heads : {32, 64}) {
     const IndexerCase c = causal_case("ColdSampleRetry", 8, 16384, heads, 64, 21);
     HostIndexerInputs in = make_indexer_inputs(c);
@@ -306,6 +292,7 @@ TEST(IndexerGpuSmall, FusedColdSampleRetriesFailedBlocks) {
     ASSERT_TRUE(s.is_ok()) << s.to_string();
     IndexerOptions options;
     options.algo = IndexerAlgo::kFused;
+    options.cold_sample_tiles = 8;  // the sampled tiles are known
     unsigned long long counts[3] = {};
     s = run_with_options(c, in, options, &speculative, &counts);
     ASSERT_TRUE(s.is_ok()) << s.to_string();

@@ -523,7 +523,7 @@ Status launch(const IndexerProblem& problem, const FusedPlan& plan, uint64_t* li
 }  // namespace
 
 Status plan_fused(const IndexerProblem& problem, int64_t requested_capacity, bool cold_sample,
-                  FusedPlan* plan) {
+                  int32_t requested_tiles, FusedPlan* plan) {
   cuda_common::DeviceShape device{};
   if (Status s = cuda_common::current_device_shape(&device); !s) return s;
   const int64_t query_blocks = core_query_blocks(problem);
@@ -531,7 +531,8 @@ Status plan_fused(const IndexerProblem& problem, int64_t requested_capacity, boo
       std::max<int64_t>(1, std::min<int64_t>(query_blocks, device.sm_count)));
   const int64_t lists = plan->blocks * core_queries_per_block(problem);  // one per query
   plan->cold_sample_tiles =
-      cold_sample ? heuristics::cold_sample_tiles(problem, sm90core::kTileKeys) : 0;
+      cold_sample ? heuristics::cold_sample_tiles(problem, sm90core::kTileKeys, requested_tiles)
+                  : 0;
   plan->capacity = heuristics::fused_list_capacity(problem, requested_capacity,
                                                    plan->cold_sample_tiles, sm90core::kTileKeys,
                                                    lists, kListSlack);

@@ -33,7 +33,8 @@ struct GatedPlan {
   int64_t capacity = 0;           // slots per candidate list
   FusedPlan retry;                // the exact re-run of overflowed or failed query blocks
 };
-Status plan_gated(const IndexerProblem& problem, int64_t requested_capacity, GatedPlan* plan);
+Status plan_gated(const IndexerProblem& problem, int64_t requested_capacity,
+                  int32_t requested_tiles, GatedPlan* plan);
 
 // The cold sample's scores (sample_scores_kernel, gated_sample_kernel.cu).
 Status launch_sample_scores(const IndexerProblem& problem, const GatedPlan& plan,

@@ -40,11 +40,13 @@ SelectProblem list_selection(const IndexerProblem& problem, const GatedPlan& pla
 
 }  // namespace
 
-Status plan_gated(const IndexerProblem& problem, int64_t requested_capacity, GatedPlan* plan) {
-  plan->cold_sample_tiles = heuristics::cold_sample_tiles(problem, sm90core::kTileKeys);
+Status plan_gated(const IndexerProblem& problem, int64_t requested_capacity,
+                  int32_t requested_tiles, GatedPlan* plan) {
+  plan->cold_sample_tiles =
+      heuristics::cold_sample_tiles(problem, sm90core::kTileKeys, requested_tiles);
   plan->capacity = heuristics::gated_list_capacity(problem, requested_capacity,
                                                    plan->cold_sample_tiles, sm90core::kTileKeys);
-  return plan_fused(problem, requested_capacity, /*cold_sample=*/false, &plan->retry);
+  return plan_fused(problem, requested_capacity, /*cold_sample=*/false, 0, &plan->retry);
 }
 
 Status carve_gated(cuda_common::WorkspaceCarver& carver, const IndexerProblem& problem,

@@ -48,7 +48,7 @@ struct FusedPlan {
   int32_t cold_sample_tiles = 0;  // per query block; 0 without IndexerOptions::cold_sample
 };
 Status plan_fused(const IndexerProblem& problem, int64_t requested_capacity, bool cold_sample,
-                  FusedPlan* plan);
+                  int32_t requested_tiles, FusedPlan* plan);
 
 // The hot sample of IndexerState (hot_sample_writer.cu): the workspace its writer needs, and the
 // writer, run after a selection wrote problem.indices.

@@ -66,7 +66,7 @@ Status carve_call(const IndexerProblem& problem, IndexerAlgo algo, const Indexer
                        heuristics::FusedKernel::kGated;
   if (layout->gated) {
     if (Status s = cuda_indexer::plan_gated(problem, options.candidate_capacity,
-                                            &layout->gated_plan);
+                                            options.cold_sample_tiles, &layout->gated_plan);
         !s) {
       return s;
     }
@@ -77,7 +77,8 @@ Status carve_call(const IndexerProblem& problem, IndexerAlgo algo, const Indexer
     }
   } else if (algo == IndexerAlgo::kFused) {
     if (Status s = cuda_indexer::plan_fused(problem, options.candidate_capacity,
-                                            options.cold_sample, &layout->plan);
+                                            options.cold_sample, options.cold_sample_tiles,
+                                            &layout->plan);
         !s) {
       return s;
     }

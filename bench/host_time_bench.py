@@ -16,6 +16,7 @@ import time
 import torch
 
 from litetopk_bench_common import REPO, print_results, require_cuda, result_record, write_results
+import litetopk  # noqa: E402  (after litetopk_bench_common's path fallback)
 from litetopk.ops import (SparseKvCache, dense_decode, fp8_mqa_topk, fp8_paged_mqa_topk,
                           sparse_attention, topk)
 
@@ -70,8 +71,19 @@ def inputs():
     pweights = torch.randn(2, H, generator=g).cuda()
     context_lens = torch.tensor([1000, 700], dtype=torch.int32, device="cuda")
     block_table = torch.arange(32, dtype=torch.int32, device="cuda").view(2, 16)
+    lib = litetopk._ext.ext()
+    problem = lib.SelectProblem()
+    problem.dtype, problem.batch, problem.n, problem.k = lib.DType.float32, 4, 4096, 64
+    plan = lib.select_topk_plan(problem, lib.SelectOptions())
+    workspace = torch.empty(max(1, plan.workspace_bytes), dtype=torch.uint8, device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+    bare = (plan, scores.data_ptr(), 0, 0, indices.data_ptr(), 0, workspace.data_ptr(), stream)
     return {
         "torch.topk (reference)": lambda: torch.topk(scores, 64, sorted=False),
+        "torch.empty 4 x 64 on the GPU (allocator floor)":
+            lambda: torch.empty(4, 64, dtype=torch.int32, device="cuda"),
+        "select_topk_launch, the bare binding (no torch op)":
+            lambda: lib.select_topk_launch(*bare),
         "topk": lambda: topk(scores, 64),
         "topk_out": lambda: topk(scores, 64, out=(indices, None)),
         "torch.ops.litetopk.topk_out (dispatcher)":

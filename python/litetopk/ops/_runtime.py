@@ -1,5 +1,6 @@
 """The eager runtime the torch ops share: tensor views for the argument checks, the current
 stream and device, plans kept per signature, the workspace, and op registration."""
+import atexit
 import contextlib
 import threading
 
@@ -68,6 +69,9 @@ def _ptr(t):
 
 _PLANS_MAX = 4096
 _plans = {}
+# The plans hold the extension's objects: drop them before the interpreter tears the extension
+# down (nanobind reports objects still alive then as leaks).
+atexit.register(lambda: _plans.clear())
 
 
 def _plan_of(key):

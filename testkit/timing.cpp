@@ -5,8 +5,6 @@
 #include <utility>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 #include "testkit/device_memory.h"
 
 namespace litetopk::testkit {
@@ -25,16 +23,6 @@ Timing summarize(std::vector<double> samples_ms) {
 }
 
 }  // namespace
-
-void add_bench_options(CLI::App* cmd, BenchOptions* bench) {
-  cmd->add_flag("--bench", bench->enabled, "Time it: median over --iters after --warmup");
-  cmd->add_option("--iters", bench->iters, "Timed iterations")
-      ->check(CLI::Range(1, 1000000))
-      ->capture_default_str();
-  cmd->add_option("--warmup", bench->warmup, "Untimed iterations first")
-      ->check(CLI::Range(0, 1000000))
-      ->capture_default_str();
-}
 
 Status time_on_host(const BenchOptions& bench, const std::function<Status(int)>& run,
                     Timing* timing) {

@@ -1,14 +1,11 @@
-// Benchmark options and the timing loops of the tools' commands: --bench, --iters and --warmup,
-// host wall-clock or CUDA-event timing of repeated runs, and the median and minimum.
+// The timing loops of the tools' commands and benchmarks: host wall-clock or CUDA-event timing of
+// repeated runs, and the median and minimum (their --bench, --iters and --warmup options are
+// tools/cli_options.h's add_bench_options).
 #pragma once
 
 #include <functional>
 
 #include "litetopk/status.h"
-
-namespace CLI {
-class App;
-}
 
 namespace litetopk::testkit {
 
@@ -25,9 +22,6 @@ struct Timing {
   double median_ms = 0;
   double min_ms = 0;
 };
-
-// Registers --bench, --iters and --warmup on `cmd`, stored in *bench.
-void add_bench_options(CLI::App* cmd, BenchOptions* bench);
 
 // Calls run(i) for i = 0 .. bench.warmup + bench.iters - 1, stopping at the first error, and
 // summarizes the times of the last bench.iters calls into *timing: host wall clock.

@@ -38,6 +38,16 @@ CLI::Validator number_in(double min, double max) {
       range.get_description());
 }
 
+void add_bench_options(CLI::App* cmd, testkit::BenchOptions* bench) {
+  cmd->add_flag("--bench", bench->enabled, "Time it: median over --iters after --warmup");
+  cmd->add_option("--iters", bench->iters, "Timed iterations")
+      ->check(integer_in(1, 1000000))
+      ->capture_default_str();
+  cmd->add_option("--warmup", bench->warmup, "Untimed iterations first")
+      ->check(integer_in(0, 1000000))
+      ->capture_default_str();
+}
+
 CLI::Option* add_device_option(CLI::App* cmd, std::string* device) {
   return cmd
       ->add_option("--device", *device,

@@ -88,6 +88,8 @@ TEST(CliConvention, MalformedNumbersNameTheOption) {
       {{"decode", "--context", "1e5"}, "--context: expected an integer, got '1e5'"},
       {{"dsa", "--topk", "abc"}, "--topk: expected an integer, got 'abc'"},
       {{"dsa", "--iters", "-1"}, "--iters: Value -1 not in range"},
+      {{"select", "--iters", "abc"}, "--iters: expected an integer, got 'abc'"},
+      {{"decode", "--warmup", "few"}, "--warmup: expected an integer, got 'few'"},
       {{"select", "--device", "tpu"}, "--device: tpu not in {auto,gpu,cpu}"},
   };
   for (const auto& c : cases) {

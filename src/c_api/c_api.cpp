@@ -265,6 +265,16 @@ int guarded(Body&& body) {
   }
 }
 
+// A state passed as (data, bytes): none is (null, 0).
+litetopk::Status check_state_args(const void* state_data, size_t state_bytes) {
+  if (state_data == nullptr && state_bytes != 0) {
+    return {litetopk::StatusCode::kInvalidArgument,
+            "state_data is null but state_bytes is " + std::to_string(state_bytes) +
+                " (no state: pass 0)"};
+  }
+  return litetopk::Status::ok();
+}
+
 // guarded(call(C++ form of *problem)), with kInvalidArgument for a null problem.
 template <typename CProblem, typename Call>
 int on_problem(const CProblem* problem, Call&& call) {
@@ -363,11 +373,7 @@ int litetopk_indexer_topk(const litetopk_indexer_problem* problem, int32_t algo,
                           int64_t candidate_capacity, void* state_data, size_t state_bytes,
                           void* workspace, size_t workspace_bytes, void* stream) {
   return on_problem(problem, [&](const auto& p) {
-    if (state_data == nullptr && state_bytes != 0) {
-      return litetopk::Status(litetopk::StatusCode::kInvalidArgument,
-                              "state_data is null but state_bytes is " +
-                                  std::to_string(state_bytes) + " (no state: pass 0)");
-    }
+    if (litetopk::Status s = check_state_args(state_data, state_bytes); !s) return s;
     litetopk::IndexerState state;
     state.data = state_data;
     state.bytes = state_bytes;
@@ -711,11 +717,7 @@ int litetopk_dsa_prefill(const litetopk_dsa_prefill_problem* problem, int32_t in
                          int32_t attention_algo, void* state_data, size_t state_bytes,
                          void* workspace, size_t workspace_bytes, void* stream) {
   return on_problem(problem, [&](const auto& p) {
-    if (state_data == nullptr && state_bytes != 0) {
-      return litetopk::Status(litetopk::StatusCode::kInvalidArgument,
-                              "state_data is null but state_bytes is " +
-                                  std::to_string(state_bytes) + " (no state: pass 0)");
-    }
+    if (litetopk::Status s = check_state_args(state_data, state_bytes); !s) return s;
     const litetopk::IndexerState state{state_data, state_bytes};
     litetopk::DsaPrefillOptions options;
     if (litetopk::Status s = dsa_options(indexer_algo, attention_algo,

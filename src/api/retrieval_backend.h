@@ -1,0 +1,17 @@
+// The CUDA retrieval backend as seen from src/api. Implemented in src/cuda/retrieval/ when the
+// build has CUDA, else by src/api/retrieval_cuda_unavailable.cpp (every call returns
+// kNotCompiled). Callers have validated the problem and chosen the chunking.
+#pragma once
+
+#include "litetopk/retrieval.h"
+
+namespace litetopk::detail {
+
+// Fills plan->workspace_bytes and plan->device for a plan whose problem, chunk_rows, chunks and
+// flags are set, and creates the current device's cuBLAS handle if it has none.
+Status cuda_retrieval_plan(RetrievalPlan* plan);
+// Launches a plan; `problem` is the plan's problem with the launch's addresses.
+Status cuda_retrieval_launch(const RetrievalPlan& plan, const RetrievalProblem& problem,
+                             void* workspace, cudaStream_t stream);
+
+}  // namespace litetopk::detail

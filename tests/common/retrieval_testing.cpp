@@ -1,0 +1,125 @@
+#include "common/retrieval_testing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <utility>
+
+#include "litetopk/float_bits.h"
+
+namespace litetopk::testing {
+
+namespace {
+
+double element(const void* data, DType dtype, int64_t i) {
+  return float_bits::decode_score(float_bits::load_score(data, dtype, i), dtype);
+}
+
+}  // namespace
+
+std::vector<float> retrieval_scores(const RetrievalProblem& p) {
+  std::vector<float> scores(static_cast<std::size_t>(p.batch * p.n),
+                            std::numeric_limits<float>::quiet_NaN());
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t start = p.range_starts ? p.range_starts[b] : 0;
+    const int64_t end = p.range_ends ? p.range_ends[b] : p.n;
+    for (int64_t c = start; c < end; ++c) {
+      double dot = 0.0;
+      double norm = 0.0;
+      for (int64_t j = 0; j < p.dim; ++j) {
+        const double x = element(p.corpus, p.dtype, c * p.dim + j);
+        dot += element(p.queries, p.dtype, b * p.dim + j) * x;
+        norm += x * x;
+      }
+      if (p.metric == RetrievalMetric::kL2) {
+        if (p.corpus_norms) norm = p.corpus_norms[c];
+        dot = 2.0 * dot - norm;
+      }
+      scores[b * p.n + c] = static_cast<float>(dot);
+    }
+  }
+  return scores;
+}
+
+ExpectedTopk sorted_topk(const std::vector<float>& scores, int64_t batch, int64_t n, int64_t k) {
+  ExpectedTopk out;
+  out.indices.assign(static_cast<std::size_t>(batch * k), -1);
+  out.scores.assign(static_cast<std::size_t>(batch * k), std::numeric_limits<float>::quiet_NaN());
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<std::pair<float, int32_t>> row;
+    for (int64_t c = 0; c < n; ++c) {
+      const float s = scores[b * n + c];
+      if (!std::isnan(s)) row.emplace_back(s, static_cast<int32_t>(c));
+    }
+    std::sort(row.begin(), row.end(), [](const auto& x, const auto& y) {
+      return x.first != y.first ? x.first > y.first : x.second < y.second;
+    });
+    for (int64_t j = 0; j < k && j < static_cast<int64_t>(row.size()); ++j) {
+      out.indices[b * k + j] = row[j].second;
+      out.scores[b * k + j] = row[j].first;
+    }
+  }
+  return out;
+}
+
+::testing::AssertionResult same_topk(const ExpectedTopk& expected, const int32_t* indices,
+                                     const float* scores, int64_t batch, int64_t k) {
+  for (int64_t i = 0; i < batch * k; ++i) {
+    if (indices[i] != expected.indices[i]) {
+      return ::testing::AssertionFailure() << "query " << i / k << " slot " << i % k << ": index "
+                                           << indices[i] << ", expected " << expected.indices[i];
+    }
+    if (scores == nullptr) continue;
+    const float want = expected.scores[i];
+    if (std::isnan(want) ? !std::isnan(scores[i]) : scores[i] != want) {
+      return ::testing::AssertionFailure() << "query " << i / k << " slot " << i % k << ": score "
+                                           << scores[i] << ", expected " << want;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult close_topk(const std::vector<float>& oracle_scores,
+                                      const ExpectedTopk& expected, const int32_t* indices,
+                                      const float* scores, int64_t batch, int64_t n, int64_t k,
+                                      float tolerance, bool sorted) {
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t want_count = 0;
+    while (want_count < k && expected.indices[b * k + want_count] >= 0) ++want_count;
+    const float kth = want_count > 0 ? expected.scores[b * k + want_count - 1] : 0.0f;
+    std::set<int32_t> seen;
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t index = indices[b * k + j];
+      if (j >= want_count) {
+        if (index != -1) {
+          return ::testing::AssertionFailure() << "query " << b << " slot " << j << ": index "
+                                               << index << ", expected -1 padding after "
+                                               << want_count << " rows";
+        }
+        continue;
+      }
+      if (index < 0 || index >= n || !seen.insert(index).second) {
+        return ::testing::AssertionFailure() << "query " << b << " slot " << j << ": index "
+                                             << index << " out of range or repeated";
+      }
+      const float oracle = oracle_scores[b * n + index];
+      if (std::isnan(oracle) || oracle < kth - tolerance) {
+        return ::testing::AssertionFailure() << "query " << b << " slot " << j << ": row " << index
+                                             << " scores " << oracle << " below the k-th "
+                                             << kth << " - " << tolerance;
+      }
+      if (scores != nullptr && !(std::fabs(scores[b * k + j] - oracle) <= tolerance)) {
+        return ::testing::AssertionFailure() << "query " << b << " slot " << j << ": score "
+                                             << scores[b * k + j] << ", oracle " << oracle;
+      }
+      if (sorted && scores != nullptr && j > 0 && scores[b * k + j] > scores[b * k + j - 1]) {
+        return ::testing::AssertionFailure() << "query " << b << " slot " << j
+                                             << ": not sorted best first";
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace litetopk::testing

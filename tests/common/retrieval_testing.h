@@ -1,0 +1,40 @@
+// Shared checks of the retrieval_topk suites: a plain sort-based oracle of one problem, and the
+// comparison of a backend's result against it.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "litetopk/retrieval.h"
+
+namespace litetopk::testing {
+
+// The fp32 score of every (query, corpus row) pair of a host problem: fp64 dot products (l2:
+// 2 q . c - ||c||^2, with the problem's corpus_norms when set) rounded to fp32, NaN outside the
+// query's range. [batch, n].
+std::vector<float> retrieval_scores(const RetrievalProblem& problem);
+
+// The expected result for `scores`: per query, the non-NaN entries sorted by (score descending,
+// index ascending), the first k, then -1 / NaN padding. [batch, k] each.
+struct ExpectedTopk {
+  std::vector<int32_t> indices;
+  std::vector<float> scores;
+};
+ExpectedTopk sorted_topk(const std::vector<float>& scores, int64_t batch, int64_t n, int64_t k);
+
+// An exact result: the indices and scores equal the expectation slot for slot.
+::testing::AssertionResult same_topk(const ExpectedTopk& expected, const int32_t* indices,
+                                     const float* scores, int64_t batch, int64_t k);
+
+// A result from other arithmetic (the GPU's fp32 dot products): per query the same number of
+// selected rows as expected, no duplicates, every selected row's oracle score >= the expected k-th
+// score - tolerance, the reported scores within tolerance of the oracle's, and (sorted) best
+// first.
+::testing::AssertionResult close_topk(const std::vector<float>& oracle_scores,
+                                      const ExpectedTopk& expected, const int32_t* indices,
+                                      const float* scores, int64_t batch, int64_t n, int64_t k,
+                                      float tolerance, bool sorted);
+
+}  // namespace litetopk::testing

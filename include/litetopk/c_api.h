@@ -420,6 +420,45 @@ int litetopk_dsa_prefill(const litetopk_dsa_prefill_problem* problem, int32_t in
 /* Host pointers: indexer_topk_cpu, the same kv rows, then sparse_attention_cpu. */
 int litetopk_dsa_prefill_cpu(const litetopk_dsa_prefill_problem* problem);
 
+/* ---- retrieval_topk: exact top-k of queries x corpus (see retrieval.h) ---- */
+
+enum litetopk_retrieval_metric {
+  LITETOPK_METRIC_INNER_PRODUCT = 0,
+  LITETOPK_METRIC_COSINE = 1, /* inner product of normalised rows */
+  LITETOPK_METRIC_L2 = 2      /* 2 q.c - ||c||^2 */
+};
+
+/* Mirrors litetopk::RetrievalProblem. queries [batch, dim], corpus [n, dim] row-major, fp16 or
+ * bf16, 16-byte aligned; dim 64..1024 in multiples of 16; k 1..8192. indices [batch, k] corpus
+ * rows, -1 padded; scores NaN padded. */
+typedef struct litetopk_retrieval_problem {
+  const void* queries;
+  const void* corpus;
+  int32_t dtype;  /* LITETOPK_FLOAT16 or LITETOPK_BFLOAT16 */
+  int64_t batch;
+  int64_t n;
+  int64_t dim;
+  int32_t metric; /* litetopk_retrieval_metric */
+  const float* corpus_norms;   /* [n] squared norms, l2 only, may be NULL */
+  const int32_t* range_starts; /* [batch], may be NULL */
+  const int32_t* range_ends;   /* [batch], may be NULL */
+  int64_t k;
+  uint32_t flags;    /* LITETOPK_SORTED, LITETOPK_DETERMINISTIC */
+  int32_t* indices;  /* [batch, k], required */
+  float* scores;     /* [batch, k], may be NULL */
+} litetopk_retrieval_problem;
+
+/* chunk_rows: corpus rows scored per chunk (0: auto), as litetopk::RetrievalOptions. */
+int litetopk_retrieval_topk_workspace_size(const litetopk_retrieval_problem* problem,
+                                           int64_t chunk_rows, size_t* workspace_bytes);
+/* Device pointers; stream is a cudaStream_t (NULL: the default stream). No allocation, no
+ * synchronization once the device's cuBLAS handle exists (the size query creates it). */
+int litetopk_retrieval_topk(const litetopk_retrieval_problem* problem, int64_t chunk_rows,
+                            void* workspace, size_t workspace_bytes, void* stream);
+/* Host pointers: the CPU reference (fp64 dot products rounded to fp32, exact selection).
+ * num_threads 0: every hardware thread. */
+int litetopk_retrieval_topk_cpu(const litetopk_retrieval_problem* problem, int32_t num_threads);
+
 #ifdef __cplusplus
 }
 #endif

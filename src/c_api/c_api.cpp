@@ -10,6 +10,7 @@
 #include "litetopk/dsa.h"
 #include "litetopk/indexer.h"
 #include "litetopk/merge.h"
+#include "litetopk/retrieval.h"
 #include "litetopk/select.h"
 #include "litetopk/sparse_decode.h"
 
@@ -732,6 +733,74 @@ int litetopk_dsa_prefill(const litetopk_dsa_prefill_problem* problem, int32_t in
 
 int litetopk_dsa_prefill_cpu(const litetopk_dsa_prefill_problem* problem) {
   return on_problem(problem, [&](const auto& p) { return litetopk::dsa_prefill_cpu(p); });
+}
+
+}  // extern "C"
+
+// ---- retrieval_topk ----
+
+namespace {
+
+litetopk::RetrievalProblem retrieval_problem_of(const litetopk_retrieval_problem& c) {
+  litetopk::RetrievalProblem p;
+  p.queries = c.queries;
+  p.corpus = c.corpus;
+  p.dtype = static_cast<litetopk::DType>(c.dtype);
+  p.batch = c.batch;
+  p.n = c.n;
+  p.dim = c.dim;
+  p.metric = static_cast<litetopk::RetrievalMetric>(c.metric);
+  p.corpus_norms = c.corpus_norms;
+  p.range_starts = c.range_starts;
+  p.range_ends = c.range_ends;
+  p.k = c.k;
+  p.sorted = (c.flags & LITETOPK_SORTED) != 0;
+  p.deterministic = (c.flags & LITETOPK_DETERMINISTIC) != 0;
+  p.indices = c.indices;
+  p.scores = c.scores;
+  return p;
+}
+
+// on_problem for the retrieval problem (whose conversion is declared after on_problem's lookup).
+template <typename Call>
+int on_retrieval_problem(const litetopk_retrieval_problem* problem, Call&& call) {
+  return guarded([&] {
+    if (problem == nullptr) return null_problem();
+    return call(retrieval_problem_of(*problem));
+  });
+}
+
+litetopk::RetrievalOptions retrieval_options(int64_t chunk_rows) {
+  litetopk::RetrievalOptions options;
+  options.chunk_rows = chunk_rows;
+  return options;
+}
+
+}  // namespace
+
+extern "C" {
+
+int litetopk_retrieval_topk_workspace_size(const litetopk_retrieval_problem* problem,
+                                           int64_t chunk_rows, size_t* workspace_bytes) {
+  return on_retrieval_problem(problem, [&](const auto& p) {
+    return litetopk::retrieval_topk_workspace_size(p, workspace_bytes,
+                                                   retrieval_options(chunk_rows));
+  });
+}
+
+int litetopk_retrieval_topk(const litetopk_retrieval_problem* problem, int64_t chunk_rows,
+                            void* workspace, size_t workspace_bytes, void* stream) {
+  return on_retrieval_problem(problem, [&](const auto& p) {
+    return litetopk::retrieval_topk(p, workspace, workspace_bytes,
+                                    static_cast<cudaStream_t>(stream),
+                                    retrieval_options(chunk_rows));
+  });
+}
+
+int litetopk_retrieval_topk_cpu(const litetopk_retrieval_problem* problem, int32_t num_threads) {
+  return on_retrieval_problem(problem, [&](const auto& p) {
+    return litetopk::retrieval_topk_cpu(p, num_threads);
+  });
 }
 
 }  // extern "C"

@@ -22,6 +22,7 @@
 #include "litetopk/dsa.h"
 #include "litetopk/indexer.h"
 #include "litetopk/merge.h"
+#include "litetopk/retrieval.h"
 #include "litetopk/select.h"
 #include "litetopk/sparse_decode.h"
 #include "litetopk/status.h"
@@ -733,4 +734,79 @@ NB_MODULE(_C, m) {
       "merge_topk_cpu",
       [](const MergeProblem& problem) { check(litetopk::merge_topk_cpu(problem)); }, "problem"_a,
       ReleaseGil());
+
+  // ---- retrieval_topk: the C++ structs and enum themselves ----
+  m.attr("RETRIEVAL_MAX_K") = litetopk::kRetrievalMaxK;
+  m.attr("RETRIEVAL_MIN_DIM") = litetopk::kRetrievalMinDim;
+  m.attr("RETRIEVAL_MAX_DIM") = litetopk::kRetrievalMaxDim;
+  m.attr("RETRIEVAL_DIM_MULTIPLE") = litetopk::kRetrievalDimMultiple;
+  using litetopk::RetrievalMetric;
+  nb::enum_<RetrievalMetric>(m, "RetrievalMetric")
+      .value("ip", RetrievalMetric::kInnerProduct)
+      .value("cosine", RetrievalMetric::kCosine)
+      .value("l2", RetrievalMetric::kL2);
+
+  using litetopk::RetrievalProblem;
+  nb::class_<RetrievalProblem> retrieval_problem(m, "RetrievalProblem");
+  retrieval_problem.def(nb::init<>())
+      .def_rw("dtype", &RetrievalProblem::dtype)
+      .def_rw("batch", &RetrievalProblem::batch)
+      .def_rw("n", &RetrievalProblem::n)
+      .def_rw("dim", &RetrievalProblem::dim)
+      .def_rw("metric", &RetrievalProblem::metric)
+      .def_rw("k", &RetrievalProblem::k)
+      .def_rw("sorted", &RetrievalProblem::sorted)
+      .def_rw("deterministic", &RetrievalProblem::deterministic);
+  address_field(retrieval_problem, "queries", &RetrievalProblem::queries);
+  address_field(retrieval_problem, "corpus", &RetrievalProblem::corpus);
+  address_field(retrieval_problem, "corpus_norms", &RetrievalProblem::corpus_norms);
+  address_field(retrieval_problem, "range_starts", &RetrievalProblem::range_starts);
+  address_field(retrieval_problem, "range_ends", &RetrievalProblem::range_ends);
+  address_field(retrieval_problem, "indices", &RetrievalProblem::indices);
+  address_field(retrieval_problem, "scores", &RetrievalProblem::scores);
+
+  using litetopk::RetrievalOptions;
+  nb::class_<RetrievalOptions>(m, "RetrievalOptions")
+      .def(nb::init<>())
+      .def_rw("chunk_rows", &RetrievalOptions::chunk_rows);
+
+  using litetopk::RetrievalPlan;
+  nb::class_<RetrievalPlan>(m, "RetrievalPlan")
+      .def_ro("problem", &RetrievalPlan::problem)
+      .def_ro("workspace_bytes", &RetrievalPlan::workspace_bytes)
+      .def_ro("chunk_rows", &RetrievalPlan::chunk_rows)
+      .def_ro("chunks", &RetrievalPlan::chunks);
+
+  m.def(
+      "retrieval_topk_plan",
+      [](const RetrievalProblem& problem, const RetrievalOptions& options) {
+        RetrievalPlan plan;
+        check(litetopk::retrieval_topk_plan(problem, options, &plan));
+        return plan;
+      },
+      "problem"_a, "options"_a, ReleaseGil(),
+      "Validates the sizes, chooses the chunking, sizes the workspace, creates the device's "
+      "cuBLAS handle.");
+  // The hot path: addresses in, the launches enqueued; the GIL stays held.
+  m.def(
+      "retrieval_topk_launch",
+      [](const RetrievalPlan& plan, Address queries, Address corpus, Address corpus_norms,
+         Address range_starts, Address range_ends, Address indices, Address scores,
+         Address workspace, Address stream) {
+        const litetopk::RetrievalAddresses addresses{
+            as<const void>(queries),        as<const void>(corpus),
+            as<const float>(corpus_norms),  as<const int32_t>(range_starts),
+            as<const int32_t>(range_ends),  as<int32_t>(indices),
+            as<float>(scores)};
+        check(litetopk::retrieval_topk_launch(plan, addresses, as<void>(workspace),
+                                              as_stream(stream)));
+      },
+      "plan"_a, "queries"_a, "corpus"_a, "corpus_norms"_a, "range_starts"_a, "range_ends"_a,
+      "indices"_a, "scores"_a, "workspace"_a, "stream"_a);
+  m.def(
+      "retrieval_topk_cpu",
+      [](const RetrievalProblem& problem, int num_threads) {
+        check(litetopk::retrieval_topk_cpu(problem, num_threads));
+      },
+      "problem"_a, "num_threads"_a, ReleaseGil());
 }

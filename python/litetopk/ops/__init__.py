@@ -2,8 +2,8 @@
 
 One module per feature registers its ops on import: select, indexer (prefill), paged (decode
 indexer), decode (sparse decoding), attention (sparse MLA), dsa (the layer: indexer then
-attention); compat holds the peers' own function names (DeepGEMM, FlashMLA); _runtime the eager
-path they share.
+attention), merge, retrieval (brute-force nearest neighbours); compat holds the peers' own
+function names (DeepGEMM, FlashMLA); _runtime the eager path they share.
 
 Every op has a schema, a fake (meta) implementation for torch.compile and fake tensors, and one
 real implementation registered for CUDA and CPU: CUDA tensors run the GPU kernels on the current
@@ -43,6 +43,10 @@ strides, dtypes, devices, scalars); later calls of the signature only read addre
               d_v=512, state=None, indexer_algo="auto", attention_algo="auto")
       -> (out, max_logits, lse, indices [T, k] kv rows): one DSA layer, the indexer's top-k then
       sparse_attention over the kv rows ks[t] + its positions (include/litetopk/dsa.h).
+  retrieval_topk(queries, corpus, k, metric="ip", corpus_norms=None, range_starts=None,
+                 range_ends=None, sorted=False, deterministic=False)
+      -> (indices [B, k] int32 corpus rows, scores [B, k] fp32): exact brute-force nearest
+      neighbours (inner product, cosine or L2) of queries [B, d] over corpus [N, d], fp16/bf16.
 
 The module-level functions `fp8_mqa_logits(q, (kv, kv_scale), weights, ks, ke, ...)`,
 `fp8_mqa_topk(q, (kv, kv_scale), weights, ks, ke, k, ...)`, `fp8_paged_mqa_logits(q, kv_cache,
@@ -58,11 +62,12 @@ from .dsa import dsa_prefill
 from .indexer import IndexerState, fp8_mqa_topk, fp8_mqa_topk_plan
 from .merge import merge_topk
 from .paged import fp8_paged_mqa_topk, fp8_paged_mqa_topk_plan
+from .retrieval import retrieval_topk
 from .select import topk, topk_plan
 
 __all__ = [
     "topk", "topk_plan", "fp8_mqa_logits", "fp8_mqa_topk", "fp8_mqa_topk_plan",
     "fp8_paged_mqa_logits", "fp8_paged_mqa_topk", "fp8_paged_mqa_topk_plan", "IndexerState",
     "SparseKvCache", "sparse_kv_append", "sparse_kv_from_dense", "sparse_decode", "dense_decode",
-    "sparse_attention", "flash_mla_sparse_fwd", "dsa_prefill", "merge_topk",
+    "sparse_attention", "flash_mla_sparse_fwd", "dsa_prefill", "merge_topk", "retrieval_topk",
 ]

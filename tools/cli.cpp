@@ -50,6 +50,7 @@ int run_cli(int argc, const char* const* argv) {
   add_decode_command(app, &exit_code);
   add_dsa_command(app, &exit_code);
   add_demo_command(app, &exit_code);
+  add_retrieval_command(app, &exit_code);
 
   if (argc < 2) {
     std::cerr << "litetopk: a subcommand is required (" << subcommand_names(app) << ")\n\n"

@@ -38,6 +38,14 @@ CLI::Validator number_in(double min, double max) {
       range.get_description());
 }
 
+CLI::Validator one_of(const std::string& choices, bool (*parses)(const std::string&)) {
+  return CLI::Validator(
+      [choices, parses](std::string& value) {
+        return parses(value) ? std::string() : "must be one of " + choices + ", got " + value;
+      },
+      choices);
+}
+
 void add_bench_options(CLI::App* cmd, testkit::BenchOptions* bench) {
   cmd->add_flag("--bench", bench->enabled, "Time it: median over --iters after --warmup");
   cmd->add_option("--iters", bench->iters, "Timed iterations")

@@ -17,6 +17,8 @@ namespace litetopk::tools {
 CLI::Validator integer_in(int64_t min, int64_t max);
 // A number in [min, max]: "expected a number, got 'abc'" or CLI::Range's message.
 CLI::Validator number_in(double min, double max);
+// A name that `parses` accepts: "must be one of <choices>, got <value>" otherwise.
+CLI::Validator one_of(const std::string& choices, bool (*parses)(const std::string&));
 
 // Registers --bench, --iters (in [1, 10^6]) and --warmup (in [0, 10^6]) on cmd, stored in *bench.
 void add_bench_options(CLI::App* cmd, testkit::BenchOptions* bench);

@@ -19,5 +19,6 @@ void add_indexer_command(CLI::App& app, int* exit_code);
 void add_decode_command(CLI::App& app, int* exit_code);
 void add_dsa_command(CLI::App& app, int* exit_code);
 void add_demo_command(CLI::App& app, int* exit_code);
+void add_retrieval_command(CLI::App& app, int* exit_code);
 
 }  // namespace litetopk::tools

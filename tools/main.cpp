@@ -1,6 +1,6 @@
 // `litetopk`: build and device info, one selection or one indexer run (verify, benchmark), the
-// sparse-decoding trade-off, a DSA layer end to end (indexer + sparse attention), a demo
-// (cli.h).
+// sparse-decoding trade-off, a DSA layer end to end (indexer + sparse attention), a demo, exact
+// nearest-neighbour retrieval (cli.h).
 #include <cstdio>
 
 #include "cli.h"

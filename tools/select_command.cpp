@@ -43,15 +43,6 @@ struct SelectArgs {
   std::string json_path;
 };
 
-// A validator that accepts what `parses` accepts.
-CLI::Validator one_of(const std::string& choices, bool (*parses)(const std::string&)) {
-  return CLI::Validator(
-      [choices, parses](std::string& value) {
-        return parses(value) ? std::string() : "must be one of " + choices + ", got " + value;
-      },
-      choices);
-}
-
 bool is_dtype(const std::string& name) {
   DType dtype;
   return parse_dtype(name.c_str(), &dtype);

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <set>
 #include <utility>
 
 #include "litetopk/float_bits.h"
@@ -75,48 +74,6 @@ ExpectedTopk sorted_topk(const std::vector<float>& scores, int64_t batch, int64_
     if (std::isnan(want) ? !std::isnan(scores[i]) : scores[i] != want) {
       return ::testing::AssertionFailure() << "query " << i / k << " slot " << i % k << ": score "
                                            << scores[i] << ", expected " << want;
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
-
-::testing::AssertionResult close_topk(const std::vector<float>& oracle_scores,
-                                      const ExpectedTopk& expected, const int32_t* indices,
-                                      const float* scores, int64_t batch, int64_t n, int64_t k,
-                                      float tolerance, bool sorted) {
-  for (int64_t b = 0; b < batch; ++b) {
-    int64_t want_count = 0;
-    while (want_count < k && expected.indices[b * k + want_count] >= 0) ++want_count;
-    const float kth = want_count > 0 ? expected.scores[b * k + want_count - 1] : 0.0f;
-    std::set<int32_t> seen;
-    for (int64_t j = 0; j < k; ++j) {
-      const int32_t index = indices[b * k + j];
-      if (j >= want_count) {
-        if (index != -1) {
-          return ::testing::AssertionFailure() << "query " << b << " slot " << j << ": index "
-                                               << index << ", expected -1 padding after "
-                                               << want_count << " rows";
-        }
-        continue;
-      }
-      if (index < 0 || index >= n || !seen.insert(index).second) {
-        return ::testing::AssertionFailure() << "query " << b << " slot " << j << ": index "
-                                             << index << " out of range or repeated";
-      }
-      const float oracle = oracle_scores[b * n + index];
-      if (std::isnan(oracle) || oracle < kth - tolerance) {
-        return ::testing::AssertionFailure() << "query " << b << " slot " << j << ": row " << index
-                                             << " scores " << oracle << " below the k-th "
-                                             << kth << " - " << tolerance;
-      }
-      if (scores != nullptr && !(std::fabs(scores[b * k + j] - oracle) <= tolerance)) {
-        return ::testing::AssertionFailure() << "query " << b << " slot " << j << ": score "
-                                             << scores[b * k + j] << ", oracle " << oracle;
-      }
-      if (sorted && scores != nullptr && j > 0 && scores[b * k + j] > scores[b * k + j - 1]) {
-        return ::testing::AssertionFailure() << "query " << b << " slot " << j
-                                             << ": not sorted best first";
-      }
     }
   }
   return ::testing::AssertionSuccess();

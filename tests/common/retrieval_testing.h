@@ -1,5 +1,5 @@
-// Shared checks of the retrieval_topk suites: a plain sort-based oracle of one problem, and the
-// comparison of a backend's result against it.
+// The retrieval_topk suites' plain sort-based oracle of one problem and the exact comparison
+// against it (a GPU result is compared with the CPU reference by testkit/retrieval_verify.h).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -27,14 +27,5 @@ ExpectedTopk sorted_topk(const std::vector<float>& scores, int64_t batch, int64_
 // An exact result: the indices and scores equal the expectation slot for slot.
 ::testing::AssertionResult same_topk(const ExpectedTopk& expected, const int32_t* indices,
                                      const float* scores, int64_t batch, int64_t k);
-
-// A result from other arithmetic (the GPU's fp32 dot products): per query the same number of
-// selected rows as expected, no duplicates, every selected row's oracle score >= the expected k-th
-// score - tolerance, the reported scores within tolerance of the oracle's, and (sorted) best
-// first.
-::testing::AssertionResult close_topk(const std::vector<float>& oracle_scores,
-                                      const ExpectedTopk& expected, const int32_t* indices,
-                                      const float* scores, int64_t batch, int64_t n, int64_t k,
-                                      float tolerance, bool sorted);
 
 }  // namespace litetopk::testing

@@ -55,7 +55,8 @@ bool has(const std::string& text, const std::string& part) {
 TEST(CliConvention, NoArgumentsPrintsTheUsage) {
   const Outcome o = run({});
   EXPECT_EQ(o.code, kExitUsage);
-  EXPECT_TRUE(has(o.err, "a subcommand is required (info, select, indexer, decode, dsa, demo)"))
+  EXPECT_TRUE(has(o.err, "a subcommand is required (info, select, indexer, decode, dsa, demo, "
+                         "retrieval)"))
       << o.err;
   EXPECT_TRUE(has(o.err, "Usage:")) << o.err;
 }

@@ -1,18 +1,18 @@
-// retrieval_topk's unfused GPU path against the fp64 oracle (tests/common/retrieval_testing.h) on
+// retrieval_topk's unfused GPU path against the CPU reference (testkit/retrieval_verify.h) on
 // every workload kind and metric, in one chunk and in several; ranges, k beyond the corpus, the
 // deterministic flag, and a capture in a CUDA graph replayed on new queries.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
-#include "common/retrieval_testing.h"
 #include "gpu/gpu_select_runner.h"
 #include "litetopk/retrieval.h"
 #include "testkit/device_memory.h"
+#include "testkit/retrieval_verify.h"
 #include "testkit/retrieval_workload.h"
 
 namespace litetopk {
@@ -73,19 +73,32 @@ struct DeviceRetrieval {
     ASSERT_TRUE(testkit::copy_to_host(got_indices->data(), indices.data(), out * 4).is_ok());
     ASSERT_TRUE(testkit::copy_to_host(got_scores->data(), scores.data(), out * 4).is_ok());
   }
-  // The GPU result against the oracle of the host problem.
+  // The GPU result against the CPU reference of the host problem (testkit/retrieval_verify.h).
   ::testing::AssertionResult check() const {
     std::vector<int32_t> got_indices;
     std::vector<float> got_scores;
     download(&got_indices, &got_scores);
-    const std::vector<float> oracle = testing::retrieval_scores(host);
-    float largest = 0.0f;
-    for (float s : oracle) {
-      if (std::isfinite(s)) largest = std::max(largest, std::fabs(s));
+    const std::size_t out = static_cast<std::size_t>(host.batch * host.k);
+    std::vector<int32_t> want_indices(out);
+    std::vector<float> want_scores(out);
+    RetrievalProblem reference = host;
+    reference.indices = want_indices.data();
+    reference.scores = want_scores.data();
+    if (Status s = retrieval_topk_cpu(reference); !s) {
+      return ::testing::AssertionFailure() << "reference: " << s.to_string();
     }
-    const testing::ExpectedTopk expected = testing::sorted_topk(oracle, host.batch, host.n, host.k);
-    return testing::close_topk(oracle, expected, got_indices.data(), got_scores.data(), host.batch,
-                               host.n, host.k, 2e-4f * (1.0f + largest), host.sorted);
+    const std::string mismatch = testkit::compare_retrieval(
+        host, got_indices.data(), got_scores.data(), want_indices.data(), want_scores.data(),
+        testkit::retrieval_tolerance(host, want_scores.data()));
+    if (!mismatch.empty()) return ::testing::AssertionFailure() << mismatch;
+    if (host.sorted) {
+      for (std::size_t i = 1; i < out; ++i) {
+        if (i % host.k != 0 && got_indices[i] >= 0 && got_scores[i] > got_scores[i - 1]) {
+          return ::testing::AssertionFailure() << "slot " << i << ": not sorted best first";
+        }
+      }
+    }
+    return ::testing::AssertionSuccess();
   }
 };
 

@@ -1,0 +1,83 @@
+#include "testkit/retrieval_verify.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include "litetopk/float_bits.h"
+
+namespace litetopk::testkit {
+
+namespace {
+
+// The reference arithmetic's score of (query b, corpus row c).
+float exact_score(const RetrievalProblem& p, int64_t b, int64_t c) {
+  double dot = 0.0;
+  double norm = 0.0;
+  for (int64_t j = 0; j < p.dim; ++j) {
+    const double q =
+        float_bits::decode_score(float_bits::load_score(p.queries, p.dtype, b * p.dim + j), p.dtype);
+    const double x =
+        float_bits::decode_score(float_bits::load_score(p.corpus, p.dtype, c * p.dim + j), p.dtype);
+    dot += q * x;
+    norm += x * x;
+  }
+  if (p.metric != RetrievalMetric::kL2) return static_cast<float>(dot);
+  if (p.corpus_norms != nullptr) norm = p.corpus_norms[c];
+  return static_cast<float>(2.0 * dot - norm);
+}
+
+}  // namespace
+
+float retrieval_tolerance(const RetrievalProblem& p, const float* reference_scores) {
+  float largest = 0.0f;
+  for (int64_t i = 0; i < p.batch * p.k; ++i) {
+    if (std::isfinite(reference_scores[i])) largest = std::max(largest, std::fabs(reference_scores[i]));
+  }
+  return std::ldexp(1.0f + largest, -12);
+}
+
+std::string compare_retrieval(const RetrievalProblem& p, const int32_t* indices,
+                              const float* scores, const int32_t* reference_indices,
+                              const float* reference_scores, float tolerance) {
+  std::ostringstream failure;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t start = p.range_starts ? p.range_starts[b] : 0;
+    const int64_t end = p.range_ends ? p.range_ends[b] : p.n;
+    int64_t count = 0;
+    while (count < p.k && reference_indices[b * p.k + count] >= 0) ++count;
+    const float kth = count > 0 ? reference_scores[b * p.k + count - 1] : 0.0f;
+    std::set<int32_t> seen;
+    for (int64_t j = 0; j < p.k; ++j) {
+      const int32_t row = indices[b * p.k + j];
+      if (j >= count) {
+        if (row != -1) {
+          failure << "query " << b << " slot " << j << ": row " << row << ", expected -1 after "
+                  << count << " rows";
+          return failure.str();
+        }
+        continue;
+      }
+      if (row < start || row >= end || !seen.insert(row).second) {
+        failure << "query " << b << " slot " << j << ": row " << row
+                << " is outside the query's range [" << start << ", " << end << ") or repeated";
+        return failure.str();
+      }
+      const float exact = exact_score(p, b, row);
+      if (std::isnan(exact) || exact < kth - tolerance) {
+        failure << "query " << b << " slot " << j << ": row " << row << " scores " << exact
+                << ", below the k-th best " << kth << " - " << tolerance;
+        return failure.str();
+      }
+      if (scores != nullptr && !(std::fabs(scores[b * p.k + j] - exact) <= tolerance)) {
+        failure << "query " << b << " slot " << j << ": score " << scores[b * p.k + j]
+                << ", the reference arithmetic gives " << exact;
+        return failure.str();
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace litetopk::testkit

@@ -100,7 +100,8 @@ struct RetrievalAddresses {
 
 // Validates the problem's sizes and flags (its pointers may be null: only whether corpus_norms,
 // the range arrays and scores are null is kept), chooses the chunking, sizes the workspace and
-// creates the current device's cuBLAS handle if it has none. No synchronization.
+// creates the current device's cuBLAS handle if it has none (that first plan on a device
+// allocates: plan before capturing a graph).
 Status retrieval_topk_plan(const RetrievalProblem& problem, const RetrievalOptions& options,
                            RetrievalPlan* plan);
 

@@ -61,13 +61,6 @@ def address(view):
     return 0 if view is None else view[0]
 
 
-def algo_code(table, name, what):
-    try:
-        return table[name]
-    except KeyError:
-        raise ValueError(f"{what} must be one of {', '.join(table)}, got {name!r}") from None
-
-
 def enum_value(enum, name, what):
     """The member `name` of one of the extension's enums (the C++ enum itself); ValueError naming
     the members otherwise."""

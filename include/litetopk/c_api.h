@@ -425,16 +425,23 @@ int litetopk_dsa_prefill_cpu(const litetopk_dsa_prefill_problem* problem);
 enum litetopk_retrieval_metric {
   LITETOPK_METRIC_INNER_PRODUCT = 0,
   LITETOPK_METRIC_COSINE = 1, /* inner product of normalised rows */
-  LITETOPK_METRIC_L2 = 2      /* 2 q.c - ||c||^2 */
+  LITETOPK_METRIC_L2 = 2      /* -||q - c||^2 */
+};
+enum litetopk_retrieval_corpus_format {
+  LITETOPK_CORPUS_SAME_AS_QUERIES = 0, /* fp16 or bf16, as the queries */
+  LITETOPK_CORPUS_FP8_E4M3 = 1         /* e4m3 bytes, row c scaled by corpus_scales[c] */
 };
 
-/* Mirrors litetopk::RetrievalProblem. queries [batch, dim], corpus [n, dim] row-major, fp16 or
- * bf16, 16-byte aligned; dim 64..1024 in multiples of 16; k 1..8192. indices [batch, k] corpus
- * rows, -1 padded; scores NaN padded. */
+/* Mirrors litetopk::RetrievalProblem. queries [batch, dim] fp16 or bf16, corpus [n, dim] of the
+ * same dtype or e4m3 bytes, row-major, 16-byte aligned; dim 64..1024 in multiples of 16; k
+ * 1..8192. corpus_bitmap: bit (c & 7) of byte c >> 3 set = row c may be selected. indices
+ * [batch, k] corpus rows, -1 padded; scores NaN padded. */
 typedef struct litetopk_retrieval_problem {
   const void* queries;
   const void* corpus;
-  int32_t dtype;  /* LITETOPK_FLOAT16 or LITETOPK_BFLOAT16 */
+  int32_t dtype;         /* LITETOPK_FLOAT16 or LITETOPK_BFLOAT16: the queries' */
+  int32_t corpus_format; /* litetopk_retrieval_corpus_format */
+  const float* corpus_scales; /* [n], fp8 corpus only, else NULL */
   int64_t batch;
   int64_t n;
   int64_t dim;
@@ -442,6 +449,7 @@ typedef struct litetopk_retrieval_problem {
   const float* corpus_norms;   /* [n] squared norms, l2 only, may be NULL */
   const int32_t* range_starts; /* [batch], may be NULL */
   const int32_t* range_ends;   /* [batch], may be NULL */
+  const uint8_t* corpus_bitmap; /* [(n + 7) / 8], may be NULL */
   int64_t k;
   uint32_t flags;    /* LITETOPK_SORTED, LITETOPK_DETERMINISTIC */
   int32_t* indices;  /* [batch, k], required */
@@ -458,6 +466,12 @@ int litetopk_retrieval_topk(const litetopk_retrieval_problem* problem, int64_t c
 /* Host pointers: the CPU reference (fp64 dot products rounded to fp32, exact selection).
  * num_threads 0: every hardware thread. */
 int litetopk_retrieval_topk_cpu(const litetopk_retrieval_problem* problem, int32_t num_threads);
+/* norms[c] = ||corpus row c||^2 (fp32) from problem's corpus, dtype, corpus_format,
+ * corpus_scales, n and dim: on the GPU (device pointers, fp32 sums) or the CPU (host pointers,
+ * fp64 sums rounded). */
+int litetopk_retrieval_corpus_norms(const litetopk_retrieval_problem* problem, float* norms,
+                                    void* stream);
+int litetopk_retrieval_corpus_norms_cpu(const litetopk_retrieval_problem* problem, float* norms);
 
 #ifdef __cplusplus
 }

@@ -746,6 +746,8 @@ litetopk::RetrievalProblem retrieval_problem_of(const litetopk_retrieval_problem
   p.queries = c.queries;
   p.corpus = c.corpus;
   p.dtype = static_cast<litetopk::DType>(c.dtype);
+  p.corpus_format = static_cast<litetopk::RetrievalCorpusFormat>(c.corpus_format);
+  p.corpus_scales = c.corpus_scales;
   p.batch = c.batch;
   p.n = c.n;
   p.dim = c.dim;
@@ -753,6 +755,7 @@ litetopk::RetrievalProblem retrieval_problem_of(const litetopk_retrieval_problem
   p.corpus_norms = c.corpus_norms;
   p.range_starts = c.range_starts;
   p.range_ends = c.range_ends;
+  p.corpus_bitmap = c.corpus_bitmap;
   p.k = c.k;
   p.sorted = (c.flags & LITETOPK_SORTED) != 0;
   p.deterministic = (c.flags & LITETOPK_DETERMINISTIC) != 0;
@@ -800,6 +803,19 @@ int litetopk_retrieval_topk(const litetopk_retrieval_problem* problem, int64_t c
 int litetopk_retrieval_topk_cpu(const litetopk_retrieval_problem* problem, int32_t num_threads) {
   return on_retrieval_problem(problem, [&](const auto& p) {
     return litetopk::retrieval_topk_cpu(p, num_threads);
+  });
+}
+
+int litetopk_retrieval_corpus_norms(const litetopk_retrieval_problem* problem, float* norms,
+                                    void* stream) {
+  return on_retrieval_problem(problem, [&](const auto& p) {
+    return litetopk::retrieval_corpus_norms(p, norms, static_cast<cudaStream_t>(stream));
+  });
+}
+
+int litetopk_retrieval_corpus_norms_cpu(const litetopk_retrieval_problem* problem, float* norms) {
+  return on_retrieval_problem(problem, [&](const auto& p) {
+    return litetopk::retrieval_corpus_norms_cpu(p, norms);
   });
 }
 

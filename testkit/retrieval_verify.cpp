@@ -6,26 +6,46 @@
 #include <sstream>
 
 #include "litetopk/float_bits.h"
+#include "litetopk/fp8_e4m3.h"
 
 namespace litetopk::testkit {
 
 namespace {
 
+double query_value(const RetrievalProblem& p, int64_t i) {
+  return float_bits::decode_score(float_bits::load_score(p.queries, p.dtype, i), p.dtype);
+}
+
+// Element i of the corpus without the fp8 row scale.
+double corpus_value(const RetrievalProblem& p, int64_t i) {
+  if (p.corpus_format == RetrievalCorpusFormat::kFp8E4M3) {
+    return fp8::e4m3_to_float(static_cast<const uint8_t*>(p.corpus)[i]);
+  }
+  return float_bits::decode_score(float_bits::load_score(p.corpus, p.dtype, i), p.dtype);
+}
+
 // The reference arithmetic's score of (query b, corpus row c).
 float exact_score(const RetrievalProblem& p, int64_t b, int64_t c) {
+  const double scale = p.corpus_scales ? double{p.corpus_scales[c]} : 1.0;
   double dot = 0.0;
   double norm = 0.0;
+  double query_norm = 0.0;
   for (int64_t j = 0; j < p.dim; ++j) {
-    const double q =
-        float_bits::decode_score(float_bits::load_score(p.queries, p.dtype, b * p.dim + j), p.dtype);
-    const double x =
-        float_bits::decode_score(float_bits::load_score(p.corpus, p.dtype, c * p.dim + j), p.dtype);
+    const double q = query_value(p, b * p.dim + j);
+    const double x = corpus_value(p, c * p.dim + j);
     dot += q * x;
     norm += x * x;
+    query_norm += q * q;
   }
+  dot *= scale;
+  norm *= scale * scale;
   if (p.metric != RetrievalMetric::kL2) return static_cast<float>(dot);
   if (p.corpus_norms != nullptr) norm = p.corpus_norms[c];
-  return static_cast<float>(2.0 * dot - norm);
+  return static_cast<float>(2.0 * dot - norm - query_norm);
+}
+
+bool allowed(const RetrievalProblem& p, int64_t c) {
+  return p.corpus_bitmap == nullptr || ((p.corpus_bitmap[c >> 3] >> (c & 7)) & 1) != 0;
 }
 
 }  // namespace
@@ -59,9 +79,10 @@ std::string compare_retrieval(const RetrievalProblem& p, const int32_t* indices,
         }
         continue;
       }
-      if (row < start || row >= end || !seen.insert(row).second) {
+      if (row < start || row >= end || !allowed(p, row) || !seen.insert(row).second) {
         failure << "query " << b << " slot " << j << ": row " << row
-                << " is outside the query's range [" << start << ", " << end << ") or repeated";
+                << " is outside the query's range [" << start << ", " << end
+                << "), filtered out by the bitmap, or repeated";
         return failure.str();
       }
       const float exact = exact_score(p, b, row);

@@ -12,7 +12,7 @@ namespace litetopk::testkit {
 // Empty when `indices` [batch, k] (and `scores` [batch, k], optional) are a valid result of the
 // host problem `problem` whose reference result is reference_indices / reference_scores (sorted,
 // from retrieval_topk_cpu): per query the same number of rows, no repeats, rows in the query's
-// range, and every selected row's reference-arithmetic score (fp64, rounded to fp32) at least the
+// range and allowed by the bitmap, and every selected row's reference-arithmetic score (fp64, rounded to fp32) at least the
 // reference's k-th score - tolerance (and the reported score within tolerance of it). Otherwise
 // the first failure, naming the query and the slot.
 std::string compare_retrieval(const RetrievalProblem& problem, const int32_t* indices,

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "litetopk/float_bits.h"
+#include "litetopk/fp8_e4m3.h"
 #include "testkit/counter_random.h"
 #include "testkit/parallel_for.h"
 
@@ -24,7 +25,7 @@ constexpr KindName kKindNames[] = {
 };
 
 // Stream tags of the arrays drawn from one seed.
-enum Tag : uint64_t { kQueries = 1, kCorpus = 2, kCentres = 3, kMean = 4, kPick = 5 };
+enum Tag : uint64_t { kQueries = 1, kCorpus = 2, kCentres = 3, kMean = 4, kPick = 5, kBitmap = 6 };
 
 // The base of row `row` of array `tag`: coordinate j draws from hash64(base + j).
 uint64_t row_base(uint64_t seed, uint64_t tag, int64_t row) {
@@ -40,6 +41,10 @@ void normalize(double* row, int64_t dim) {
   for (int64_t j = 0; j < dim; ++j) sum += row[j] * row[j];
   const double inv = sum > 0.0 ? 1.0 / std::sqrt(sum) : 0.0;
   for (int64_t j = 0; j < dim; ++j) row[j] *= inv;
+}
+
+bool is_fp8(const RetrievalSpec& spec) {
+  return spec.corpus_format == RetrievalCorpusFormat::kFp8E4M3;
 }
 
 struct Generator {
@@ -79,6 +84,23 @@ struct Generator {
         return;
       }
     }
+  }
+
+  // The corpus as e4m3 bytes and per-row scales.
+  void fill_fp8(std::vector<uint8_t>* bytes, std::vector<float>* scales) const {
+    bytes->assign(static_cast<std::size_t>(spec.n * spec.dim), 0);
+    scales->assign(static_cast<std::size_t>(spec.n), 1.0f);
+    parallel_for(spec.n, [&](int64_t r) {
+      std::vector<double> values(static_cast<std::size_t>(spec.dim));
+      row(kCorpus, r, values.data());
+      double largest = 0.0;
+      for (double v : values) largest = std::max(largest, std::fabs(v));
+      const float scale = largest > 0.0 ? static_cast<float>(largest / fp8::kE4m3Max) : 1.0f;
+      (*scales)[r] = scale;
+      for (int64_t j = 0; j < spec.dim; ++j) {
+        (*bytes)[r * spec.dim + j] = fp8::float_to_e4m3(static_cast<float>(values[j] / scale));
+      }
+    });
   }
 
   void fill(uint64_t tag, int64_t rows, std::vector<uint16_t>* out) const {
@@ -128,11 +150,21 @@ std::vector<RetrievalKind> all_retrieval_kinds() {
   return kinds;
 }
 
+const void* RetrievalWorkload::corpus_data() const {
+  return is_fp8(spec) ? static_cast<const void*>(corpus_fp8.data()) : corpus.data();
+}
+
+std::size_t RetrievalWorkload::corpus_bytes() const {
+  return is_fp8(spec) ? corpus_fp8.size() : corpus.size() * sizeof(uint16_t);
+}
+
 RetrievalProblem RetrievalWorkload::host_problem() const {
   RetrievalProblem p;
   p.queries = queries.data();
-  p.corpus = corpus.data();
+  p.corpus = corpus_data();
   p.dtype = spec.dtype;
+  p.corpus_format = spec.corpus_format;
+  p.corpus_scales = is_fp8(spec) ? corpus_scales.data() : nullptr;
   p.batch = spec.batch;
   p.n = spec.n;
   p.dim = spec.dim;
@@ -149,17 +181,35 @@ RetrievalWorkload make_retrieval_workload(const RetrievalSpec& spec) {
   normal_row(row_base(spec.seed, kMean, 0), spec.dim, 1.0, generator.mean.data());
   normalize(generator.mean.data(), spec.dim);
   generator.fill(kQueries, spec.batch, &w.queries);
-  generator.fill(kCorpus, spec.n, &w.corpus);
+  if (is_fp8(spec)) {
+    generator.fill_fp8(&w.corpus_fp8, &w.corpus_scales);
+  } else {
+    generator.fill(kCorpus, spec.n, &w.corpus);
+  }
   w.corpus_norms.assign(static_cast<std::size_t>(spec.n), 0.0f);
   for (int64_t c = 0; c < spec.n; ++c) {
+    // As retrieval_corpus_norms_cpu: the fp8 row's scale squared times its sum of squares.
     double sum = 0.0;
     for (int64_t j = 0; j < spec.dim; ++j) {
-      const double x = float_bits::decode_score(w.corpus[c * spec.dim + j], spec.dtype);
+      const int64_t i = c * spec.dim + j;
+      const double x = is_fp8(spec) ? fp8::e4m3_to_float(w.corpus_fp8[i])
+                                    : float_bits::decode_score(w.corpus[i], spec.dtype);
       sum += x * x;
     }
-    w.corpus_norms[c] = static_cast<float>(sum);
+    const double scale = is_fp8(spec) ? double{w.corpus_scales[c]} : 1.0;
+    w.corpus_norms[c] = static_cast<float>(scale * scale * sum);
   }
   return w;
+}
+
+std::vector<uint8_t> make_retrieval_bitmap(int64_t n, double allowed, uint64_t seed) {
+  std::vector<uint8_t> bitmap(static_cast<std::size_t>(retrieval_bitmap_bytes(n)), 0);
+  const uint64_t base = row_base(seed, kBitmap, 0);
+  for (int64_t c = 0; c < n; ++c) {
+    const double u = static_cast<double>(hash64(base + static_cast<uint64_t>(c)) >> 11) * 0x1.0p-53;
+    if (u < allowed) bitmap[c >> 3] = static_cast<uint8_t>(bitmap[c >> 3] | (1u << (c & 7)));
+  }
+  return bitmap;
 }
 
 }  // namespace litetopk::testkit

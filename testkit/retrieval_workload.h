@@ -12,9 +12,12 @@
 // - anisotropic: coordinate j has standard deviation exp(-3 j / dim) around a shared mean
 //                direction of norm 1 (a decaying spectrum and a common offset, as trained
 //                embeddings have).
-// Values are rounded to the spec's dtype (float16 or bfloat16).
+// Values are rounded to the spec's dtype (float16 or bfloat16). With corpus_format kFp8E4M3 the
+// corpus rows are quantised instead: row r's scale is max_j |x_rj| / 448 (1 for a zero row) and
+// its bytes the nearest e4m3 of x_rj / scale.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -43,6 +46,7 @@ struct RetrievalSpec {
   int64_t dim = 0;
   int64_t k = 0;
   DType dtype = DType::kFloat16;
+  RetrievalCorpusFormat corpus_format = RetrievalCorpusFormat::kSameAsQueries;
   RetrievalMetric metric = RetrievalMetric::kInnerProduct;
   RetrievalKind kind = RetrievalKind::kNormal;
   uint64_t seed = 0;
@@ -51,14 +55,23 @@ struct RetrievalSpec {
 struct RetrievalWorkload {
   RetrievalSpec spec;
   std::vector<uint16_t> queries;  // [batch, dim] raw fp16 / bf16 bits
-  std::vector<uint16_t> corpus;   // [n, dim]
+  std::vector<uint16_t> corpus;   // [n, dim] (empty for an fp8 corpus)
+  std::vector<uint8_t> corpus_fp8;    // [n, dim] e4m3 bytes (fp8 corpus only)
+  std::vector<float> corpus_scales;   // [n] (fp8 corpus only)
   std::vector<float> corpus_norms;  // [n] squared norms of the rounded rows (fp64, then fp32)
 
-  // A problem over this host data with the spec's shape and metric (no norms, no ranges, default
-  // flags); the caller sets indices, scores and the rest.
+  // The corpus' bytes, whatever its format.
+  const void* corpus_data() const;
+  std::size_t corpus_bytes() const;
+  // A problem over this host data with the spec's shape, format and metric (scales for fp8; no
+  // norms, no ranges, no bitmap, default flags); the caller sets indices, scores and the rest.
   RetrievalProblem host_problem() const;
 };
 
 RetrievalWorkload make_retrieval_workload(const RetrievalSpec& spec);
+
+// A corpus bitmap over n rows (retrieval_bitmap_bytes(n) bytes) with each row allowed with
+// probability `allowed` (0: none, 1: all), drawn from `seed`.
+std::vector<uint8_t> make_retrieval_bitmap(int64_t n, double allowed, uint64_t seed);
 
 }  // namespace litetopk::testkit

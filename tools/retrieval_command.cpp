@@ -37,6 +37,8 @@ struct RetrievalArgs {
   std::string dtype = "fp16";
   std::string workload = "clustered";
   bool norms = false;
+  bool fp8_corpus = false;
+  double bitmap = -1.0;  // the fraction of rows the bitmap allows; < 0: no bitmap
   bool sorted = false;
   bool deterministic = false;
   std::string device = "auto";
@@ -64,8 +66,9 @@ bool is_kind(const std::string& name) {
 std::vector<HostBuffer> host_buffers(const RetrievalArgs& args) {
   const double out = static_cast<double>(args.batch) * static_cast<double>(args.k) * 8.0;
   std::vector<HostBuffer> buffers = {
-      {"the corpus [--corpus x --dim] " + args.dtype,
-       static_cast<double>(args.corpus) * static_cast<double>(args.dim) * 2.0},
+      {"the corpus [--corpus x --dim] " + (args.fp8_corpus ? std::string("fp8") : args.dtype),
+       static_cast<double>(args.corpus) * static_cast<double>(args.dim) *
+           (args.fp8_corpus ? 1.0 : 2.0)},
       {"the queries [--batch x --dim] " + args.dtype,
        static_cast<double>(args.batch) * static_cast<double>(args.dim) * 2.0},
       {"the indices and scores [--batch x --k]", out}};
@@ -94,15 +97,20 @@ int run_retrieval(const RetrievalArgs& args) {
   parse_retrieval_metric(args.metric.c_str(), &spec.metric);
   parse_retrieval_kind(args.workload, &spec.kind);
   spec.seed = args.seed;
+  if (args.fp8_corpus) spec.corpus_format = RetrievalCorpusFormat::kFp8E4M3;
   const std::string shape = shape_label(spec.batch, spec.n, spec.k) + " d=" + std::to_string(spec.dim);
-  std::cout << "generating " << shape << ' ' << dtype_name(spec.dtype) << " queries and corpus ("
-            << args.workload << ", seed " << spec.seed << ")\n";
+  const std::string corpus_type = args.fp8_corpus ? "fp8_e4m3" : dtype_name(spec.dtype);
+  std::cout << "generating " << shape << ' ' << dtype_name(spec.dtype) << " queries and "
+            << corpus_type << " corpus (" << args.workload << ", seed " << spec.seed << ")\n";
   const RetrievalWorkload workload = [&] {
     Progress progress("generating the corpus");
     return make_retrieval_workload(spec);
   }();
   RetrievalProblem problem = workload.host_problem();
   problem.corpus_norms = args.norms ? workload.corpus_norms.data() : nullptr;
+  const std::vector<uint8_t> bitmap =
+      args.bitmap >= 0.0 ? make_retrieval_bitmap(spec.n, args.bitmap, spec.seed) : std::vector<uint8_t>{};
+  problem.corpus_bitmap = bitmap.empty() ? nullptr : bitmap.data();
   problem.sorted = args.sorted;
   problem.deterministic = args.deterministic;
 
@@ -147,14 +155,14 @@ int run_retrieval(const RetrievalArgs& args) {
   const double ms = run.timing.median_ms;
   const double flops = 2.0 * static_cast<double>(spec.batch) * static_cast<double>(spec.n) *
                        static_cast<double>(spec.dim);
-  const std::size_t corpus_bytes = workload.corpus.size() * sizeof(uint16_t);
+  const std::size_t corpus_bytes = workload.corpus_bytes();
   const double tflops = teraflops_per_second(flops, ms);
   const double gbps = gigabytes_per_second(corpus_bytes, ms);
-  Table table({"shape", "dtype", "metric", "device", "ms", "min ms", "TFLOP/s", "corpus GB/s",
+  Table table({"shape", "corpus", "metric", "device", "ms", "min ms", "TFLOP/s", "corpus GB/s",
                "exact"},
               4);
   const auto timed = [&](const std::string& text) { return args.bench.enabled ? text : "-"; };
-  table.add_row({shape, dtype_name(spec.dtype), retrieval_metric_name(spec.metric),
+  table.add_row({shape, corpus_type, retrieval_metric_name(spec.metric),
                  device.on_gpu ? "gpu" : "cpu", timed(fixed(ms, 4)),
                  timed(fixed(run.timing.min_ms, 4)), timed(fixed(tflops, 2)),
                  timed(fixed(gbps, 1)), verified ? (*verified ? "yes" : "NO") : "not checked"});
@@ -173,8 +181,10 @@ int run_retrieval(const RetrievalArgs& args) {
         {"dim", spec.dim},
         {"k", spec.k},
         {"dtype", dtype_name(spec.dtype)},
+        {"corpus_format", retrieval_corpus_format_name(spec.corpus_format)},
         {"metric", retrieval_metric_name(spec.metric)},
         {"corpus_norms", args.norms},
+        {"bitmap_allowed", args.bitmap >= 0.0 ? Json(args.bitmap) : Json()},  // null: no bitmap
         {"workload", args.workload},
         {"sorted", problem.sorted},
         {"deterministic", problem.deterministic},
@@ -226,6 +236,11 @@ void add_retrieval_command(CLI::App& app, int* exit_code) {
       ->check(one_of(retrieval_kind_choices(), is_kind))
       ->capture_default_str();
   cmd->add_flag("--norms", args->norms, "l2: pass the corpus' squared norms (else computed)");
+  cmd->add_flag("--fp8-corpus", args->fp8_corpus,
+                "Corpus as fp8 e4m3 with a per-row fp32 scale (queries stay --dtype)");
+  cmd->add_option("--bitmap", args->bitmap,
+                  "Pass a corpus bitmap allowing this fraction of the rows (random, from --seed)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("--sorted", args->sorted, "Best first, ties by ascending row");
   cmd->add_flag("--deterministic", args->deterministic, "Ties at the k-th score: smallest rows");
   add_device_option(cmd, &args->device);

@@ -21,29 +21,38 @@ Status run_retrieval_gpu(const RetrievalProblem& host, const testkit::BenchOptio
                          RetrievalRun* run) {
   const std::size_t out = count(host.batch * host.k);
   const std::size_t element = dtype_size(host.dtype);
-  testkit::DeviceBuffer queries, corpus, norms, starts, ends, indices, scores, workspace;
+  const std::size_t corpus_element =
+      host.corpus_format == RetrievalCorpusFormat::kFp8E4M3 ? 1 : element;
+  testkit::DeviceBuffer queries, corpus, scales, norms, starts, ends, bitmap, indices, scores,
+      workspace;
   if (Status s = upload(host.queries, count(host.batch * host.dim) * element, &queries); !s) return s;
-  if (Status s = upload(host.corpus, count(host.n * host.dim) * element, &corpus); !s) return s;
+  if (Status s = upload(host.corpus, count(host.n * host.dim) * corpus_element, &corpus); !s) {
+    return s;
+  }
+  if (Status s = upload(host.corpus_scales, count(host.n) * 4, &scales); !s) return s;
   if (Status s = upload(host.corpus_norms, count(host.n) * 4, &norms); !s) return s;
   if (Status s = upload(host.range_starts, count(host.batch) * 4, &starts); !s) return s;
   if (Status s = upload(host.range_ends, count(host.batch) * 4, &ends); !s) return s;
+  if (Status s = upload(host.corpus_bitmap, count(retrieval_bitmap_bytes(host.n)), &bitmap); !s) {
+    return s;
+  }
   if (Status s = indices.allocate(out * 4); !s) return s;
   if (Status s = scores.allocate(out * 4); !s) return s;
   if (Status s = testkit::fill_device(indices.data(), testkit::kPoisonByte, out * 4); !s) return s;
   RetrievalProblem device = host;
   device.queries = queries.data();
   device.corpus = corpus.data();
+  device.corpus_scales = scales.as<float>();
   device.corpus_norms = norms.as<float>();
   device.range_starts = starts.as<int32_t>();
   device.range_ends = ends.as<int32_t>();
+  device.corpus_bitmap = bitmap.as<uint8_t>();
   device.indices = indices.as<int32_t>();
   device.scores = scores.as<float>();
   RetrievalPlan plan;
   if (Status s = retrieval_topk_plan(device, {}, &plan); !s) return s;
   if (Status s = workspace.allocate(plan.workspace_bytes); !s) return s;
-  const RetrievalAddresses addresses{device.queries,    device.corpus,     device.corpus_norms,
-                                     device.range_starts, device.range_ends, device.indices,
-                                     device.scores};
+  const RetrievalAddresses addresses = retrieval_addresses(device);
   const auto launch = [&](int) {
     return retrieval_topk_launch(plan, addresses, workspace.data(), nullptr);
   };

@@ -1,13 +1,18 @@
 // retrieval_topk: exact top-k nearest neighbours of each query over a corpus (brute force).
 //
 // Contract (see docs/retrieval.md):
-// - queries [batch, dim] and corpus [n, dim], row-major and contiguous, both float16 or both
-//   bfloat16; dim from kRetrievalMinDim to kRetrievalMaxDim in multiples of kRetrievalDimMultiple.
+// - queries [batch, dim] float16 or bfloat16 (`dtype`), corpus [n, dim], row-major and contiguous;
+//   dim from kRetrievalMinDim to kRetrievalMaxDim in multiples of kRetrievalDimMultiple. The
+//   corpus has the queries' dtype, or (corpus_format kFp8E4M3) is fp8 e4m3 bytes with a per-row
+//   fp32 scale: row c is corpus_scales[c] * e4m3(corpus[c]).
 // - metric kInnerProduct: score = q . c. kCosine: the same score (the caller passes normalised
-//   rows). kL2: score = 2 q . c - ||c||^2, which ranks like -||q - c||^2; corpus_norms [n] fp32
-//   holds the squared norms ||c||^2 (optional: computed from the corpus when null).
+//   rows). kL2: score = -||q - c||^2 = 2 q . c - ||c||^2 - ||q||^2; corpus_norms [n] fp32 holds
+//   the squared norms ||c||^2 (optional: computed at each call when null; retrieval_corpus_norms
+//   computes them once).
 // - Optional half-open ranges [range_starts[b], range_ends[b]) of corpus rows for query b (either
-//   array may be null: start 0, end n). Indices are corpus row numbers, whatever the range.
+//   array may be null: start 0, end n), and an optional corpus bitmap shared by every query:
+//   bit (c & 7) of byte corpus_bitmap[c >> 3] set means row c may be selected. Indices are corpus
+//   row numbers, whatever the range.
 // - indices [batch, k] int32; a query with fewer than k selectable rows returns all of them, then
 //   -1. scores [batch, k] fp32 (optional); padded slots hold NaN.
 // - A NaN score is never selected; +-inf are ordinary values.
@@ -20,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "litetopk/select.h"
 #include "litetopk/status.h"
 #include "litetopk/types.h"
 
@@ -33,18 +39,30 @@ constexpr int64_t kRetrievalMaxK = 8192;
 enum class RetrievalMetric : int {
   kInnerProduct = 0,
   kCosine = 1,  // inner product of rows the caller has normalised
-  kL2 = 2,      // 2 q . c - ||c||^2
+  kL2 = 2,      // -||q - c||^2
+};
+
+enum class RetrievalCorpusFormat : int {
+  kSameAsQueries = 0,  // float16 or bfloat16, as the queries
+  kFp8E4M3 = 1,        // fp8 e4m3 bytes, row c scaled by corpus_scales[c]
 };
 
 // "ip", "cosine", "l2", or "invalid".
 const char* retrieval_metric_name(RetrievalMetric metric);
 // Parses "ip"/"inner_product", "cosine", "l2"; false when unknown.
 bool parse_retrieval_metric(const char* name, RetrievalMetric* metric);
+// "same_as_queries", "fp8_e4m3", or "invalid".
+const char* retrieval_corpus_format_name(RetrievalCorpusFormat format);
+
+// Bytes of a corpus bitmap over n rows: ceil(n / 8).
+constexpr int64_t retrieval_bitmap_bytes(int64_t n) { return (n + 7) / 8; }
 
 struct RetrievalProblem {
   const void* queries = nullptr;  // [batch, dim] of dtype
-  const void* corpus = nullptr;   // [n, dim] of dtype
-  DType dtype = DType::kFloat16;  // kFloat16 or kBFloat16
+  const void* corpus = nullptr;   // [n, dim] of dtype, or of e4m3 bytes (kFp8E4M3)
+  DType dtype = DType::kFloat16;  // the queries' type: kFloat16 or kBFloat16
+  RetrievalCorpusFormat corpus_format = RetrievalCorpusFormat::kSameAsQueries;
+  const float* corpus_scales = nullptr;  // [n], required with kFp8E4M3, else null
   int64_t batch = 0;
   int64_t n = 0;
   int64_t dim = 0;
@@ -52,6 +70,7 @@ struct RetrievalProblem {
   const float* corpus_norms = nullptr;    // [n] squared norms, kL2 only, optional
   const int32_t* range_starts = nullptr;  // [batch] or null
   const int32_t* range_ends = nullptr;    // [batch] or null
+  const uint8_t* corpus_bitmap = nullptr;  // [retrieval_bitmap_bytes(n)] or null (every row)
   int64_t k = 0;
   bool sorted = false;
   bool deterministic = false;
@@ -62,10 +81,12 @@ struct RetrievalProblem {
 struct RetrievalOptions {
   // Corpus rows scored per chunk (the unfused path writes [batch, chunk] fp32 scores to the
   // workspace, then selects and merges). 0: as many as keep one chunk's scores within
-  // kRetrievalChunkScoreBytes.
+  // kRetrievalChunkScoreBytes and, for an fp8 corpus, its rows widened to the queries' dtype
+  // within kRetrievalChunkWidenBytes.
   int64_t chunk_rows = 0;
 };
 constexpr std::size_t kRetrievalChunkScoreBytes = std::size_t{512} << 20;
+constexpr std::size_t kRetrievalChunkWidenBytes = std::size_t{256} << 20;
 
 // ---- GPU (all pointers are device pointers) ----
 
@@ -79,9 +100,12 @@ struct RetrievalPlan {
   std::size_t workspace_bytes = 0;  // caller-owned device workspace each launch needs
   int64_t chunk_rows = 0;           // corpus rows per chunk
   int64_t chunks = 0;               // ceil(n / chunk_rows)
+  SelectPlan chunk_select{};        // the selection of a chunk of chunk_rows rows
+  SelectPlan last_select{};         // of the last chunk (n - (chunks - 1) chunk_rows rows)
   bool has_norms = false;           // the launches pass corpus_norms or not
   bool has_range_starts = false;    // the launches pass range_starts (range_ends) or not
   bool has_range_ends = false;
+  bool has_bitmap = false;          // the launches pass corpus_bitmap or not
   bool has_scores = false;          // the launches write scores or not
   int device = -1;                  // the device planned on
   bool planned = false;             // made by retrieval_topk_plan
@@ -91,12 +115,17 @@ struct RetrievalPlan {
 struct RetrievalAddresses {
   const void* queries = nullptr;
   const void* corpus = nullptr;
+  const float* corpus_scales = nullptr;   // required with an fp8 corpus, else ignored
   const float* corpus_norms = nullptr;    // required when the plan has norms, else ignored
   const int32_t* range_starts = nullptr;  // required when the plan has range starts, else ignored
   const int32_t* range_ends = nullptr;    // likewise
+  const uint8_t* corpus_bitmap = nullptr;  // required when the plan has a bitmap, else ignored
   int32_t* indices = nullptr;
   float* scores = nullptr;                // required when the plan has scores, else ignored
 };
+
+// The addresses of a problem (its pointers).
+RetrievalAddresses retrieval_addresses(const RetrievalProblem& problem);
 
 // Validates the problem's sizes and flags (its pointers may be null: only whether corpus_norms,
 // the range arrays and scores are null is kept), chooses the chunking, sizes the workspace and
@@ -134,5 +163,13 @@ Status retrieval_topk_cpu(const RetrievalProblem& problem, int num_threads = 0);
 
 // Checks shapes, pointers, flags and alignment (not the contents of device range arrays).
 Status validate_retrieval_problem(const RetrievalProblem& problem);
+
+// ---- Corpus norms for kL2, computed once ----
+// norms[c] = ||row c||^2 in fp32 for c < n (fp8: corpus_scales[c]^2 times the sum of the squared
+// e4m3 values), reading problem.corpus, dtype, corpus_format, corpus_scales, n and dim only.
+// The GPU sums in fp32 (device pointers, no workspace, no allocation, graph-capturable); the CPU
+// in fp64, rounded to fp32 (host pointers).
+Status retrieval_corpus_norms(const RetrievalProblem& problem, float* norms, cudaStream_t stream);
+Status retrieval_corpus_norms_cpu(const RetrievalProblem& problem, float* norms);
 
 }  // namespace litetopk

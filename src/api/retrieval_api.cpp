@@ -1,6 +1,8 @@
-// Public GPU entry points of retrieval_topk: the plan (validate sizes, choose the chunking, size
-// the workspace), the launch (check addresses, launch), and the one-shot calls over both.
+// Public GPU entry points of retrieval_topk: the plan (validate sizes, choose the chunking, plan
+// the chunks' selections, size the workspace), the launch (check addresses, launch), the one-shot
+// calls over both, and the corpus norms.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "api/format.h"
@@ -14,13 +16,34 @@ namespace litetopk {
 namespace {
 
 // Corpus rows per chunk: the caller's choice, else as many as keep a chunk's [batch, rows] fp32
-// scores within kRetrievalChunkScoreBytes (a multiple of 256 rows, at least 256), at most n.
+// scores within kRetrievalChunkScoreBytes and an fp8 chunk widened to the queries' dtype within
+// kRetrievalChunkWidenBytes (a multiple of 256 rows, at least 256), at most n.
 int64_t choose_chunk_rows(const RetrievalProblem& p, const RetrievalOptions& options) {
   if (p.n == 0) return 0;
   if (options.chunk_rows > 0) return std::min(options.chunk_rows, p.n);
-  const int64_t by_bytes =
+  int64_t by_bytes =
       static_cast<int64_t>(kRetrievalChunkScoreBytes / (sizeof(float) * std::max<int64_t>(p.batch, 1)));
+  if (p.corpus_format == RetrievalCorpusFormat::kFp8E4M3) {
+    const std::size_t widened_row = static_cast<std::size_t>(p.dim) * dtype_size(p.dtype);
+    by_bytes = std::min(by_bytes, static_cast<int64_t>(kRetrievalChunkWidenBytes / widened_row));
+  }
   return std::min(std::max<int64_t>(by_bytes / 256 * 256, 256), p.n);
+}
+
+// The public select plan of one chunk of `width` rows: unsorted into the running lists when there
+// are several chunks (which always keep the scores), else the caller's flags into its outputs.
+Status plan_chunk_select(const RetrievalPlan& plan, int64_t width, SelectPlan* select) {
+  // select_topk_plan keeps only whether the values pointer is null.
+  static float values_marker = 0.0f;
+  SelectProblem s;
+  s.dtype = DType::kFloat32;
+  s.batch = plan.problem.batch;
+  s.n = width;
+  s.k = plan.problem.k;
+  s.sorted = plan.chunks == 1 && plan.problem.sorted;
+  s.deterministic = plan.problem.deterministic;
+  s.values = plan.chunks > 1 || plan.has_scores ? &values_marker : nullptr;
+  return select_topk_plan(s, SelectOptions{}, select);
 }
 
 }  // namespace
@@ -60,9 +83,11 @@ Status retrieval_topk_plan(const RetrievalProblem& problem, const RetrievalOptio
   planned.problem = problem;
   planned.problem.queries = nullptr;
   planned.problem.corpus = nullptr;
+  planned.problem.corpus_scales = nullptr;
   planned.problem.corpus_norms = nullptr;
   planned.problem.range_starts = nullptr;
   planned.problem.range_ends = nullptr;
+  planned.problem.corpus_bitmap = nullptr;
   planned.problem.indices = nullptr;
   planned.problem.scores = nullptr;
   planned.chunk_rows = choose_chunk_rows(problem, options);
@@ -70,7 +95,15 @@ Status retrieval_topk_plan(const RetrievalProblem& problem, const RetrievalOptio
   planned.has_norms = problem.corpus_norms != nullptr;
   planned.has_range_starts = problem.range_starts != nullptr;
   planned.has_range_ends = problem.range_ends != nullptr;
+  planned.has_bitmap = problem.corpus_bitmap != nullptr;
   planned.has_scores = problem.scores != nullptr;
+  if (planned.chunks > 0) {
+    const int64_t last = problem.n - (planned.chunks - 1) * planned.chunk_rows;
+    if (Status s = plan_chunk_select(planned, planned.chunk_rows, &planned.chunk_select); !s) {
+      return s;
+    }
+    if (Status s = plan_chunk_select(planned, last, &planned.last_select); !s) return s;
+  }
   if (Status status = detail::cuda_retrieval_plan(&planned); !status) return status;
   planned.planned = true;
   *plan = planned;
@@ -81,11 +114,14 @@ Status retrieval_topk_launch(const RetrievalPlan& plan, const RetrievalAddresses
                              void* workspace, cudaStream_t stream) {
   if (!plan.planned) return detail::invalid_argument("plan was not made by retrieval_topk_plan");
   RetrievalProblem problem = plan.problem;
+  const bool fp8 = plan.problem.corpus_format == RetrievalCorpusFormat::kFp8E4M3;
   problem.queries = addresses.queries;
   problem.corpus = addresses.corpus;
+  problem.corpus_scales = fp8 ? addresses.corpus_scales : nullptr;
   problem.corpus_norms = plan.has_norms ? addresses.corpus_norms : nullptr;
   problem.range_starts = plan.has_range_starts ? addresses.range_starts : nullptr;
   problem.range_ends = plan.has_range_ends ? addresses.range_ends : nullptr;
+  problem.corpus_bitmap = plan.has_bitmap ? addresses.corpus_bitmap : nullptr;
   problem.indices = addresses.indices;
   problem.scores = plan.has_scores ? addresses.scores : nullptr;
   if (Status status = detail::validate_retrieval_addresses(problem); !status) return status;
@@ -95,6 +131,9 @@ Status retrieval_topk_launch(const RetrievalPlan& plan, const RetrievalAddresses
   if ((plan.has_range_starts && problem.range_starts == nullptr) ||
       (plan.has_range_ends && problem.range_ends == nullptr)) {
     return detail::invalid_argument("range_starts and range_ends must be set as when planned");
+  }
+  if (plan.has_bitmap && problem.corpus_bitmap == nullptr) {
+    return detail::invalid_argument("corpus_bitmap must not be null: the plan reads a bitmap");
   }
   if (plan.has_scores && problem.scores == nullptr) {
     return detail::invalid_argument("scores must not be null: the plan writes scores");
@@ -129,10 +168,31 @@ Status retrieval_topk(const RetrievalProblem& problem, void* workspace,
       !status) {
     return status;
   }
-  const RetrievalAddresses addresses{problem.queries,      problem.corpus,     problem.corpus_norms,
-                                     problem.range_starts, problem.range_ends, problem.indices,
-                                     problem.scores};
-  return retrieval_topk_launch(plan, addresses, workspace, stream);
+  return retrieval_topk_launch(plan, retrieval_addresses(problem), workspace, stream);
+}
+
+RetrievalAddresses retrieval_addresses(const RetrievalProblem& p) {
+  RetrievalAddresses a;
+  a.queries = p.queries;
+  a.corpus = p.corpus;
+  a.corpus_scales = p.corpus_scales;
+  a.corpus_norms = p.corpus_norms;
+  a.range_starts = p.range_starts;
+  a.range_ends = p.range_ends;
+  a.corpus_bitmap = p.corpus_bitmap;
+  a.indices = p.indices;
+  a.scores = p.scores;
+  return a;
+}
+
+Status retrieval_corpus_norms(const RetrievalProblem& problem, float* norms, cudaStream_t stream) {
+  if (Status status = detail::validate_retrieval_corpus(problem); !status) return status;
+  if (problem.n > 0 && norms == nullptr) return detail::invalid_argument("norms must not be null");
+  if (reinterpret_cast<std::uintptr_t>(norms) % alignof(float) != 0) {
+    return detail::invalid_argument("norms must be 4-byte aligned");
+  }
+  if (problem.n == 0) return Status::ok();
+  return detail::cuda_retrieval_corpus_norms(problem, norms, stream);
 }
 
 }  // namespace litetopk

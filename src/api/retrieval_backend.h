@@ -1,6 +1,7 @@
 // The CUDA retrieval backend as seen from src/api. Implemented in src/cuda/retrieval/ when the
 // build has CUDA, else by src/api/retrieval_cuda_unavailable.cpp (every call returns
-// kNotCompiled). Callers have validated the problem and chosen the chunking.
+// kNotCompiled). Callers have validated the problem, chosen the chunking and planned the
+// chunks' selections.
 #pragma once
 
 #include "litetopk/retrieval.h"
@@ -13,5 +14,8 @@ Status cuda_retrieval_plan(RetrievalPlan* plan);
 // Launches a plan; `problem` is the plan's problem with the launch's addresses.
 Status cuda_retrieval_launch(const RetrievalPlan& plan, const RetrievalProblem& problem,
                              void* workspace, cudaStream_t stream);
+// retrieval_corpus_norms on a validated corpus of n > 0 rows.
+Status cuda_retrieval_corpus_norms(const RetrievalProblem& problem, float* norms,
+                                   cudaStream_t stream);
 
 }  // namespace litetopk::detail

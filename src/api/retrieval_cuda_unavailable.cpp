@@ -14,5 +14,8 @@ Status cuda_retrieval_plan(RetrievalPlan*) { return retrieval_not_compiled(); }
 Status cuda_retrieval_launch(const RetrievalPlan&, const RetrievalProblem&, void*, cudaStream_t) {
   return retrieval_not_compiled();
 }
+Status cuda_retrieval_corpus_norms(const RetrievalProblem&, float*, cudaStream_t) {
+  return retrieval_not_compiled();
+}
 
 }  // namespace litetopk::detail

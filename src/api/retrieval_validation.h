@@ -15,6 +15,9 @@ Status validate_retrieval_sizes(const RetrievalProblem& problem);
 // launch checks.
 Status validate_retrieval_addresses(const RetrievalProblem& problem);
 
+// What retrieval_corpus_norms reads: corpus, dtype, corpus_format, corpus_scales, n, dim.
+Status validate_retrieval_corpus(const RetrievalProblem& problem);
+
 // Host range arrays (either may be null): 0 <= start <= end <= n for every query.
 Status validate_retrieval_ranges(const RetrievalProblem& problem);
 

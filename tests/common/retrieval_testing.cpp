@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "litetopk/float_bits.h"
+#include "litetopk/fp8_e4m3.h"
 
 namespace litetopk::testing {
 
@@ -13,6 +14,12 @@ namespace {
 
 double element(const void* data, DType dtype, int64_t i) {
   return float_bits::decode_score(float_bits::load_score(data, dtype, i), dtype);
+}
+
+// Element i of the corpus without its row's fp8 scale.
+double corpus_element(const RetrievalProblem& p, int64_t i) {
+  if (p.corpus_format != RetrievalCorpusFormat::kFp8E4M3) return element(p.corpus, p.dtype, i);
+  return fp8::e4m3_to_float(static_cast<const uint8_t*>(p.corpus)[i]);
 }
 
 }  // namespace
@@ -24,16 +31,23 @@ std::vector<float> retrieval_scores(const RetrievalProblem& p) {
     const int64_t start = p.range_starts ? p.range_starts[b] : 0;
     const int64_t end = p.range_ends ? p.range_ends[b] : p.n;
     for (int64_t c = start; c < end; ++c) {
+      if (p.corpus_bitmap && ((p.corpus_bitmap[c / 8] >> (c % 8)) & 1) == 0) continue;
       double dot = 0.0;
       double norm = 0.0;
+      double query_norm = 0.0;
       for (int64_t j = 0; j < p.dim; ++j) {
-        const double x = element(p.corpus, p.dtype, c * p.dim + j);
-        dot += element(p.queries, p.dtype, b * p.dim + j) * x;
+        const double x = corpus_element(p, c * p.dim + j);
+        const double q = element(p.queries, p.dtype, b * p.dim + j);
+        dot += q * x;
         norm += x * x;
+        query_norm += q * q;
       }
+      const double scale = p.corpus_scales ? double{p.corpus_scales[c]} : 1.0;
+      dot *= scale;
+      norm *= scale * scale;
       if (p.metric == RetrievalMetric::kL2) {
         if (p.corpus_norms) norm = p.corpus_norms[c];
-        dot = 2.0 * dot - norm;
+        dot = 2.0 * dot - norm - query_norm;
       }
       scores[b * p.n + c] = static_cast<float>(dot);
     }

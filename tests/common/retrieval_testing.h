@@ -11,9 +11,9 @@
 
 namespace litetopk::testing {
 
-// The fp32 score of every (query, corpus row) pair of a host problem: fp64 dot products (l2:
-// 2 q . c - ||c||^2, with the problem's corpus_norms when set) rounded to fp32, NaN outside the
-// query's range. [batch, n].
+// The fp32 score of every (query, corpus row) pair of a host problem: fp64 dot products (fp8: of
+// the scaled rows; l2: 2 q . c - ||c||^2 - ||q||^2, with the problem's corpus_norms when set)
+// rounded to fp32, NaN outside the query's range and where the bitmap's bit is clear. [batch, n].
 std::vector<float> retrieval_scores(const RetrievalProblem& problem);
 
 // The expected result for `scores`: per query, the non-NaN entries sorted by (score descending,

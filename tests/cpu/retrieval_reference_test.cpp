@@ -1,7 +1,10 @@
 // retrieval_topk_cpu against a plain sort-based oracle (tests/common/retrieval_testing.h): every
-// workload kind and metric, ties, NaN rows, k > n, short and empty ranges.
+// workload kind, metric and corpus format (fp16, bf16, fp8 with row scales), l2 as the negative
+// squared distance, ties, NaN rows, k = 1 and 8192, k > n, short and empty ranges, the corpus
+// bitmap (all off, all on, sparse, with ranges), and retrieval_corpus_norms_cpu.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -55,15 +58,38 @@ TEST(RetrievalReference, EveryWorkloadMetricAndDtype) {
     for (RetrievalMetric metric :
          {RetrievalMetric::kInnerProduct, RetrievalMetric::kCosine, RetrievalMetric::kL2}) {
       for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
-        SCOPED_TRACE(::testing::Message() << testkit::retrieval_kind_name(kind) << " "
-                                        << retrieval_metric_name(metric) << " "
-                                        << dtype_name(dtype));
-        const testkit::RetrievalWorkload w =
-            testkit::make_retrieval_workload(small_spec(kind, metric, dtype));
-        const Result r = run_and_check(w.host_problem());
-        for (int64_t i = 0; i < w.spec.batch * w.spec.k; ++i) ASSERT_GE(r.indices[i], 0);
+        for (RetrievalCorpusFormat format :
+             {RetrievalCorpusFormat::kSameAsQueries, RetrievalCorpusFormat::kFp8E4M3}) {
+          SCOPED_TRACE(::testing::Message()
+                       << testkit::retrieval_kind_name(kind) << " " << retrieval_metric_name(metric)
+                       << " " << dtype_name(dtype) << " " << retrieval_corpus_format_name(format));
+          testkit::RetrievalSpec spec = small_spec(kind, metric, dtype);
+          spec.corpus_format = format;
+          const testkit::RetrievalWorkload w = testkit::make_retrieval_workload(spec);
+          const Result r = run_and_check(w.host_problem());
+          for (int64_t i = 0; i < w.spec.batch * w.spec.k; ++i) ASSERT_GE(r.indices[i], 0);
+        }
       }
     }
+  }
+}
+
+TEST(RetrievalReference, Fp8CorpusScoresAreTheScaledRows) {
+  auto spec = small_spec(RetrievalKind::kAnisotropic, RetrievalMetric::kInnerProduct,
+                         DType::kFloat16);
+  spec.corpus_format = RetrievalCorpusFormat::kFp8E4M3;
+  const testkit::RetrievalWorkload w = testkit::make_retrieval_workload(spec);
+  const Result r = run_and_check(w.host_problem());
+  // The best row's score is the dot product with scale * e4m3 values, and close to the fp16
+  // corpus' (the quantisation error of e4m3 is a few percent).
+  auto fp16 = spec;
+  fp16.corpus_format = RetrievalCorpusFormat::kSameAsQueries;
+  const testkit::RetrievalWorkload reference = testkit::make_retrieval_workload(fp16);
+  const Result r16 = run_and_check(reference.host_problem());
+  for (int64_t b = 0; b < spec.batch; ++b) {
+    EXPECT_NEAR(r.scores[b * spec.k], r16.scores[b * spec.k],
+                0.1 * std::fabs(r16.scores[b * spec.k]) + 0.1)
+        << "query " << b;
   }
 }
 
@@ -86,7 +112,7 @@ TEST(RetrievalReference, L2WithAndWithoutNormsRanksByDistance) {
   p.corpus_norms = w.corpus_norms.data();
   const Result given = run_and_check(p);
   EXPECT_EQ(computed.indices, given.indices);
-  // The best row is the nearest one by squared distance.
+  // The best row is the nearest one by squared distance, and its score is minus that distance.
   for (int64_t b = 0; b < p.batch; ++b) {
     double best = std::numeric_limits<double>::infinity();
     int32_t nearest = -1;
@@ -100,6 +126,7 @@ TEST(RetrievalReference, L2WithAndWithoutNormsRanksByDistance) {
       if (distance < best) best = distance, nearest = static_cast<int32_t>(c);
     }
     EXPECT_EQ(given.indices[b * p.k], nearest) << "query " << b;
+    EXPECT_NEAR(given.scores[b * p.k], -best, 1e-4 * (1.0 + best)) << "query " << b;
   }
 }
 
@@ -182,6 +209,78 @@ TEST(RetrievalReference, RangesShorterThanKAndEmpty) {
   // Only ends: starts default to 0.
   p.range_starts = nullptr;
   run_and_check(p);
+}
+
+TEST(RetrievalReference, KOneAndTheLargestK) {
+  auto spec = small_spec(RetrievalKind::kClustered, RetrievalMetric::kInnerProduct,
+                         DType::kFloat16);
+  spec.k = 1;
+  run_and_check(testkit::make_retrieval_workload(spec).host_problem());
+  spec.batch = 2;
+  spec.n = 9000;
+  spec.k = kRetrievalMaxK;
+  const Result r = run_and_check(testkit::make_retrieval_workload(spec).host_problem());
+  for (int32_t index : r.indices) ASSERT_GE(index, 0);
+  spec.n = 5000;  // fewer rows than k: all of them, then padding
+  run_and_check(testkit::make_retrieval_workload(spec).host_problem());
+}
+
+TEST(RetrievalReference, BitmapAllOffAllOnAndSparse) {
+  for (RetrievalCorpusFormat format :
+       {RetrievalCorpusFormat::kSameAsQueries, RetrievalCorpusFormat::kFp8E4M3}) {
+    auto spec = small_spec(RetrievalKind::kNormalized, RetrievalMetric::kL2, DType::kBFloat16);
+    spec.corpus_format = format;
+    spec.n = 301;  // a partial last byte
+    const testkit::RetrievalWorkload w = testkit::make_retrieval_workload(spec);
+    RetrievalProblem p = w.host_problem();
+    const Result unfiltered = run_and_check(p);
+    const std::vector<uint8_t> none = testkit::make_retrieval_bitmap(p.n, 0.0, 1);
+    p.corpus_bitmap = none.data();
+    for (int32_t index : run_and_check(p).indices) EXPECT_EQ(index, -1);
+    const std::vector<uint8_t> all = testkit::make_retrieval_bitmap(p.n, 1.0, 1);
+    p.corpus_bitmap = all.data();
+    EXPECT_EQ(run_and_check(p).indices, unfiltered.indices);
+    const std::vector<uint8_t> sparse = testkit::make_retrieval_bitmap(p.n, 0.04, 5);
+    p.corpus_bitmap = sparse.data();
+    const Result r = run_and_check(p);  // about 12 rows allowed, fewer than k
+    for (int64_t i = 0; i < p.batch * p.k; ++i) {
+      const int32_t c = r.indices[i];
+      if (c >= 0) {
+        EXPECT_TRUE((sparse[c >> 3] >> (c & 7)) & 1) << "row " << c;
+      }
+    }
+    EXPECT_EQ(r.indices[p.k - 1], -1) << "a sparse bitmap allows fewer than k rows";
+  }
+}
+
+TEST(RetrievalReference, BitmapWithRangesShorterThanK) {
+  const testkit::RetrievalWorkload w = testkit::make_retrieval_workload(
+      small_spec(RetrievalKind::kAnisotropic, RetrievalMetric::kInnerProduct, DType::kFloat16));
+  const std::vector<int32_t> starts = {0, 100, 5, 299, 150, 0};
+  const std::vector<int32_t> ends = {300, 130, 5, 300, 290, 16};
+  const std::vector<uint8_t> bitmap = testkit::make_retrieval_bitmap(w.spec.n, 0.5, 9);
+  RetrievalProblem p = w.host_problem();
+  p.range_starts = starts.data();
+  p.range_ends = ends.data();
+  p.corpus_bitmap = bitmap.data();
+  run_and_check(p);
+}
+
+TEST(RetrievalReference, CorpusNormsHelper) {
+  for (RetrievalCorpusFormat format :
+       {RetrievalCorpusFormat::kSameAsQueries, RetrievalCorpusFormat::kFp8E4M3}) {
+    auto spec = small_spec(RetrievalKind::kAnisotropic, RetrievalMetric::kL2, DType::kFloat16);
+    spec.corpus_format = format;
+    const testkit::RetrievalWorkload w = testkit::make_retrieval_workload(spec);
+    std::vector<float> norms(static_cast<std::size_t>(spec.n), -1.0f);
+    ASSERT_TRUE(retrieval_corpus_norms_cpu(w.host_problem(), norms.data()).is_ok());
+    EXPECT_EQ(norms, w.corpus_norms) << retrieval_corpus_format_name(format);
+    // Passed back as corpus_norms, they give the same result as computing them.
+    RetrievalProblem p = w.host_problem();
+    const Result computed = run_and_check(p);
+    p.corpus_norms = norms.data();
+    EXPECT_EQ(run_and_check(p).indices, computed.indices);
+  }
 }
 
 TEST(RetrievalReference, EmptyBatchAndCorpus) {

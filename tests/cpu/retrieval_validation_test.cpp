@@ -35,6 +35,17 @@ const BadInput kBadInputs[] = {
      [](RetrievalProblem& p) { p.metric = static_cast<RetrievalMetric>(9); }},
     {"NormsWithoutL2", "corpus_norms must be null unless metric is l2", true,
      [](RetrievalProblem& p) { p.metric = RetrievalMetric::kInnerProduct; }},
+    {"CorpusFormatInvalid", "corpus_format must be same_as_queries or fp8_e4m3, got 5", true,
+     [](RetrievalProblem& p) { p.corpus_format = static_cast<RetrievalCorpusFormat>(5); }},
+    {"ScalesWithoutFp8", "corpus_scales must be null unless corpus_format is fp8_e4m3", true,
+     [](RetrievalProblem& p) { p.corpus_scales = p.corpus_norms; }},
+    {"Fp8WithoutScales", "corpus_scales must not be null: corpus_format is fp8_e4m3", false,
+     [](RetrievalProblem& p) { p.corpus_format = RetrievalCorpusFormat::kFp8E4M3; }},
+    {"MisalignedScales", "corpus_scales must be 4-byte aligned", false,
+     [](RetrievalProblem& p) {
+       p.corpus_format = RetrievalCorpusFormat::kFp8E4M3;
+       p.corpus_scales = static_cast<const float*>(testing::offset(p.corpus_norms, 2));
+     }},
     {"KZero", "k must be in [1, 8192], got 0", true, [](RetrievalProblem& p) { p.k = 0; }},
     {"KLarge", "k must be in [1, 8192], got 8193", true, [](RetrievalProblem& p) { p.k = 8193; }},
     {"NullQueries", "queries must not be null", false,
@@ -110,6 +121,24 @@ TEST_F(RetrievalValidation, HostRangesAreChecked) {
   starts_[1] = 0;
   ends_[0] = 9;
   EXPECT_TRUE(testing::rejects_naming(retrieval_topk_cpu(p), "got [0, 9)"));
+}
+
+TEST_F(RetrievalValidation, CorpusNormsHelperNamesTheArgument) {
+  RetrievalProblem p = valid();
+  std::vector<float> norms(8, -1.0f);
+  ASSERT_TRUE(retrieval_corpus_norms_cpu(p, norms.data()).is_ok());
+  EXPECT_EQ(norms[3], 64.0f);
+  EXPECT_TRUE(testing::rejects_naming(retrieval_corpus_norms_cpu(p, nullptr),
+                                      "norms must not be null"));
+  p.dim = 40;
+  EXPECT_TRUE(testing::rejects_naming(retrieval_corpus_norms_cpu(p, norms.data()),
+                                      "dim must be a multiple of 16"));
+  p.dim = 64;
+  p.corpus_format = RetrievalCorpusFormat::kFp8E4M3;
+  EXPECT_TRUE(testing::rejects_naming(retrieval_corpus_norms_cpu(p, norms.data()),
+                                      "corpus_scales must not be null"));
+  EXPECT_TRUE(testing::rejects_naming(retrieval_corpus_norms(p, norms.data(), nullptr),
+                                      "corpus_scales must not be null"));
 }
 
 TEST_F(RetrievalValidation, PlanRejectsANegativeChunk) {

@@ -1,15 +1,19 @@
 // retrieval_topk's unfused GPU path against the CPU reference (testkit/retrieval_verify.h) on
-// every workload kind and metric, in one chunk and in several; ranges, k beyond the corpus, the
-// deterministic flag, and a capture in a CUDA graph replayed on new queries.
+// every workload kind, metric and corpus format (fp16, bf16, fp8 with row scales), in one chunk
+// and in several; the corpus bitmap (all off, all on, sparse, with ranges shorter than k), k = 1
+// and 8192, k beyond the corpus, NaN rows, ties and the deterministic flag, the corpus norms
+// helper, the launch's address checks, and a capture in a CUDA graph replayed on new queries.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "gpu/gpu_select_runner.h"
+#include "litetopk/float_bits.h"
 #include "litetopk/retrieval.h"
 #include "testkit/device_memory.h"
 #include "testkit/retrieval_verify.h"
@@ -20,35 +24,45 @@ namespace {
 
 using testkit::RetrievalKind;
 
+// Copies `bytes` of host memory into a new device buffer.
+bool copy_up(const void* host, std::size_t bytes, testkit::DeviceBuffer* device) {
+  return device->allocate(bytes).is_ok() &&
+         testkit::copy_to_device(device->data(), host, bytes).is_ok();
+}
+
 // One workload on the device, with poisoned outputs; problem() points at the device copies.
 struct DeviceRetrieval {
-  testkit::DeviceBuffer queries, corpus, norms, starts, ends, indices, scores, workspace;
+  testkit::DeviceBuffer queries, corpus, scales, norms, starts, ends, bitmap, indices, scores,
+      workspace;
   RetrievalProblem host;  // the host problem (host pointers)
 
   ::testing::AssertionResult upload(const testkit::RetrievalWorkload& w, const RetrievalProblem& p) {
     host = p;
     const std::size_t out = static_cast<std::size_t>(p.batch * p.k) * 4;
+    const bool fp8 = p.corpus_format == RetrievalCorpusFormat::kFp8E4M3;
     if (!testkit::upload(w.queries, &queries).is_ok() ||
-        !testkit::upload(w.corpus, &corpus).is_ok() ||
+        !copy_up(p.corpus, w.corpus_bytes(), &corpus) ||
+        (fp8 && !testkit::upload(w.corpus_scales, &scales).is_ok()) ||
         !testkit::upload(w.corpus_norms, &norms).is_ok() ||
-        (p.range_starts && !copy(p.range_starts, p.batch, &starts)) ||
-        (p.range_ends && !copy(p.range_ends, p.batch, &ends)) || !indices.allocate(out).is_ok() ||
-        !scores.allocate(out).is_ok() || !testkit::fill_device(indices.data(), 0x5a, out).is_ok() ||
+        (p.range_starts && !copy_up(p.range_starts, p.batch * 4, &starts)) ||
+        (p.range_ends && !copy_up(p.range_ends, p.batch * 4, &ends)) ||
+        (p.corpus_bitmap && !copy_up(p.corpus_bitmap, retrieval_bitmap_bytes(p.n), &bitmap)) ||
+        !indices.allocate(out).is_ok() || !scores.allocate(out).is_ok() ||
+        !testkit::fill_device(indices.data(), 0x5a, out).is_ok() ||
         !testkit::fill_device(scores.data(), 0x5a, out).is_ok()) {
       return ::testing::AssertionFailure() << "device upload failed";
     }
     return ::testing::AssertionSuccess();
   }
-  static bool copy(const int32_t* host_array, int64_t count, testkit::DeviceBuffer* device) {
-    return testkit::upload(std::vector<int32_t>(host_array, host_array + count), device).is_ok();
-  }
   RetrievalProblem problem() const {
     RetrievalProblem p = host;
     p.queries = queries.data();
     p.corpus = corpus.data();
+    p.corpus_scales = host.corpus_scales ? scales.as<float>() : nullptr;
     p.corpus_norms = host.corpus_norms ? norms.as<float>() : nullptr;
     p.range_starts = host.range_starts ? starts.as<int32_t>() : nullptr;
     p.range_ends = host.range_ends ? ends.as<int32_t>() : nullptr;
+    p.corpus_bitmap = host.corpus_bitmap ? bitmap.as<uint8_t>() : nullptr;
     p.indices = indices.as<int32_t>();
     p.scores = scores.as<float>();
     return p;
@@ -91,6 +105,11 @@ struct DeviceRetrieval {
         host, got_indices.data(), got_scores.data(), want_indices.data(), want_scores.data(),
         testkit::retrieval_tolerance(host, want_scores.data()));
     if (!mismatch.empty()) return ::testing::AssertionFailure() << mismatch;
+    for (std::size_t i = 0; i < out; ++i) {
+      if (got_indices[i] < 0 && !std::isnan(got_scores[i])) {
+        return ::testing::AssertionFailure() << "slot " << i << ": padding scores " << got_scores[i];
+      }
+    }
     if (host.sorted) {
       for (std::size_t i = 1; i < out; ++i) {
         if (i % host.k != 0 && got_indices[i] >= 0 && got_scores[i] > got_scores[i - 1]) {
@@ -102,8 +121,8 @@ struct DeviceRetrieval {
   }
 };
 
-testkit::RetrievalWorkload workload(RetrievalKind kind, RetrievalMetric metric, DType dtype,
-                                    int64_t n, int64_t k, uint64_t seed = 3) {
+testkit::RetrievalSpec spec_of(RetrievalKind kind, RetrievalMetric metric, DType dtype, int64_t n,
+                               int64_t k, uint64_t seed = 3) {
   testkit::RetrievalSpec spec;
   spec.batch = 8;
   spec.n = n;
@@ -113,6 +132,18 @@ testkit::RetrievalWorkload workload(RetrievalKind kind, RetrievalMetric metric, 
   spec.metric = metric;
   spec.kind = kind;
   spec.seed = seed;
+  return spec;
+}
+
+testkit::RetrievalWorkload workload(RetrievalKind kind, RetrievalMetric metric, DType dtype,
+                                    int64_t n, int64_t k, uint64_t seed = 3) {
+  return testkit::make_retrieval_workload(spec_of(kind, metric, dtype, n, k, seed));
+}
+
+testkit::RetrievalWorkload fp8_workload(RetrievalKind kind, RetrievalMetric metric, int64_t n,
+                                        int64_t k, uint64_t seed = 3) {
+  testkit::RetrievalSpec spec = spec_of(kind, metric, DType::kFloat16, n, k, seed);
+  spec.corpus_format = RetrievalCorpusFormat::kFp8E4M3;
   return testkit::make_retrieval_workload(spec);
 }
 
@@ -122,47 +153,102 @@ RetrievalOptions chunks_of(int64_t rows) {
   return options;
 }
 
-TEST(RetrievalGpu, EveryWorkloadAndMetricInOneAndSeveralChunks) {
+// Runs `p` over `w` in one chunk and in chunks of 700 rows and checks both.
+void run_both_chunkings(const testkit::RetrievalWorkload& w, const RetrievalProblem& p) {
+  for (int64_t rows : {int64_t{0}, int64_t{700}}) {
+    SCOPED_TRACE(::testing::Message() << "chunk_rows " << rows);
+    DeviceRetrieval device;
+    ASSERT_TRUE(device.upload(w, p));
+    ASSERT_TRUE(device.run(chunks_of(rows)));
+    EXPECT_TRUE(device.check());
+  }
+}
+
+TEST(RetrievalGpu, EveryWorkloadMetricAndFormatInOneAndSeveralChunks) {
   if (!testing::gpu_available()) GTEST_SKIP() << "no CUDA device";
   for (RetrievalKind kind : testkit::all_retrieval_kinds()) {
-    for (RetrievalMetric metric : {RetrievalMetric::kInnerProduct, RetrievalMetric::kL2}) {
-      for (bool norms : {false, true}) {
-        if (norms && metric != RetrievalMetric::kL2) continue;
-        const DType dtype = norms ? DType::kBFloat16 : DType::kFloat16;
-        const testkit::RetrievalWorkload w = workload(kind, metric, dtype, 3000, 64);
-        RetrievalProblem p = w.host_problem();
-        p.corpus_norms = norms ? w.corpus_norms.data() : nullptr;
-        p.sorted = true;
-        for (int64_t rows : {int64_t{0}, int64_t{700}}) {
+    for (RetrievalMetric metric :
+         {RetrievalMetric::kInnerProduct, RetrievalMetric::kCosine, RetrievalMetric::kL2}) {
+      for (int format = 0; format < 3; ++format) {  // fp16, bf16, fp8 (fp16 queries)
+        for (bool norms : {false, true}) {
+          if (norms && metric != RetrievalMetric::kL2) continue;
           SCOPED_TRACE(::testing::Message()
                        << testkit::retrieval_kind_name(kind) << " " << retrieval_metric_name(metric)
-                       << (norms ? " with norms" : "") << " chunk_rows " << rows);
-          DeviceRetrieval device;
-          ASSERT_TRUE(device.upload(w, p));
-          ASSERT_TRUE(device.run(chunks_of(rows)));
-          EXPECT_TRUE(device.check());
+                       << " " << (format == 0 ? "fp16" : format == 1 ? "bf16" : "fp8")
+                       << (norms ? " with norms" : ""));
+          const testkit::RetrievalWorkload w =
+              format == 2 ? fp8_workload(kind, metric, 3000, 64)
+                          : workload(kind, metric, format == 0 ? DType::kFloat16 : DType::kBFloat16,
+                                     3000, 64);
+          RetrievalProblem p = w.host_problem();
+          p.corpus_norms = norms ? w.corpus_norms.data() : nullptr;
+          p.sorted = true;
+          run_both_chunkings(w, p);
         }
       }
     }
   }
 }
 
-TEST(RetrievalGpu, RangesAndLargeKAcrossChunks) {
+TEST(RetrievalGpu, BitmapAllOffAllOnAndSparse) {
+  if (!testing::gpu_available()) GTEST_SKIP() << "no CUDA device";
+  for (bool fp8 : {false, true}) {
+    const testkit::RetrievalWorkload w =
+        fp8 ? fp8_workload(RetrievalKind::kClustered, RetrievalMetric::kL2, 3001, 100)
+            : workload(RetrievalKind::kClustered, RetrievalMetric::kInnerProduct, DType::kBFloat16,
+                       3001, 100);
+    for (double allowed : {0.0, 1.0, 0.02, 0.5}) {
+      SCOPED_TRACE(::testing::Message() << (fp8 ? "fp8" : "bf16") << " allowed " << allowed);
+      const std::vector<uint8_t> bitmap = testkit::make_retrieval_bitmap(w.spec.n, allowed, 17);
+      RetrievalProblem p = w.host_problem();
+      p.corpus_bitmap = bitmap.data();
+      p.sorted = allowed != 0.5;
+      run_both_chunkings(w, p);
+    }
+  }
+}
+
+TEST(RetrievalGpu, RangesShorterThanKWithAndWithoutBitmap) {
   if (!testing::gpu_available()) GTEST_SKIP() << "no CUDA device";
   const testkit::RetrievalWorkload w =
       workload(RetrievalKind::kClustered, RetrievalMetric::kInnerProduct, DType::kFloat16, 5000,
                2048);
   const std::vector<int32_t> starts = {0, 100, 7, 4999, 1000, 5000, 0, 2500};
   const std::vector<int32_t> ends = {5000, 400, 7, 5000, 4100, 5000, 2100, 4600};
+  const std::vector<uint8_t> bitmap = testkit::make_retrieval_bitmap(w.spec.n, 0.6, 23);
   RetrievalProblem p = w.host_problem();
   p.range_starts = starts.data();
   p.range_ends = ends.data();
-  for (bool sorted : {false, true}) {
-    p.sorted = sorted;
-    DeviceRetrieval device;
-    ASSERT_TRUE(device.upload(w, p));
-    ASSERT_TRUE(device.run(chunks_of(1024)));
-    EXPECT_TRUE(device.check()) << "sorted " << sorted;
+  for (bool filtered : {false, true}) {
+    p.corpus_bitmap = filtered ? bitmap.data() : nullptr;
+    for (bool sorted : {false, true}) {
+      p.sorted = sorted;
+      DeviceRetrieval device;
+      ASSERT_TRUE(device.upload(w, p));
+      ASSERT_TRUE(device.run(chunks_of(1024)));
+      EXPECT_TRUE(device.check()) << "bitmap " << filtered << " sorted " << sorted;
+    }
+  }
+}
+
+TEST(RetrievalGpu, KOneAndTheLargestK) {
+  if (!testing::gpu_available()) GTEST_SKIP() << "no CUDA device";
+  for (int64_t k : {int64_t{1}, kRetrievalMaxK}) {
+    for (bool fp8 : {false, true}) {
+      const testkit::RetrievalWorkload w =
+          fp8 ? fp8_workload(RetrievalKind::kNormal, RetrievalMetric::kInnerProduct, 20000, k)
+              : workload(RetrievalKind::kNormal, RetrievalMetric::kInnerProduct, DType::kFloat16,
+                         20000, k);
+      RetrievalProblem p = w.host_problem();
+      p.sorted = true;
+      for (int64_t rows : {int64_t{0}, int64_t{9000}}) {
+        DeviceRetrieval device;
+        ASSERT_TRUE(device.upload(w, p));
+        ASSERT_TRUE(device.run(chunks_of(rows)));
+        EXPECT_TRUE(device.check()) << "k " << k << (fp8 ? " fp8" : " fp16") << " chunk_rows "
+                                    << rows;
+      }
+    }
   }
 }
 
@@ -176,6 +262,23 @@ TEST(RetrievalGpu, KBeyondTheCorpusPads) {
     ASSERT_TRUE(device.run(chunks_of(rows)));
     EXPECT_TRUE(device.check()) << "chunk_rows " << rows;
   }
+}
+
+TEST(RetrievalGpu, NaNRowsAndQueriesAreNeverSelected) {
+  if (!testing::gpu_available()) GTEST_SKIP() << "no CUDA device";
+  testkit::RetrievalWorkload w =
+      workload(RetrievalKind::kNormalized, RetrievalMetric::kInnerProduct, DType::kFloat16, 2000,
+               1500);
+  const uint16_t nan = float_bits::f16_bits_from_f32(std::numeric_limits<float>::quiet_NaN());
+  for (int64_t c = 0; c < w.spec.n; c += 3) w.corpus[c * w.spec.dim + 5] = nan;
+  w.queries[2 * w.spec.dim] = nan;  // query 2 scores NaN everywhere
+  RetrievalProblem p = w.host_problem();
+  run_both_chunkings(w, p);
+  testkit::RetrievalWorkload f =
+      fp8_workload(RetrievalKind::kNormalized, RetrievalMetric::kL2, 2000, 1500);
+  for (int64_t c = 1; c < f.spec.n; c += 4) f.corpus_fp8[c * f.spec.dim + 9] = 0x7f;  // e4m3 NaN
+  f.corpus_scales[6] = std::numeric_limits<float>::quiet_NaN();
+  run_both_chunkings(f, f.host_problem());
 }
 
 TEST(RetrievalGpu, DeterministicRunsAgree) {
@@ -200,13 +303,66 @@ TEST(RetrievalGpu, DeterministicRunsAgree) {
   ASSERT_TRUE(device.run(chunks_of(384)));
   device.download(&second, &scores);
   EXPECT_EQ(first, second);
+  // Deterministic ties go to the smallest rows: each tied group lists its copies in order.
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t j = 1; j < p.k; ++j) {
+      if (scores[b * p.k + j] == scores[b * p.k + j - 1]) {
+        EXPECT_EQ(second[b * p.k + j], second[b * p.k + j - 1] + 10) << "query " << b;
+      }
+    }
+  }
+}
+
+TEST(RetrievalGpu, CorpusNormsMatchTheCpu) {
+  if (!testing::gpu_available()) GTEST_SKIP() << "no CUDA device";
+  for (bool fp8 : {false, true}) {
+    const testkit::RetrievalWorkload w =
+        fp8 ? fp8_workload(RetrievalKind::kAnisotropic, RetrievalMetric::kL2, 5000, 8)
+            : workload(RetrievalKind::kAnisotropic, RetrievalMetric::kL2, DType::kBFloat16, 5000, 8);
+    DeviceRetrieval device;
+    ASSERT_TRUE(device.upload(w, w.host_problem()));
+    testkit::DeviceBuffer norms;
+    ASSERT_TRUE(norms.allocate(static_cast<std::size_t>(w.spec.n) * 4).is_ok());
+    const Status s = retrieval_corpus_norms(device.problem(), norms.as<float>(), nullptr);
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    std::vector<float> got(static_cast<std::size_t>(w.spec.n));
+    ASSERT_TRUE(testkit::copy_to_host(got.data(), norms.data(), got.size() * 4).is_ok());
+    for (int64_t c = 0; c < w.spec.n; ++c) {
+      ASSERT_NEAR(got[c], w.corpus_norms[c], 1e-5f * (1.0f + w.corpus_norms[c])) << "row " << c;
+    }
+  }
+}
+
+TEST(RetrievalGpu, LaunchNeedsTheAddressesThePlanRead) {
+  if (!testing::gpu_available()) GTEST_SKIP() << "no CUDA device";
+  const testkit::RetrievalWorkload w =
+      fp8_workload(RetrievalKind::kNormal, RetrievalMetric::kInnerProduct, 1000, 16);
+  const std::vector<uint8_t> bitmap = testkit::make_retrieval_bitmap(w.spec.n, 0.5, 1);
+  RetrievalProblem p = w.host_problem();
+  p.corpus_bitmap = bitmap.data();
+  DeviceRetrieval device;
+  ASSERT_TRUE(device.upload(w, p));
+  RetrievalPlan plan;
+  ASSERT_TRUE(retrieval_topk_plan(device.problem(), {}, &plan).is_ok());
+  ASSERT_TRUE(plan.has_bitmap);
+  ASSERT_TRUE(device.workspace.allocate(plan.workspace_bytes).is_ok());
+  RetrievalAddresses addresses = retrieval_addresses(device.problem());
+  addresses.corpus_bitmap = nullptr;
+  Status s = retrieval_topk_launch(plan, addresses, device.workspace.data(), nullptr);
+  EXPECT_NE(s.message().find("corpus_bitmap must not be null"), std::string::npos) << s.to_string();
+  addresses = retrieval_addresses(device.problem());
+  addresses.corpus_scales = nullptr;
+  s = retrieval_topk_launch(plan, addresses, device.workspace.data(), nullptr);
+  EXPECT_NE(s.message().find("corpus_scales must not be null"), std::string::npos) << s.to_string();
 }
 
 TEST(RetrievalGpu, GraphCaptureReplaysOnNewQueries) {
   if (!testing::gpu_available()) GTEST_SKIP() << "no CUDA device";
   const testkit::RetrievalWorkload w =
-      workload(RetrievalKind::kAnisotropic, RetrievalMetric::kL2, DType::kFloat16, 4000, 128);
+      fp8_workload(RetrievalKind::kAnisotropic, RetrievalMetric::kL2, 4000, 128);
+  const std::vector<uint8_t> bitmap = testkit::make_retrieval_bitmap(w.spec.n, 0.7, 4);
   RetrievalProblem p = w.host_problem();
+  p.corpus_bitmap = bitmap.data();
   p.sorted = true;
   DeviceRetrieval device;
   ASSERT_TRUE(device.upload(w, p));
@@ -214,9 +370,7 @@ TEST(RetrievalGpu, GraphCaptureReplaysOnNewQueries) {
   ASSERT_TRUE(retrieval_topk_plan(device.problem(), chunks_of(1000), &plan).is_ok());
   ASSERT_EQ(plan.chunks, 4);
   ASSERT_TRUE(device.workspace.allocate(plan.workspace_bytes).is_ok());
-  const RetrievalProblem d = device.problem();
-  const RetrievalAddresses addresses{d.queries,    d.corpus,  d.corpus_norms, d.range_starts,
-                                     d.range_ends, d.indices, d.scores};
+  const RetrievalAddresses addresses = retrieval_addresses(device.problem());
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   cudaGraph_t graph = nullptr;
@@ -227,8 +381,8 @@ TEST(RetrievalGpu, GraphCaptureReplaysOnNewQueries) {
   ASSERT_TRUE(captured.is_ok()) << captured.to_string();
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
   for (uint64_t replay = 0; replay < 2; ++replay) {
-    const testkit::RetrievalWorkload next = workload(
-        RetrievalKind::kAnisotropic, RetrievalMetric::kL2, DType::kFloat16, 4000, 128, 90 + replay);
+    const testkit::RetrievalWorkload next =
+        fp8_workload(RetrievalKind::kAnisotropic, RetrievalMetric::kL2, 4000, 128, 90 + replay);
     ASSERT_TRUE(testkit::copy_to_device(device.queries.data(), next.queries.data(),
                                         next.queries.size() * 2).is_ok());
     ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);

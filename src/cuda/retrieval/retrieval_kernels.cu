@@ -1,12 +1,17 @@
 // The unfused retrieval path's elementwise kernels.
 //
-// corpus_norms:  1. one warp per corpus row; 2. each lane sums the squares of a strided slice of
-//                the row in fp32; 3. a warp shuffle reduction, lane 0 writes the norm.
-// chunk_adjust:  1. a grid-stride loop over the chunk's [batch, rows] scores; 2. l2: 2 s - ||c||^2;
-//                3. NaN outside the query's clamped range.
+// row_norms:      1. one warp per row; 2. each lane sums the squares of a strided slice of the
+//                 row in fp32 (e4m3 bytes decoded exactly); 3. a warp shuffle reduction, lane 0
+//                 writes the sum (times the row's scale squared for fp8).
+// widen_fp8:      1. a grid-stride loop over 8-byte groups; 2. e4m3 pairs to half2 (cvt, exact);
+//                 3. bf16: half to float to bf16 (exact); 4. one 16-byte store per group.
+// chunk_adjust:   1. blocks stride over (query, row) tiles; 2. the query's range clamped into
+//                 [0, n]; 3. fp8: s = scale * s; l2: s = (2 s - ||c||^2) - ||q||^2 (fp32, in
+//                 that order); 4. NaN outside the range or where the bitmap's bit is clear.
 // offset_indices: 1. a grid-stride loop; 2. non-negative indices shifted by the chunk's first row.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -24,38 +29,69 @@ constexpr int64_t kMaxBlocks = 65535;
 
 __device__ inline float widen(__half x) { return __half2float(x); }
 __device__ inline float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ inline float widen(uint8_t x) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(x, __NV_E4M3)));
+}
 
 template <typename T>
-__global__ void corpus_norms_kernel(const T* corpus, int64_t n, int64_t dim, float* norms) {
+__global__ void row_norms_kernel(const T* rows, const float* scales, int64_t n, int64_t dim,
+                                 float* norms) {
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
   const int lane = static_cast<int>(threadIdx.x % 32);
   for (int64_t row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; row < n; row += warps) {
-    const T* values = corpus + row * dim;
+    const T* values = rows + row * dim;
     float sum = 0.0f;
     for (int64_t j = lane; j < dim; j += 32) {
       const float x = widen(values[j]);
       sum = fmaf(x, x, sum);
     }
     for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    if (lane == 0) norms[row] = sum;
+    if (lane == 0) norms[row] = scales != nullptr ? scales[row] * scales[row] * sum : sum;
   }
 }
 
-__global__ void chunk_adjust_kernel(float* scores, int64_t batch, int64_t rows, int64_t first_row,
-                                    int64_t n, const float* norms, const int32_t* starts,
-                                    const int32_t* ends) {
-  const int64_t total = batch * rows;
+__device__ inline uint32_t pack(__half2 h, __half) { return *reinterpret_cast<uint32_t*>(&h); }
+__device__ inline uint32_t pack(__half2 h, __nv_bfloat16) {
+  __nv_bfloat162 b = __float22bfloat162_rn(__half22float2(h));
+  return *reinterpret_cast<uint32_t*>(&b);
+}
+
+template <typename T>
+__global__ void widen_fp8_kernel(const uint2* bytes, int64_t groups, uint4* out) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += step) {
-    const int64_t b = i / rows;
-    const int64_t row = first_row + i % rows;
-    const int64_t start = starts ? min(max(static_cast<int64_t>(starts[b]), int64_t{0}), n) : 0;
-    const int64_t end = ends ? min(max(static_cast<int64_t>(ends[b]), start), n) : n;
-    float s = scores[i];
-    if (norms != nullptr) s = 2.0f * s - norms[row];
-    if (row < start || row >= end) s = __int_as_float(0x7fc00000);
-    scores[i] = s;
+  for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < groups;
+       g += step) {
+    const uint2 in = bytes[g];
+    uint32_t words[4];
+    for (int w = 0; w < 4; ++w) {
+      const uint32_t source = w < 2 ? in.x : in.y;
+      const auto pair = static_cast<__nv_fp8x2_storage_t>(source >> (16 * (w % 2)));
+      words[w] = pack(__half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3)), T{});
+    }
+    out[g] = make_uint4(words[0], words[1], words[2], words[3]);
+  }
+}
+
+__global__ void chunk_adjust_kernel(float* scores, ChunkAdjust a) {
+  const float nan = __int_as_float(0x7fc00000);
+  for (int64_t b = blockIdx.y; b < a.batch; b += gridDim.y) {
+    const int64_t start = a.starts ? min(max(static_cast<int64_t>(a.starts[b]), int64_t{0}), a.n) : 0;
+    const int64_t end = a.ends ? min(max(static_cast<int64_t>(a.ends[b]), start), a.n) : a.n;
+    const float query_norm = a.query_norms != nullptr ? a.query_norms[b] : 0.0f;
+    float* row_scores = scores + b * a.rows;
+    for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; r < a.rows;
+         r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+      const int64_t row = a.first_row + r;
+      float s = row_scores[r];
+      if (row < start || row >= end ||
+          (a.bitmap != nullptr && ((a.bitmap[row >> 3] >> (row & 7)) & 1) == 0)) {
+        row_scores[r] = nan;
+        continue;
+      }
+      if (a.scales != nullptr) s = a.scales[row] * s;
+      if (a.norms != nullptr) s = (2.0f * s - a.norms[row]) - query_norm;
+      row_scores[r] = s;
+    }
   }
 }
 
@@ -74,27 +110,49 @@ unsigned blocks_for(int64_t work) {
 
 }  // namespace
 
-Status launch_corpus_norms(const void* corpus, DType dtype, int64_t n, int64_t dim, float* norms,
-                           cudaStream_t stream) {
+Status launch_row_norms(const void* rows, DType dtype, RetrievalCorpusFormat format,
+                        const float* scales, int64_t n, int64_t dim, float* norms,
+                        cudaStream_t stream) {
   if (n == 0) return Status::ok();
   const unsigned blocks = blocks_for(n * 32);
-  if (dtype == DType::kFloat16) {
-    corpus_norms_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __half*>(corpus), n,
-                                                         dim, norms);
+  if (format == RetrievalCorpusFormat::kFp8E4M3) {
+    row_norms_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const uint8_t*>(rows), scales,
+                                                      n, dim, norms);
+  } else if (dtype == DType::kFloat16) {
+    row_norms_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __half*>(rows), nullptr,
+                                                      n, dim, norms);
   } else {
-    corpus_norms_kernel<<<blocks, kThreads, 0, stream>>>(
-        static_cast<const __nv_bfloat16*>(corpus), n, dim, norms);
+    row_norms_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(rows),
+                                                      nullptr, n, dim, norms);
   }
   LITETOPK_CUDA_TRY(cudaGetLastError());
   return Status::ok();
 }
 
-Status launch_chunk_adjust(float* scores, int64_t batch, int64_t rows, int64_t first_row,
-                           int64_t n, const float* norms, const int32_t* starts,
-                           const int32_t* ends, cudaStream_t stream) {
-  if (batch * rows == 0) return Status::ok();
-  chunk_adjust_kernel<<<blocks_for(batch * rows), kThreads, 0, stream>>>(
-      scores, batch, rows, first_row, n, norms, starts, ends);
+Status launch_widen_fp8(const uint8_t* bytes, int64_t count, DType dtype, void* out,
+                        cudaStream_t stream) {
+  const int64_t groups = count / 8;
+  if (groups == 0) return Status::ok();
+  const auto* in = reinterpret_cast<const uint2*>(bytes);
+  if (dtype == DType::kFloat16) {
+    widen_fp8_kernel<__half><<<blocks_for(groups), kThreads, 0, stream>>>(
+        in, groups, static_cast<uint4*>(out));
+  } else {
+    widen_fp8_kernel<__nv_bfloat16><<<blocks_for(groups), kThreads, 0, stream>>>(
+        in, groups, static_cast<uint4*>(out));
+  }
+  LITETOPK_CUDA_TRY(cudaGetLastError());
+  return Status::ok();
+}
+
+Status launch_chunk_adjust(float* scores, const ChunkAdjust& adjust, cudaStream_t stream) {
+  if (adjust.batch * adjust.rows == 0) return Status::ok();
+  // Rows of a query across x (at most kMaxBlocks blocks in all), queries across y.
+  const unsigned y = static_cast<unsigned>(std::min<int64_t>(adjust.batch, kMaxBlocks));
+  const int64_t x_wanted = std::max<int64_t>(1, kMaxBlocks / static_cast<int64_t>(y));
+  const unsigned x = static_cast<unsigned>(
+      std::min<int64_t>((adjust.rows + kThreads - 1) / kThreads, x_wanted));
+  chunk_adjust_kernel<<<dim3(x, y), kThreads, 0, stream>>>(scores, adjust);
   LITETOPK_CUDA_TRY(cudaGetLastError());
   return Status::ok();
 }

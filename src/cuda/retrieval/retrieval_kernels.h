@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "litetopk/retrieval.h"
 #include "litetopk/status.h"
 #include "litetopk/types.h"
 
@@ -25,16 +26,33 @@ Status chunk_scores(const void* queries, const void* corpus, DType dtype, int64_
                     int64_t rows, int64_t dim, float* scores, void* blas_workspace,
                     cudaStream_t stream);
 
-// norms[r] = ||corpus[r]||^2 in fp32 for r < n.
-Status launch_corpus_norms(const void* corpus, DType dtype, int64_t n, int64_t dim, float* norms,
-                           cudaStream_t stream);
+// norms[r] = ||row r||^2 in fp32 for r < n: rows of `dtype` (format kSameAsQueries), or e4m3 bytes
+// whose row r is scales[r] times its values (kFp8E4M3: scales[r]^2 times the sum of squares).
+Status launch_row_norms(const void* rows, DType dtype, RetrievalCorpusFormat format,
+                        const float* scales, int64_t n, int64_t dim, float* norms,
+                        cudaStream_t stream);
 
-// Turns a chunk's dot products (scores [batch, rows], corpus rows first_row .. first_row + rows
-// - 1 of n) into its scores: 2 s - norms[row] when norms is set (l2), NaN outside query b's range
-// [starts[b], ends[b]) clamped into [0, n] (either array may be null).
-Status launch_chunk_adjust(float* scores, int64_t batch, int64_t rows, int64_t first_row,
-                           int64_t n, const float* norms, const int32_t* starts,
-                           const int32_t* ends, cudaStream_t stream);
+// out[i] = e4m3 bytes[i] as `dtype` (float16 or bfloat16, both exact) for i < count (a multiple of
+// 16; bytes and out 16-byte aligned).
+Status launch_widen_fp8(const uint8_t* bytes, int64_t count, DType dtype, void* out,
+                        cudaStream_t stream);
+
+// What turns a chunk's dot products into its scores (corpus rows first_row .. first_row + rows - 1
+// of n); every array is optional.
+struct ChunkAdjust {
+  int64_t batch = 0;
+  int64_t rows = 0;
+  int64_t first_row = 0;
+  int64_t n = 0;
+  const float* scales = nullptr;       // [n] fp8 row scales: s = scales[row] * s
+  const float* norms = nullptr;        // [n] with query_norms (l2): s = (2 s - norms) - query_norms
+  const float* query_norms = nullptr;  // [batch]
+  const uint8_t* bitmap = nullptr;     // a clear bit: NaN
+  const int32_t* starts = nullptr;     // outside [starts[b], ends[b]) clamped into [0, n]: NaN
+  const int32_t* ends = nullptr;
+};
+// Applies `adjust` to scores [batch, rows] in place.
+Status launch_chunk_adjust(float* scores, const ChunkAdjust& adjust, cudaStream_t stream);
 
 // indices[i] += offset for every i < count with indices[i] >= 0 (chunk rows to corpus rows).
 Status launch_offset_indices(int32_t* indices, int64_t count, int32_t offset, cudaStream_t stream);

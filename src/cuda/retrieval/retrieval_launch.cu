@@ -2,12 +2,16 @@
 // rows, each scored by cuBLAS into the workspace, selected, and merged exactly into a running
 // top-k.
 //
-// 1. Carve the workspace: cuBLAS's, one chunk's [batch, chunk_rows] fp32 scores, the corpus norms
-//    (l2 without corpus_norms), select's workspace, and with several chunks three [batch, k]
-//    lists (running, chunk, merged) and the final merge's.
-// 2. l2 without corpus_norms: the squared norms of the corpus (launch_corpus_norms).
-// 3. Per chunk: the dot products (chunk_scores); l2 or ranges: launch_chunk_adjust.
-// 4. One chunk: select_rows straight into the outputs (its indices are corpus rows).
+// 1. Carve the workspace: cuBLAS's, one chunk's [batch, chunk_rows] fp32 scores, an fp8 chunk
+//    widened to the queries' dtype, the corpus norms (l2 without corpus_norms) and the queries'
+//    (l2), the chunks' select workspace, and with several chunks three [batch, k] lists (running,
+//    chunk, merged) and the merge's.
+// 2. l2: the squared norms of the queries and, without corpus_norms, of the corpus
+//    (launch_row_norms).
+// 3. Per chunk: an fp8 chunk widened (launch_widen_fp8, exact); the dot products (chunk_scores);
+//    with fp8 scales, l2, ranges or a bitmap: launch_chunk_adjust (scale, -||q - c||^2, NaN for
+//    rows the query may not select).
+// 4. One chunk: select_topk_launch (plan.chunk_select) straight into the outputs.
 // 5. Several: chunk 0 selected into the running list; chunk c > 0 into the chunk list, its
 //    indices offset by the chunk's first row, then merge_topk's launcher over {running, chunk}
 //    (ties to the smallest corpus row) into the merged list, copied back to the running list;
@@ -23,7 +27,6 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/workspace_carver.h"
 #include "cuda/retrieval/retrieval_kernels.h"
-#include "cuda/select/select_kernels.h"
 
 namespace litetopk::detail {
 
@@ -31,8 +34,10 @@ namespace {
 
 struct Layout {
   void* blas = nullptr;
-  float* scores = nullptr;    // [batch, chunk_rows]
-  float* norms = nullptr;     // [n] when computed
+  float* scores = nullptr;       // [batch, chunk_rows]
+  void* widened = nullptr;       // [chunk_rows, dim] of the queries' dtype, fp8 corpus only
+  float* norms = nullptr;        // [n] when computed
+  float* query_norms = nullptr;  // [batch], l2 only
   char* select = nullptr;
   float* list_values = nullptr;     // [3, batch, k]: running, chunk, merged
   int32_t* list_indices = nullptr;  // [3, batch, k]
@@ -40,29 +45,13 @@ struct Layout {
   std::size_t bytes = 0;
 };
 
-bool computes_norms(const RetrievalPlan& plan) {
-  return plan.problem.metric == RetrievalMetric::kL2 && !plan.has_norms;
+bool is_l2(const RetrievalPlan& plan) { return plan.problem.metric == RetrievalMetric::kL2; }
+bool is_fp8(const RetrievalPlan& plan) {
+  return plan.problem.corpus_format == RetrievalCorpusFormat::kFp8E4M3;
 }
 
 int64_t chunk_width(const RetrievalPlan& plan, int64_t chunk) {
   return std::min(plan.chunk_rows, plan.problem.n - chunk * plan.chunk_rows);
-}
-
-// The selection of one chunk's scores into `indices` / `values`.
-SelectProblem chunk_selection(const RetrievalPlan& plan, int64_t width, const float* scores,
-                              int32_t* indices, float* values) {
-  SelectProblem s;
-  s.scores = scores;
-  s.dtype = DType::kFloat32;
-  s.batch = plan.problem.batch;
-  s.n = width;
-  s.row_stride = width;
-  s.k = plan.problem.k;
-  s.sorted = plan.chunks == 1 && plan.problem.sorted;
-  s.deterministic = plan.problem.deterministic;
-  s.indices = indices;
-  s.values = values;
-  return s;
 }
 
 // The merge of the running list (shard 0) and the chunk list (shard 1) into `out_*`.
@@ -83,24 +72,23 @@ MergeProblem chunk_merge(const RetrievalProblem& p, const Layout& layout, bool l
   return m;
 }
 
-// Carves the workspace of a launch of `plan` (sizes only when base is null). select's and the
-// merge's workspace sizes depend on the shapes and flags, not on the addresses.
+// Carves the workspace of a launch of `plan` (sizes only when base is null).
 Status carve(const RetrievalPlan& plan, void* base, Layout* layout) {
   const RetrievalProblem& p = plan.problem;
   cuda_common::WorkspaceCarver carver(base);
   *layout = Layout{};
   layout->blas = carver.take<char>(cuda_retrieval::kBlasWorkspaceBytes);
   layout->scores = carver.take<float>(static_cast<std::size_t>(p.batch * plan.chunk_rows));
-  if (computes_norms(plan)) layout->norms = carver.take<float>(static_cast<std::size_t>(p.n));
-  std::size_t select_bytes = 0;
-  for (int64_t chunk : {int64_t{0}, plan.chunks - 1}) {
-    std::size_t bytes = 0;
-    const SelectProblem s =
-        chunk_selection(plan, chunk_width(plan, chunk), layout->scores, nullptr, nullptr);
-    if (Status status = cuda_select::select_workspace_size(s, &bytes); !status) return status;
-    select_bytes = std::max(select_bytes, bytes);
+  if (is_fp8(plan)) {
+    layout->widened =
+        carver.take<char>(static_cast<std::size_t>(plan.chunk_rows * p.dim) * dtype_size(p.dtype));
   }
-  layout->select = carver.take<char>(select_bytes);
+  if (is_l2(plan)) {
+    if (!plan.has_norms) layout->norms = carver.take<float>(static_cast<std::size_t>(p.n));
+    layout->query_norms = carver.take<float>(static_cast<std::size_t>(p.batch));
+  }
+  layout->select = carver.take<char>(
+      std::max(plan.chunk_select.workspace_bytes, plan.last_select.workspace_bytes));
   if (plan.chunks > 1) {
     const std::size_t list = static_cast<std::size_t>(p.batch * p.k);
     layout->list_values = carver.take<float>(3 * list);
@@ -117,6 +105,17 @@ Status carve(const RetrievalPlan& plan, void* base, Layout* layout) {
   return Status::ok();
 }
 
+// Selects a chunk's scores into `indices` / `values` with the chunk's select plan.
+Status select_chunk(const RetrievalPlan& plan, int64_t chunk, const Layout& layout,
+                    int32_t* indices, float* values, cudaStream_t stream) {
+  const SelectPlan& select = chunk == plan.chunks - 1 ? plan.last_select : plan.chunk_select;
+  SelectAddresses addresses;
+  addresses.scores = layout.scores;
+  addresses.indices = indices;
+  addresses.values = values;
+  return select_topk_launch(select, addresses, layout.select, stream);
+}
+
 }  // namespace
 
 Status cuda_retrieval_plan(RetrievalPlan* plan) {
@@ -126,6 +125,11 @@ Status cuda_retrieval_plan(RetrievalPlan* plan) {
   if (Status status = carve(*plan, nullptr, &layout); !status) return status;
   plan->workspace_bytes = layout.bytes;
   return Status::ok();
+}
+
+Status cuda_retrieval_corpus_norms(const RetrievalProblem& p, float* norms, cudaStream_t stream) {
+  return cuda_retrieval::launch_row_norms(p.corpus, p.dtype, p.corpus_format, p.corpus_scales,
+                                          p.n, p.dim, norms, stream);
 }
 
 Status cuda_retrieval_launch(const RetrievalPlan& plan, const RetrievalProblem& p, void* workspace,
@@ -138,53 +142,76 @@ Status cuda_retrieval_launch(const RetrievalPlan& plan, const RetrievalProblem& 
   }
   const std::size_t list = static_cast<std::size_t>(p.batch * p.k);
   if (plan.chunks == 0) {
-    // An empty corpus: every slot is padding (the adjust kernel over no corpus rows writes NaN).
+    // An empty corpus: every slot is padding (no row is in any query's clamped range: NaN).
     LITETOPK_CUDA_TRY(cudaMemsetAsync(p.indices, 0xff, list * sizeof(int32_t), stream));
-    if (p.scores != nullptr) {
-      return cuda_retrieval::launch_chunk_adjust(p.scores, p.batch, p.k, 0, 0, nullptr, nullptr,
-                                                 nullptr, stream);
-    }
-    return Status::ok();
+    if (p.scores == nullptr) return Status::ok();
+    cuda_retrieval::ChunkAdjust padding;
+    padding.batch = p.batch;
+    padding.rows = p.k;
+    return cuda_retrieval::launch_chunk_adjust(p.scores, padding, stream);
   }
   Layout layout;
   if (Status status = carve(plan, workspace, &layout); !status) return status;
-  const float* norms = p.corpus_norms;
-  if (computes_norms(plan)) {
-    if (Status status = cuda_retrieval::launch_corpus_norms(p.corpus, p.dtype, p.n, p.dim,
-                                                            layout.norms, stream);
+  cuda_retrieval::ChunkAdjust adjust;
+  adjust.batch = p.batch;
+  adjust.n = p.n;
+  adjust.scales = p.corpus_scales;
+  adjust.bitmap = p.corpus_bitmap;
+  adjust.starts = p.range_starts;
+  adjust.ends = p.range_ends;
+  if (is_l2(plan)) {
+    adjust.norms = p.corpus_norms;
+    if (!plan.has_norms) {
+      if (Status status = cuda_retrieval::launch_row_norms(p.corpus, p.dtype, p.corpus_format,
+                                                           p.corpus_scales, p.n, p.dim,
+                                                           layout.norms, stream);
+          !status) {
+        return status;
+      }
+      adjust.norms = layout.norms;
+    }
+    if (Status status = cuda_retrieval::launch_row_norms(
+            p.queries, p.dtype, RetrievalCorpusFormat::kSameAsQueries, nullptr, p.batch, p.dim,
+            layout.query_norms, stream);
         !status) {
       return status;
     }
-    norms = layout.norms;
+    adjust.query_norms = layout.query_norms;
   }
-  const bool adjust = norms != nullptr || p.range_starts != nullptr || p.range_ends != nullptr;
-  const std::size_t row_bytes = static_cast<std::size_t>(p.dim) * dtype_size(p.dtype);
+  const bool adjusts = adjust.scales || adjust.norms || adjust.bitmap || adjust.starts ||
+                       adjust.ends;
+  const std::size_t row_bytes =
+      static_cast<std::size_t>(p.dim) * (is_fp8(plan) ? 1 : dtype_size(p.dtype));
   for (int64_t chunk = 0; chunk < plan.chunks; ++chunk) {
     const int64_t first = chunk * plan.chunk_rows;
     const int64_t width = chunk_width(plan, chunk);
     const void* rows = static_cast<const char*>(p.corpus) + static_cast<std::size_t>(first) * row_bytes;
+    if (is_fp8(plan)) {
+      if (Status status = cuda_retrieval::launch_widen_fp8(static_cast<const uint8_t*>(rows),
+                                                           width * p.dim, p.dtype, layout.widened,
+                                                           stream);
+          !status) {
+        return status;
+      }
+      rows = layout.widened;
+    }
     if (Status status = cuda_retrieval::chunk_scores(p.queries, rows, p.dtype, p.batch, width,
                                                      p.dim, layout.scores, layout.blas, stream);
         !status) {
       return status;
     }
-    if (adjust) {
-      if (Status status = cuda_retrieval::launch_chunk_adjust(layout.scores, p.batch, width, first,
-                                                              p.n, norms, p.range_starts,
-                                                              p.range_ends, stream);
+    if (adjusts) {
+      adjust.rows = width;
+      adjust.first_row = first;
+      if (Status status = cuda_retrieval::launch_chunk_adjust(layout.scores, adjust, stream);
           !status) {
         return status;
       }
     }
-    if (plan.chunks == 1) {
-      return cuda_select::select_rows(
-          chunk_selection(plan, width, layout.scores, p.indices, p.scores), layout.select, stream);
-    }
+    if (plan.chunks == 1) return select_chunk(plan, chunk, layout, p.indices, p.scores, stream);
     const std::size_t slot = chunk == 0 ? 0 : list;  // running list, or chunk list
-    if (Status status = cuda_select::select_rows(
-            chunk_selection(plan, width, layout.scores, layout.list_indices + slot,
-                            layout.list_values + slot),
-            layout.select, stream);
+    if (Status status = select_chunk(plan, chunk, layout, layout.list_indices + slot,
+                                     layout.list_values + slot, stream);
         !status) {
       return status;
     }

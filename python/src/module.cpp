@@ -745,11 +745,16 @@ NB_MODULE(_C, m) {
       .value("ip", RetrievalMetric::kInnerProduct)
       .value("cosine", RetrievalMetric::kCosine)
       .value("l2", RetrievalMetric::kL2);
+  using litetopk::RetrievalCorpusFormat;
+  nb::enum_<RetrievalCorpusFormat>(m, "RetrievalCorpusFormat")
+      .value("same_as_queries", RetrievalCorpusFormat::kSameAsQueries)
+      .value("fp8_e4m3", RetrievalCorpusFormat::kFp8E4M3);
 
   using litetopk::RetrievalProblem;
   nb::class_<RetrievalProblem> retrieval_problem(m, "RetrievalProblem");
   retrieval_problem.def(nb::init<>())
       .def_rw("dtype", &RetrievalProblem::dtype)
+      .def_rw("corpus_format", &RetrievalProblem::corpus_format)
       .def_rw("batch", &RetrievalProblem::batch)
       .def_rw("n", &RetrievalProblem::n)
       .def_rw("dim", &RetrievalProblem::dim)
@@ -759,9 +764,11 @@ NB_MODULE(_C, m) {
       .def_rw("deterministic", &RetrievalProblem::deterministic);
   address_field(retrieval_problem, "queries", &RetrievalProblem::queries);
   address_field(retrieval_problem, "corpus", &RetrievalProblem::corpus);
+  address_field(retrieval_problem, "corpus_scales", &RetrievalProblem::corpus_scales);
   address_field(retrieval_problem, "corpus_norms", &RetrievalProblem::corpus_norms);
   address_field(retrieval_problem, "range_starts", &RetrievalProblem::range_starts);
   address_field(retrieval_problem, "range_ends", &RetrievalProblem::range_ends);
+  address_field(retrieval_problem, "corpus_bitmap", &RetrievalProblem::corpus_bitmap);
   address_field(retrieval_problem, "indices", &RetrievalProblem::indices);
   address_field(retrieval_problem, "scores", &RetrievalProblem::scores);
 
@@ -775,7 +782,8 @@ NB_MODULE(_C, m) {
       .def_ro("problem", &RetrievalPlan::problem)
       .def_ro("workspace_bytes", &RetrievalPlan::workspace_bytes)
       .def_ro("chunk_rows", &RetrievalPlan::chunk_rows)
-      .def_ro("chunks", &RetrievalPlan::chunks);
+      .def_ro("chunks", &RetrievalPlan::chunks)
+      .def_ro("has_bitmap", &RetrievalPlan::has_bitmap);
 
   m.def(
       "retrieval_topk_plan",
@@ -790,23 +798,40 @@ NB_MODULE(_C, m) {
   // The hot path: addresses in, the launches enqueued; the GIL stays held.
   m.def(
       "retrieval_topk_launch",
-      [](const RetrievalPlan& plan, Address queries, Address corpus, Address corpus_norms,
-         Address range_starts, Address range_ends, Address indices, Address scores,
-         Address workspace, Address stream) {
-        const litetopk::RetrievalAddresses addresses{
-            as<const void>(queries),        as<const void>(corpus),
-            as<const float>(corpus_norms),  as<const int32_t>(range_starts),
-            as<const int32_t>(range_ends),  as<int32_t>(indices),
-            as<float>(scores)};
+      [](const RetrievalPlan& plan, Address queries, Address corpus, Address corpus_scales,
+         Address corpus_norms, Address range_starts, Address range_ends, Address corpus_bitmap,
+         Address indices, Address scores, Address workspace, Address stream) {
+        litetopk::RetrievalAddresses addresses;
+        addresses.queries = as<const void>(queries);
+        addresses.corpus = as<const void>(corpus);
+        addresses.corpus_scales = as<const float>(corpus_scales);
+        addresses.corpus_norms = as<const float>(corpus_norms);
+        addresses.range_starts = as<const int32_t>(range_starts);
+        addresses.range_ends = as<const int32_t>(range_ends);
+        addresses.corpus_bitmap = as<const uint8_t>(corpus_bitmap);
+        addresses.indices = as<int32_t>(indices);
+        addresses.scores = as<float>(scores);
         check(litetopk::retrieval_topk_launch(plan, addresses, as<void>(workspace),
                                               as_stream(stream)));
       },
-      "plan"_a, "queries"_a, "corpus"_a, "corpus_norms"_a, "range_starts"_a, "range_ends"_a,
-      "indices"_a, "scores"_a, "workspace"_a, "stream"_a);
+      "plan"_a, "queries"_a, "corpus"_a, "corpus_scales"_a, "corpus_norms"_a, "range_starts"_a,
+      "range_ends"_a, "corpus_bitmap"_a, "indices"_a, "scores"_a, "workspace"_a, "stream"_a);
   m.def(
       "retrieval_topk_cpu",
       [](const RetrievalProblem& problem, int num_threads) {
         check(litetopk::retrieval_topk_cpu(problem, num_threads));
       },
       "problem"_a, "num_threads"_a, ReleaseGil());
+  m.def(
+      "retrieval_corpus_norms",
+      [](const RetrievalProblem& problem, Address norms, Address stream) {
+        check(litetopk::retrieval_corpus_norms(problem, as<float>(norms), as_stream(stream)));
+      },
+      "problem"_a, "norms"_a, "stream"_a);
+  m.def(
+      "retrieval_corpus_norms_cpu",
+      [](const RetrievalProblem& problem, Address norms) {
+        check(litetopk::retrieval_corpus_norms_cpu(problem, as<float>(norms)));
+      },
+      "problem"_a, "norms"_a, ReleaseGil());
 }

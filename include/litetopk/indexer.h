@@ -208,21 +208,44 @@ struct PagedIndexerProblem {
 // 0; kv_cache also needs num_blocks > 0).
 Status validate_paged_indexer_problem(const PagedIndexerProblem& problem);
 
+// ---- The decode state: the previous step's top-k as this step's gate ----
+// Caller-owned device memory of paged_indexer_state_bytes(batch, next_n, k) bytes (4-byte
+// aligned), one per layer, passed as options.state (an IndexerState) with the same batch, next_n
+// and k every step: row r = b * next_n + j holds the k token positions request slot b's query j
+// selected at the previous step. With a state, the fused path (kFused, or kAuto where
+// indexer_topk_paged_dispatch picks it) re-scores those positions with this step's query (they
+// are visible keys of the row, so the smallest of their new scores, once k distinct selectable
+// ones count, is a lower bound of the row's k-th best), keeps only the scores at or above it
+// while scoring, selects the top-k among those, and writes it into the state. Any content is
+// safe (zeros, stale positions of another request, a shorter context, garbage): the result is
+// the exact top-k whatever the state holds; only the number of candidates, hence the time,
+// depends on it (a useless state gates at -inf: every visible token is a candidate). Up to
+// kPagedDecodeStateMaxK; the unfused path ignores the state and leaves it alone.
+constexpr int64_t kPagedDecodeStateMaxK = 4096;
+std::size_t paged_indexer_state_bytes(int64_t batch, int64_t next_n, int64_t k);
+
 // ---- GPU (device pointers) ----
 // The workspace is sized by max_context (never by the device lengths), so one workspace and one
 // captured CUDA graph serve every decode step up to max_context. options.algo picks the path
-// (kAuto: indexer_topk_paged_dispatch); options.state, candidate_capacity, cold_sample and
-// candidate_counters are not used by the paged indexer.
+// (kAuto: indexer_topk_paged_dispatch); options.state is the decode state above;
+// candidate_capacity, cold_sample and candidate_counters are not used by the paged indexer.
 // - kUnfused: indexer_logits_paged into a [B * next_n, max_context] fp32 workspace, then the
 //   selection over each row's visible tokens.
-// - kFused: the scores of a request's context split over thread blocks stay on chip; the blocks
-//   of one request agree on its k-th score through a grid-wide radix select (one launch).
+// - kFused with a state: three launches (the history re-scored, the scoring with the gate in its
+//   epilogue writing candidates, the exact select of the candidates), the later two dependent
+//   launches (PDL). Workspace: 8 bytes per row and max_context position (room for every
+//   candidate) and a few per row.
+// - kFused without a state: the scores of a request's context split over thread blocks stay on
+//   chip; the blocks of one request agree on its k-th score through a grid-wide radix select (one
+//   launch).
 //
 // Plan once per batch shape (the sizes, max_context included), launch every step:
 struct PagedIndexerPlan {
   PagedIndexerProblem problem{};          // sizes of the planned call (its pointers are not used)
   IndexerAlgo algo = IndexerAlgo::kAuto;  // the path that runs: never kAuto once planned
   bool has_values = false;                // the launches write values
+  bool has_state = false;                 // the launches pass a decode state (the fused path
+                                          // gates with it)
   std::size_t workspace_bytes = 0;        // caller-owned device workspace each launch needs
 };
 struct PagedIndexerAddresses {
@@ -233,9 +256,10 @@ struct PagedIndexerAddresses {
   const int32_t* block_table = nullptr;
   int32_t* indices = nullptr;
   float* values = nullptr;  // required when the plan has values
+  IndexerState state{};     // required when the plan has a state
 };
-// Validates the sizes (pointers may be null; only whether values is given is kept), resolves
-// options.algo and sizes the workspace by max_context.
+// Validates the sizes and the state's (pointers may be null; only whether values and a state are
+// given is kept), resolves options.algo and sizes the workspace by max_context.
 Status indexer_topk_paged_plan(const PagedIndexerProblem& problem, const IndexerOptions& options,
                                PagedIndexerPlan* plan);
 // Launches a plan on `stream`: checks only the addresses. No allocation, no synchronization, no
@@ -250,7 +274,9 @@ Status indexer_topk_paged_workspace_size(const PagedIndexerProblem& problem,
 Status indexer_topk_paged(const PagedIndexerProblem& problem, void* workspace,
                           std::size_t workspace_bytes, cudaStream_t stream,
                           const IndexerOptions& options = {});
-IndexerAlgo indexer_topk_paged_dispatch(const PagedIndexerProblem& problem);
+// kAuto's choice; `has_state`: a decode state is passed.
+IndexerAlgo indexer_topk_paged_dispatch(const PagedIndexerProblem& problem,
+                                        bool has_state = false);
 
 // The unfused path's first half, public for engines that want the logits (DeepGEMM's
 // fp8_paged_mqa_logits): writes logits[r * logits_stride + p] for every visible position p of

@@ -52,6 +52,12 @@ Status cuda_paged_indexer_workspace_size(const PagedIndexerProblem&, IndexerAlgo
 Status cuda_paged_indexer_topk(const PagedIndexerProblem&, IndexerAlgo, void*, cudaStream_t) {
   return not_compiled();
 }
+Status cuda_paged_decode_workspace_size(const PagedIndexerProblem&, std::size_t*) {
+  return not_compiled();
+}
+Status cuda_paged_decode_topk(const PagedIndexerProblem&, void*, void*, cudaStream_t) {
+  return not_compiled();
+}
 Status cuda_paged_indexer_logits(const PagedIndexerProblem&, float*, int64_t, cudaStream_t) {
   return not_compiled();
 }

@@ -1,7 +1,10 @@
-// Public GPU entry points of indexer_topk_paged: the plan (sizes checked, the algorithm resolved,
-// the workspace sized by max_context), the launch (addresses checked), the one-shot calls.
+// Public GPU entry points of indexer_topk_paged: the plan (sizes and the decode state checked,
+// the algorithm resolved, the workspace sized by max_context), the launch (addresses checked),
+// the one-shot calls.
 #include <cstddef>
+#include <cstdint>
 
+#include "api/argument_checks.h"
 #include "api/format.h"
 #include "api/paged_indexer_backend.h"
 #include "api/indexer_validation.h"
@@ -12,9 +15,60 @@
 
 namespace litetopk {
 
-IndexerAlgo indexer_topk_paged_dispatch(const PagedIndexerProblem& problem) {
-  return heuristics::choose_paged_indexer_algo(problem);
+IndexerAlgo indexer_topk_paged_dispatch(const PagedIndexerProblem& problem, bool has_state) {
+  return heuristics::choose_paged_indexer_algo(problem, has_state);
 }
+
+std::size_t paged_indexer_state_bytes(int64_t batch, int64_t next_n, int64_t k) {
+  if (batch <= 0 || next_n <= 0 || k <= 0) return 0;
+  return static_cast<std::size_t>(batch) * static_cast<std::size_t>(next_n) *
+         static_cast<std::size_t>(k) * sizeof(int32_t);
+}
+
+namespace {
+
+// The decode state, when one is given, must hold this batch's rows of k positions.
+Status check_paged_state(const PagedIndexerProblem& problem, const IndexerState& state,
+                         const char* name) {
+  if (state.data == nullptr) {
+    return detail::invalid_argument(name, ".data must not be null");
+  }
+  const std::size_t needed = paged_indexer_state_bytes(problem.batch, problem.next_n, problem.k);
+  if (state.bytes < needed) {
+    return detail::invalid_argument(name, ".bytes must be >= paged_indexer_state_bytes(batch = ",
+                                    problem.batch, ", next_n = ", problem.next_n, ", k = ",
+                                    problem.k, ") = ", needed, ", got ", state.bytes);
+  }
+  if (reinterpret_cast<std::uintptr_t>(state.data) % alignof(int32_t) != 0) {
+    return detail::invalid_argument(name, ".data must be 4-byte aligned");
+  }
+  return Status::ok();
+}
+
+// Whether the gated path (fused with a state) can take the problem: k within the state's limit
+// and every cache row addressable as an int32 (66 rows of 128 bytes per block).
+Status check_gated_limits(const PagedIndexerProblem& problem) {
+  if (problem.k > kPagedDecodeStateMaxK) {
+    return Status(StatusCode::kUnsupported,
+                  detail::concat("the fused paged indexer with a decode state needs k <= ",
+                                 kPagedDecodeStateMaxK, ", got ", problem.k,
+                                 ": use algo unfused (or auto), or no state"));
+  }
+  constexpr int64_t kRowsPerBlock = 66;
+  if (problem.num_blocks > detail::kMaxInt32 / kRowsPerBlock) {
+    return Status(StatusCode::kUnsupported,
+                  detail::concat("the fused paged indexer with a decode state needs num_blocks <= ",
+                                 detail::kMaxInt32 / kRowsPerBlock, ", got ", problem.num_blocks,
+                                 ": use algo unfused (or auto), or no state"));
+  }
+  return Status::ok();
+}
+
+bool gated(const PagedIndexerPlan& plan) {
+  return plan.has_state && plan.algo == IndexerAlgo::kFused;
+}
+
+}  // namespace
 
 Status indexer_topk_paged_plan(const PagedIndexerProblem& problem, const IndexerOptions& options,
                                PagedIndexerPlan* plan) {
@@ -22,16 +76,28 @@ Status indexer_topk_paged_plan(const PagedIndexerProblem& problem, const Indexer
   *plan = PagedIndexerPlan{};
   if (Status s = validate_paged_indexer_sizes(problem); !s) return s;
   PagedIndexerPlan planned{};
+  planned.has_state = options.state != nullptr && options.state->data != nullptr;
+  if (options.state != nullptr && options.state->data == nullptr && options.state->bytes > 0) {
+    return detail::invalid_argument("options.state->data is null");
+  }
+  if (planned.has_state) {
+    if (Status s = check_paged_state(problem, *options.state, "options.state"); !s) return s;
+  }
   if (Status s = resolve_indexer_algo(
-          options.algo, [&] { return indexer_topk_paged_dispatch(problem); }, &planned.algo);
+          options.algo, [&] { return indexer_topk_paged_dispatch(problem, planned.has_state); },
+          &planned.algo);
       !s) {
     return s;
   }
-  if (Status s = detail::cuda_paged_indexer_workspace_size(problem, planned.algo,
-                                                           &planned.workspace_bytes);
-      !s) {
-    return s;
+  if (gated(planned)) {
+    if (Status s = check_gated_limits(problem); !s) return s;
   }
+  const Status sized =
+      gated(planned) && problem.max_context > 0
+          ? detail::cuda_paged_decode_workspace_size(problem, &planned.workspace_bytes)
+          : detail::cuda_paged_indexer_workspace_size(problem, planned.algo,
+                                                      &planned.workspace_bytes);
+  if (!sized) return sized;
   planned.has_values = problem.values != nullptr;
   planned.problem = problem;
   planned.problem.q = nullptr;
@@ -68,7 +134,13 @@ Status indexer_topk_paged_launch(const PagedIndexerPlan& plan,
     return detail::invalid_argument("workspace must not be null (", plan.workspace_bytes,
                                     " bytes needed)");
   }
+  if (plan.has_state) {
+    if (Status s = check_paged_state(problem, addresses.state, "state"); !s) return s;
+  }
   if (problem.batch == 0) return Status::ok();
+  if (gated(plan) && problem.max_context > 0) {
+    return detail::cuda_paged_decode_topk(problem, addresses.state.data, workspace, stream);
+  }
   return detail::cuda_paged_indexer_topk(problem, plan.algo, workspace, stream);
 }
 
@@ -93,9 +165,10 @@ Status indexer_topk_paged(const PagedIndexerProblem& problem, void* workspace,
   if (Status s = detail::check_workspace(plan.workspace_bytes, workspace, workspace_bytes); !s) {
     return s;
   }
-  const PagedIndexerAddresses addresses{problem.q,       problem.kv_cache,    problem.weights,
-                                        problem.context_lens, problem.block_table,
-                                        problem.indices, problem.values};
+  PagedIndexerAddresses addresses{problem.q,       problem.kv_cache,    problem.weights,
+                                  problem.context_lens, problem.block_table,
+                                  problem.indices, problem.values};
+  if (plan.has_state) addresses.state = *options.state;
   return indexer_topk_paged_launch(plan, addresses, workspace, stream);
 }
 

@@ -13,6 +13,12 @@ Status cuda_paged_indexer_workspace_size(const PagedIndexerProblem& problem, Ind
                                          std::size_t* workspace_bytes);
 Status cuda_paged_indexer_topk(const PagedIndexerProblem& problem, IndexerAlgo algo,
                                void* workspace, cudaStream_t stream);
+// The fused path with a decode state (decode_state_launch.cu): state is the caller's
+// paged_indexer_state_bytes; needs max_context > 0 and k <= kPagedDecodeStateMaxK.
+Status cuda_paged_decode_workspace_size(const PagedIndexerProblem& problem,
+                                        std::size_t* workspace_bytes);
+Status cuda_paged_decode_topk(const PagedIndexerProblem& problem, void* state, void* workspace,
+                              cudaStream_t stream);
 Status cuda_paged_indexer_logits(const PagedIndexerProblem& problem, float* logits,
                                  int64_t logits_stride, cudaStream_t stream);
 

@@ -29,11 +29,11 @@ FusedKernel choose_fused_kernel(const IndexerProblem& problem, const IndexerOpti
   return cold && options.state == nullptr ? FusedKernel::kGated : FusedKernel::kLists;
 }
 
-IndexerAlgo choose_paged_indexer_algo(const PagedIndexerProblem&) {
-  // docs/BENCHMARKS.md, paged decode indexer: fused slower than unfused at 1 x 128K (0.034 vs
-  // 0.026 ms), 8 x 128K (0.083 vs 0.067) and 32 x 128K (0.225 vs 0.191); it does not run on the
-  // larger shapes.
-  return IndexerAlgo::kUnfused;
+IndexerAlgo choose_paged_indexer_algo(const PagedIndexerProblem& problem, bool has_state) {
+  // Without a decode state the fused kernel was slower than unfused on every shape measured
+  // (docs/BENCHMARKS.md, paged decode indexer). With one, the gated path (docs/indexer.md).
+  if (!has_state || problem.k > kPagedDecodeStateMaxK) return IndexerAlgo::kUnfused;
+  return IndexerAlgo::kFused;
 }
 
 int32_t cold_sample_tiles(const IndexerProblem& problem, int tile_keys, int32_t requested) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "common/validation_testing.h"
 #include "litetopk/indexer.h"
@@ -240,15 +241,48 @@ TEST(PagedIndexerValidationEdges, TableAndLengthContentsAreNotValidated) {
   EXPECT_TRUE(indexer_topk_paged_cpu(p).is_ok());
 }
 
-// auto's rule (indexer_topk_paged_dispatch): unfused on every shape, the measured winner
-// (docs/BENCHMARKS.md, paged decode indexer); a host-only decision, the same without a GPU.
-TEST(PagedIndexerDispatch, AutoTakesUnfused) {
+// auto's rule (indexer_topk_paged_dispatch): without a decode state unfused on every shape, the
+// measured winner (docs/BENCHMARKS.md, paged decode indexer); with one, the gated fused path up
+// to kPagedDecodeStateMaxK. A host-only decision, the same without a GPU.
+TEST(PagedIndexerDispatch, AutoTakesUnfusedWithoutAStateAndGatedWithOne) {
   Buffers b;
   PagedIndexerProblem p = b.problem();
   EXPECT_EQ(indexer_topk_paged_dispatch(p), IndexerAlgo::kUnfused);
+  EXPECT_EQ(indexer_topk_paged_dispatch(p, true), IndexerAlgo::kFused);
   p.batch = 1;
   p.next_n = 4;
   EXPECT_EQ(indexer_topk_paged_dispatch(p), IndexerAlgo::kUnfused);
+  EXPECT_EQ(indexer_topk_paged_dispatch(p, true), IndexerAlgo::kFused);
+  p.k = kPagedDecodeStateMaxK + 1;
+  EXPECT_EQ(indexer_topk_paged_dispatch(p, true), IndexerAlgo::kUnfused);
+}
+
+// The decode state: k positions per row, checked before anything runs.
+TEST(PagedIndexerDecodeStateValidation, BytesAndBadStates) {
+  EXPECT_EQ(paged_indexer_state_bytes(8, 2, 2048), std::size_t{8 * 2 * 2048 * 4});
+  EXPECT_EQ(paged_indexer_state_bytes(0, 2, 2048), 0u);
+  EXPECT_EQ(paged_indexer_state_bytes(3, 1, 0), 0u);
+  Buffers b;
+  const PagedIndexerProblem p = b.problem();
+  std::vector<int32_t> memory(static_cast<std::size_t>(p.batch * p.next_n * p.k) + 1);
+  PagedIndexerPlan plan;
+  IndexerState small{memory.data(), paged_indexer_state_bytes(p.batch, p.next_n, p.k) - 1};
+  IndexerOptions options;
+  options.state = &small;
+  Status s = indexer_topk_paged_plan(p, options, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("paged_indexer_state_bytes"), std::string::npos) << s.message();
+  IndexerState unaligned{reinterpret_cast<unsigned char*>(memory.data()) + 1,
+                         paged_indexer_state_bytes(p.batch, p.next_n, p.k)};
+  options.state = &unaligned;
+  s = indexer_topk_paged_plan(p, options, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("4-byte aligned"), std::string::npos) << s.message();
+  IndexerState null_data{nullptr, 64};
+  options.state = &null_data;
+  s = indexer_topk_paged_plan(p, options, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("options.state->data"), std::string::npos) << s.message();
 }
 
 }  // namespace

@@ -511,5 +511,286 @@ TEST(PagedIndexerGpu, WorkspaceTooSmallAndBadAlgo) {
   EXPECT_EQ(indexer_topk_paged_workspace_size(p, &bytes, bad).code(), StatusCode::kInvalidArgument);
 }
 
+// ---- the decode state: the previous step's top-k gates the fused path ----
+
+// One request slot's decode steps on the device: the workload's arrays, a state carried between
+// steps, and each step checked against the GPU's own logits and the unfused path.
+struct DecodeSteps {
+  const PagedIndexerWorkload* w;
+  PagedIndexerProblem host;
+  DevicePaged d;
+  DeviceBuffer state;
+
+  DecodeSteps(const PagedIndexerWorkload& workload, const PagedIndexerProblem& p)
+      : w(&workload), host(p) {
+    d.upload(workload, p);
+    const std::size_t bytes = paged_indexer_state_bytes(p.batch, p.next_n, p.k);
+    EXPECT_TRUE(state.allocate(std::max<std::size_t>(bytes, 4)).is_ok());
+    EXPECT_TRUE(testkit::fill_device(state.data(), 0, state.size()).is_ok());
+  }
+
+  std::vector<int32_t> state_contents() const {
+    std::vector<int32_t> out(state.size() / 4);
+    EXPECT_TRUE(testkit::copy_to_host(out.data(), state.data(), out.size() * 4).is_ok());
+    return out;
+  }
+  void write_state(const std::vector<int32_t>& contents) {
+    ASSERT_TRUE(testkit::copy_to_device(state.data(), contents.data(), contents.size() * 4).is_ok());
+  }
+
+  // Runs the fused path with the state (algo fused, or auto), then checks it.
+  Result step(IndexerAlgo algo = IndexerAlgo::kFused) {
+    const PagedIndexerProblem p = d.problem(host);
+    EXPECT_TRUE(testkit::fill_device(d.indices.data(), 0x5a, d.indices.size()).is_ok());
+    EXPECT_TRUE(testkit::fill_device(d.values.data(), 0x5a, d.values.size()).is_ok());
+    IndexerState decode_state{state.data(), state.size()};
+    IndexerOptions options;
+    options.algo = algo;
+    options.state = &decode_state;
+    std::size_t bytes = 0;
+    Status s = indexer_topk_paged_workspace_size(p, &bytes, options);
+    EXPECT_TRUE(s.is_ok()) << s.to_string();
+    DeviceBuffer workspace;
+    EXPECT_TRUE(workspace.allocate(std::max<std::size_t>(bytes, 1)).is_ok());
+    EXPECT_TRUE(testkit::fill_device(workspace.data(), 0xa5, workspace.size()).is_ok());
+    s = indexer_topk_paged(p, workspace.data(), bytes, nullptr, options);
+    EXPECT_TRUE(s.is_ok()) << s.to_string();
+    EXPECT_TRUE(testkit::device_synchronize().is_ok());
+    return download(d, p);
+  }
+
+  // The step's result exact on the GPU's logits, against the oracle (finite inputs) and the
+  // unfused path, and the state holding the selected positions.
+  void check(const Result& r, bool oracle) {
+    const std::vector<float> logits = gpu_logits(d, host);
+    EXPECT_TRUE(check_exact_on_logits(host, logits, r)) << "gated";
+    EXPECT_TRUE(check_result(*w, host, r, oracle)) << "gated";
+    const Result unfused = run_gpu(*w, host, IndexerAlgo::kUnfused);
+    EXPECT_TRUE(check_paths_agree(host, r, unfused));
+    const std::vector<int32_t> written = state_contents();
+    for (int64_t i = 0; i < host.batch * host.next_n * host.k; ++i) {
+      ASSERT_EQ(written[size(i)], r.indices[size(i)]) << "state slot " << i;
+    }
+  }
+
+  void run_and_check(bool oracle) { check(step(), oracle); }
+};
+
+// Perturbs every query byte's lowest mantissa bit with probability 1/4 (a nearby query: the
+// previous top-k mostly stays) and re-uploads q.
+void perturb_queries(PagedIndexerWorkload* w, DevicePaged* d, uint64_t seed) {
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (uint8_t& byte : w->q) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    if ((x & 3) == 0 && (byte & 0x7f) != 0x7e && (byte & 0x7f) != 0) byte ^= 1;
+  }
+  ASSERT_TRUE(testkit::copy_to_device(d->q.data(), w->q.data(), w->q.size()).is_ok());
+}
+
+TEST(PagedIndexerDecodeState, StepsFromNoHistoryToCoherentAreExact) {
+  for (int64_t next_n : {int64_t{1}, int64_t{2}, int64_t{4}}) {
+    for (int64_t k : {int64_t{64}, int64_t{2048}}) {
+      SCOPED_TRACE("next_n " + std::to_string(next_n) + " k " + std::to_string(k));
+      PagedIndexerWorkload w = testkit::make_paged_indexer_workload(paged_spec(
+          {20000, 3000, 2047, 64, 0, 9000}, next_n, 64, k, 300 + static_cast<uint64_t>(next_n + k)));
+      DecodeSteps steps(w, w.host_problem());
+      steps.run_and_check(true);  // a zeroed state: no history (duplicates of position 0)
+      steps.run_and_check(true);  // the same query: the history is the exact top-k
+      for (uint64_t step = 0; step < 2; ++step) {
+        perturb_queries(&w, &steps.d, step + 1);
+        steps.run_and_check(true);
+      }
+    }
+  }
+}
+
+TEST(PagedIndexerDecodeState, H32AndALongRowBeyondTheSharedCandidates) {
+  // 40000 visible tokens without history: every one is a candidate (the select reads them from
+  // the candidate buffer, not shared memory).
+  PagedIndexerWorkload w =
+      testkit::make_paged_indexer_workload(paged_spec({40000, 700}, 2, 32, 1000, 61));
+  DecodeSteps steps(w, w.host_problem());
+  steps.run_and_check(true);
+  perturb_queries(&w, &steps.d, 9);
+  steps.run_and_check(true);
+}
+
+TEST(PagedIndexerDecodeState, GarbageStaleAndDuplicateStatesAreExact) {
+  PagedIndexerWorkload w =
+      testkit::make_paged_indexer_workload(paged_spec({5000, 1200, 300, 4100}, 2, 64, 256, 71));
+  DecodeSteps steps(w, w.host_problem());
+  steps.run_and_check(true);
+  const std::vector<int32_t> good = steps.state_contents();
+  std::vector<int32_t> garbage = good;
+  uint64_t x = 12345;
+  for (std::size_t i = 0; i < garbage.size(); ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const int kind = static_cast<int>((x >> 33) % 6);
+    if (kind == 0) garbage[i] = -static_cast<int32_t>((x >> 40) % 100) - 1;    // negative
+    if (kind == 1) garbage[i] = static_cast<int32_t>((x >> 20) & 0x7fffffff);  // far past the end
+    if (kind == 2) garbage[i] = garbage[(i + 1) % garbage.size()];             // a duplicate
+    if (kind == 3) garbage[i] = static_cast<int32_t>((x >> 40) % 5000);        // any position
+  }
+  steps.write_state(garbage);
+  steps.run_and_check(true);
+  // Every slot the same position; then the whole row duplicated with one position changed.
+  steps.write_state(std::vector<int32_t>(good.size(), 17));
+  steps.run_and_check(true);
+  std::vector<int32_t> twice = good;
+  for (int64_t row = 0; row < steps.host.batch * steps.host.next_n; ++row) {
+    int32_t* slots = twice.data() + row * steps.host.k;
+    for (int64_t i = 1; i < steps.host.k; i += 2) slots[i] = slots[i - 1];
+  }
+  steps.write_state(twice);
+  steps.run_and_check(true);
+  // The slots trade requests (another request's history) and the contexts shrink.
+  std::vector<int32_t> swapped(good.size());
+  const std::size_t half = good.size() / 2;
+  std::copy(good.begin() + half, good.end(), swapped.begin());
+  std::copy(good.begin(), good.begin() + half, swapped.begin() + (good.size() - half));
+  steps.write_state(swapped);
+  std::vector<int32_t> shorter = {2500, 1199, 10, 4096};
+  steps.host.context_lens = shorter.data();
+  steps.d.set_tables(steps.host);
+  steps.run_and_check(true);
+}
+
+TEST(PagedIndexerDecodeState, TiesNanInfBadBlocksAndShortRows) {
+  {
+    SCOPED_TRACE("ties");
+    PagedIndexerWorkload w =
+        testkit::make_paged_indexer_workload(paged_spec({2000, 37, 64, 130, 5000}, 3, 32, 500, 5));
+    make_keys_identical(&w);
+    DecodeSteps steps(w, w.host_problem());
+    steps.run_and_check(true);
+    steps.run_and_check(true);  // the bound is the tied value: every visible token passes
+  }
+  {
+    SCOPED_TRACE("NaN and inf");
+    PagedIndexerWorkload w = testkit::make_paged_indexer_workload(
+        paged_spec(testkit::ragged_context_lens(8, 400, 30, 11), 2, 64, 30, 11));
+    write_special_scales(&w);
+    const int64_t H = w.spec.H;
+    w.weights[size(0 * H + 3)] = kNaN;
+    w.weights[size(3 * H + 5)] = kInf;
+    w.weights[size(4 * H + 1)] = -kInf;
+    DecodeSteps steps(w, w.host_problem());
+    steps.run_and_check(false);
+    steps.run_and_check(false);
+    perturb_queries(&w, &steps.d, 3);
+    steps.run_and_check(false);
+  }
+  {
+    SCOPED_TRACE("bad block entries");
+    PagedIndexerWorkload w =
+        testkit::make_paged_indexer_workload(paged_spec({500, 300, 64, 200}, 2, 32, 40, 13));
+    DecodeSteps steps(w, w.host_problem());
+    steps.run_and_check(true);
+    break_block_entries(&w);  // the history now points into blocks outside the cache
+    steps.host = w.host_problem();
+    steps.d.set_tables(steps.host);
+    steps.run_and_check(true);
+    steps.run_and_check(true);
+  }
+  {
+    SCOPED_TRACE("rows shorter than k, empty and cut contexts");
+    PagedIndexerWorkload w =
+        testkit::make_paged_indexer_workload(paged_spec({900, 500, 0, 1, 63, 65}, 3, 64, 600, 17));
+    PagedIndexerProblem p = w.host_problem();
+    p.max_context = 700;
+    w.context_lens[1] = -5;
+    DecodeSteps steps(w, p);
+    steps.run_and_check(true);
+    steps.run_and_check(true);
+  }
+}
+
+TEST(PagedIndexerDecodeState, GraphReplayCarriesTheStateWhileContextsGrow) {
+  PagedIndexerSpec spec = paged_spec({3000, 1000, 10, 2500}, 2, 64, 256, 41);
+  spec.max_context = 4096;
+  PagedIndexerWorkload w = testkit::make_paged_indexer_workload(spec);
+  PagedIndexerProblem host = w.host_problem();
+  std::vector<int32_t> lens = {200, 1, 0, 64};
+  host.context_lens = lens.data();
+  DecodeSteps steps(w, host);
+  const PagedIndexerProblem p = steps.d.problem(host);
+  IndexerState decode_state{steps.state.data(), steps.state.size()};
+  IndexerOptions options;
+  options.state = &decode_state;
+  ASSERT_EQ(indexer_topk_paged_dispatch(p, true), IndexerAlgo::kFused);
+  std::size_t bytes = 0;
+  ASSERT_TRUE(indexer_topk_paged_workspace_size(p, &bytes, options).is_ok());
+  ASSERT_TRUE(steps.d.workspace.allocate(std::max<std::size_t>(bytes, 1)).is_ok());
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  const Status captured = indexer_topk_paged(p, steps.d.workspace.data(), bytes, stream, options);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(captured.is_ok()) << captured.to_string();
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int step = 0; step < 5; ++step) {
+    for (std::size_t b = 0; b < lens.size(); ++b) {
+      lens[b] = std::min<int32_t>(w.context_lens[b], lens[b] + 600 * step + 1);
+    }
+    steps.host = host;
+    steps.d.set_tables(host);
+    if (step == 3) perturb_queries(&w, &steps.d, 5);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    const Result r = download(steps.d, p);
+    steps.check(r, true);
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+TEST(PagedIndexerDecodeState, LimitsAndBadStates) {
+  const PagedIndexerWorkload w =
+      testkit::make_paged_indexer_workload(paged_spec({1000, 200}, 1, 64, 64, 51));
+  DevicePaged d;
+  d.upload(w, w.host_problem());
+  PagedIndexerProblem p = d.problem(w.host_problem());
+  DeviceBuffer state;
+  ASSERT_TRUE(state.allocate(paged_indexer_state_bytes(2, 1, 8192)).is_ok());
+  IndexerState small{state.data(), paged_indexer_state_bytes(2, 1, 64) - 4};
+  IndexerOptions options;
+  options.state = &small;
+  std::size_t bytes = 0;
+  EXPECT_EQ(indexer_topk_paged_workspace_size(p, &bytes, options).code(),
+            StatusCode::kInvalidArgument);
+  IndexerState unaligned{static_cast<unsigned char*>(state.data()) + 2,
+                         paged_indexer_state_bytes(2, 1, 64)};
+  options.state = &unaligned;
+  EXPECT_EQ(indexer_topk_paged_workspace_size(p, &bytes, options).code(),
+            StatusCode::kInvalidArgument);
+  // k past the state's limit: auto runs unfused, fused is refused.
+  p.k = 8192;
+  IndexerState big{state.data(), state.size()};
+  options.state = &big;
+  EXPECT_EQ(indexer_topk_paged_dispatch(p, true), IndexerAlgo::kUnfused);
+  options.algo = IndexerAlgo::kFused;
+  EXPECT_EQ(indexer_topk_paged_workspace_size(p, &bytes, options).code(),
+            StatusCode::kUnsupported);
+  // A plan with a state needs one at launch.
+  p.k = 64;
+  options.algo = IndexerAlgo::kAuto;
+  PagedIndexerPlan plan;
+  ASSERT_TRUE(indexer_topk_paged_plan(p, options, &plan).is_ok());
+  EXPECT_TRUE(plan.has_state);
+  EXPECT_EQ(plan.algo, IndexerAlgo::kFused);
+  ASSERT_TRUE(d.workspace.allocate(plan.workspace_bytes).is_ok());
+  PagedIndexerAddresses addresses{p.q,           p.kv_cache,  p.weights, p.context_lens,
+                                  p.block_table, p.indices,   p.values};
+  EXPECT_EQ(indexer_topk_paged_launch(plan, addresses, d.workspace.data(), nullptr).code(),
+            StatusCode::kInvalidArgument);
+  addresses.state = big;
+  EXPECT_TRUE(indexer_topk_paged_launch(plan, addresses, d.workspace.data(), nullptr).is_ok());
+}
+
 }  // namespace
 }  // namespace litetopk::testing

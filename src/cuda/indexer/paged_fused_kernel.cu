@@ -28,38 +28,29 @@
 #include "cuda/common/kernel_attributes.h"
 #include "cuda/indexer/paged_indexer_kernels.h"
 #include "cuda/indexer/paged_scoring_sm90.cuh"
-#include "formats/score_keys.h"
+#include "cuda/indexer/paged_radix_select.cuh"
 
 namespace litetopk::cuda_indexer {
 namespace {
 
 using paged::PagedArgs;
+using radix::digit_mask;
+using radix::digit_shift;
+using radix::kBins;
+using radix::kPasses;
+using radix::RowSelect;
+using radix::score_key;
 
 // A shallow ring: the shared memory goes to the scores (small batches need little bandwidth).
 constexpr int kFusedStages = 6;
-constexpr int kBins = 2048;
-constexpr int kPasses = 3;
 constexpr int kMaxNextN = 4;
 constexpr int kSharedBytes = 232448;  // the most dynamic shared memory a block can have on sm_90
-
-// Digit `pass` of a key: bits 31..21, 20..10, 9..0.
-__host__ __device__ constexpr int digit_shift(int pass) { return pass == 0 ? 21 : (pass == 1 ? 10 : 0); }
-__host__ __device__ constexpr uint32_t digit_mask(int pass) { return pass == 2 ? 1023u : 2047u; }
 
 // The workspace of one row (zeroed before the launch).
 struct RowWorkspace {
   uint32_t histograms[kPasses][kBins];
   uint32_t above_count;  // slots reserved for entries above the pivot
   uint32_t tie_count;    // slots reserved for ties
-};
-
-// A row's selection state, identical in every block of the request.
-struct RowSelect {
-  uint32_t prefix;  // the key's bits above `shift` found so far
-  int32_t shift;    // the digits found cover bits 31 .. shift
-  uint32_t rank;    // entries still needed among those matching prefix
-  uint32_t above;   // entries whose key >> shift is above prefix (all selected)
-  bool done;
 };
 
 template <int kHeads, int kColumns>
@@ -104,56 +95,6 @@ struct FusedEpilogue {
     }
   }
 };
-
-// Warp-wide: the bin of `histogram` (the request's sums, copied to shared memory) holding the
-// row's rank-th best entry, the entries above it and in it, and the total. Lane l owns the bins
-// l * bins / 32 .. counted from the top.
-__device__ __forceinline__ void find_digit(const uint32_t* histogram, int bins, uint32_t rank,
-                                           int lane, uint32_t* digit, uint32_t* above_out,
-                                           uint32_t* in_bin, uint32_t* total) {
-  const int per_lane = bins / 32;
-  const int top = bins - 1 - lane * per_lane;  // this lane's bins: top, top - 1, ...
-  uint32_t local = 0;
-  for (int i = 0; i < per_lane; ++i) local += histogram[top - i];
-  uint32_t inclusive = local;
-#pragma unroll
-  for (int offset = 1; offset < 32; offset *= 2) {
-    const uint32_t v = __shfl_up_sync(0xffffffffu, inclusive, offset);
-    if (lane >= offset) inclusive += v;
-  }
-  *total = __shfl_sync(0xffffffffu, inclusive, 31);
-  uint32_t above = inclusive - local;
-  const bool mine = above < rank && inclusive >= rank;
-  uint32_t found_bin = 0;
-  uint32_t found_above = 0;
-  uint32_t found_count = 0;
-  if (mine) {
-    for (int i = 0; i < per_lane; ++i) {
-      const uint32_t here = histogram[top - i];
-      if (above + here >= rank) {
-        found_bin = static_cast<uint32_t>(top - i);
-        found_above = above;
-        found_count = here;
-        break;
-      }
-      above += here;
-    }
-  }
-  const unsigned owner = __ballot_sync(0xffffffffu, mine);
-  const int src = owner == 0 ? 0 : __ffs(owner) - 1;
-  *digit = __shfl_sync(0xffffffffu, found_bin, src);
-  *above_out = __shfl_sync(0xffffffffu, found_above, src);
-  *in_bin = __shfl_sync(0xffffffffu, found_count, src);
-}
-
-__device__ __forceinline__ uint32_t score_key(float score) {
-  return keys::key_from_f32_bits(__float_as_uint(score), /*largest=*/true);
-}
-
-// Does key (not 0) match the row's digits found so far?
-__device__ __forceinline__ bool matches(const RowSelect& row, uint32_t key) {
-  return row.shift >= 32 || (key >> row.shift) == row.prefix;
-}
 
 template <int kHeads, int kColumns>
 __global__ void __launch_bounds__(paged::kThreads, 1)
@@ -200,7 +141,7 @@ __global__ void __launch_bounds__(paged::kThreads, 1)
       const float* row_scores = s.scores + j * span;
       for (int i = tid; i < count; i += paged::kThreads) {
         const uint32_t key = score_key(row_scores[i]);
-        if (key != 0 && matches(row, key)) atomicAdd(&histograms[j][(key >> shift) & mask], 1u);
+        if (key != 0 && radix::matches(row, key)) atomicAdd(&histograms[j][(key >> shift) & mask], 1u);
       }
     }
     __syncthreads();
@@ -224,17 +165,13 @@ __global__ void __launch_bounds__(paged::kThreads, 1)
       RowSelect row = s.rows[warp];
       if (!row.done) {
         uint32_t digit, above, in_bin, total;
-        find_digit(histograms[warp], pass == 2 ? 1024 : kBins, row.rank, lane, &digit, &above,
-                   &in_bin, &total);
+        radix::find_digit(histograms[warp], radix::digit_bins(pass), row.rank, lane, &digit,
+                          &above, &in_bin, &total);
         if (pass == 0 && total <= row.rank) {
           // At most k selectable tokens: every key >= 1 is "above" prefix 0 at shift 0.
           row = RowSelect{0u, 0, 0u, total, true};
         } else {
-          row.prefix = row.shift >= 32 ? digit : (row.prefix << (pass == 2 ? 10 : 11)) | digit;
-          row.shift = shift;
-          row.above += above;
-          row.rank -= above;
-          row.done = pass == kPasses - 1 || in_bin == row.rank;
+          row = radix::advance(row, pass, digit, above, in_bin);
         }
         if (lane == 0) s.rows[warp] = row;
       }

@@ -93,12 +93,13 @@ __device__ __forceinline__ bool block_in_cache(const PagedArgs& args, int32_t en
   return entry >= 0 && entry < args.num_blocks;
 }
 
-// 1. The producer warp.
+// 1. The producer warp's first part: the request's head weights into shared memory and its
+// q [next_n * H, 128] by TMA.
 template <int kHeads, int kColumns, int kStages>
-__device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* kv_map,
-                                        const PagedArgs& args, PagedScoringStorage<kHeads, kColumns, kStages>& s,
-                                        int b, TileRange range, int lane) {
-  using P = PagedShape<kHeads, kColumns>;
+__device__ __forceinline__ void stage_query(const CUtensorMap* q_map, const CUtensorMap* kv_map,
+                                            const PagedArgs& args,
+                                            PagedScoringStorage<kHeads, kColumns, kStages>& s,
+                                            int b, int lane) {
   const int columns = args.next_n * kHeads;
   for (int c = lane; c < kColumns; c += 32) {
     s.weights[c] = c < columns ? args.weights[int64_t{b} * columns + c] : 0.0f;
@@ -111,6 +112,14 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
   } else {
     sm90::mbarrier_arrive(&s.q_full);
   }
+}
+
+// 1. The producer warp: the query, then the range's key tiles in context order.
+template <int kHeads, int kColumns, int kStages>
+__device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* kv_map,
+                                        const PagedArgs& args, PagedScoringStorage<kHeads, kColumns, kStages>& s,
+                                        int b, TileRange range, int lane) {
+  stage_query(q_map, kv_map, args, s, b, lane);
   // Lane i reads the table entry of tile base + i; lane 0 issues the copies.
   const int32_t* table = args.block_table + int64_t{b} * args.max_blocks;
   for (int32_t base = range.begin; base < range.end; base += 32) {
@@ -199,20 +208,33 @@ __device__ __forceinline__ void init_scoring(PagedScoringStorage<kHeads, kColumn
   sm90::fence_barrier_init();
 }
 
-// Runs steps 1-3 for request b on the block's threads (kThreads); returns when this thread's part
-// is done (no block-wide synchronization at the end).
+// Runs steps 2-3 on the math warps and produce(lane) (step 1, for the tiles of `range`) on the
+// producer warp; returns when this thread's part is done (no block-wide synchronization at the
+// end).
+template <int kHeads, int kColumns, int kStages, class Produce, class Epilogue>
+__device__ __forceinline__ void run_scoring_with(const PagedArgs& args,
+                                                 PagedScoringStorage<kHeads, kColumns, kStages>& s,
+                                                 int b, TileRange range, Produce&& produce_tiles,
+                                                 Epilogue& epilogue) {
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  if (warp == kMathThreads / 32) {
+    produce_tiles(lane);
+  } else {
+    score_tiles<kHeads, kColumns, kStages>(args, s, b, range, epilogue, warp, lane);
+  }
+}
+
+// Runs steps 1-3 for request b's tiles of `range` on the block's threads (kThreads).
 template <int kHeads, int kColumns, int kStages, class Epilogue>
 __device__ __forceinline__ void run_scoring(const CUtensorMap* q_map, const CUtensorMap* kv_map,
                                             const PagedArgs& args,
                                             PagedScoringStorage<kHeads, kColumns, kStages>& s, int b,
                                             TileRange range, Epilogue& epilogue) {
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  if (warp == kMathThreads / 32) {
-    produce<kHeads, kColumns, kStages>(q_map, kv_map, args, s, b, range, lane);
-  } else {
-    score_tiles<kHeads, kColumns, kStages>(args, s, b, range, epilogue, warp, lane);
-  }
+  run_scoring_with<kHeads, kColumns, kStages>(
+      args, s, b, range,
+      [&](int lane) { produce<kHeads, kColumns, kStages>(q_map, kv_map, args, s, b, range, lane); },
+      epilogue);
 }
 
 }  // namespace litetopk::cuda_indexer::paged

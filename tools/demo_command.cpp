@@ -1,7 +1,8 @@
 // `litetopk demo`: a few default shapes, every algorithm of one backend, each verified against the
 // CPU reference, then the DSA indexer on one causal chunk and on one paged decode batch, a DSA
 // layer end to end (the indexer, then sparse attention over its indices, checked like `litetopk
-// dsa`), and sparse decoding against dense on a synthetic workload (judged against fp64 dense
+// dsa`), exact retrieval of clustered embeddings (checked like `litetopk retrieval --verify`),
+// and sparse decoding against dense on a synthetic workload (judged against fp64 dense
 // attention), and a table of times and speedups.
 #include <algorithm>
 #include <cmath>
@@ -21,12 +22,15 @@
 #include "environment.h"
 #include "indexer_runner.h"
 #include "paged_indexer_runner.h"
+#include "retrieval_runner.h"
 #include "testkit/dsa_verify.h"
 #include "testkit/dsa_workload.h"
 #include "testkit/indexer_verify.h"
 #include "testkit/indexer_workload.h"
 #include "testkit/paged_indexer_verify.h"
 #include "testkit/paged_indexer_workload.h"
+#include "testkit/retrieval_verify.h"
+#include "testkit/retrieval_workload.h"
 #include "report.h"
 #include "select_runner.h"
 #include "testkit/select_verify.h"
@@ -57,6 +61,7 @@ struct DemoPlan {
   PagedIndexerSpec paged;  // the decode indexer's batch
   std::vector<PagedIndexerRunOptions> paged_runs;
   DsaSpec dsa;  // the DSA layer's chunk: indexer_topk, then sparse_attention (auto algorithms)
+  RetrievalSpec retrieval;  // queries x a clustered corpus, retrieval_topk
 };
 
 // Sparse decoding against dense on the plan's backend. Dense is the baseline of the speedups.
@@ -116,6 +121,17 @@ DsaSpec dsa_layer(int64_t T, int64_t S, int64_t h_q, int64_t k) {
 }
 
 // B requests of `context` tokens with next_n = 2 query tokens each (multi-token prediction).
+RetrievalSpec clustered_retrieval(int64_t batch, int64_t n, int64_t dim, int64_t k) {
+  RetrievalSpec spec;
+  spec.batch = batch;
+  spec.n = n;
+  spec.dim = dim;
+  spec.k = k;
+  spec.kind = RetrievalKind::kClustered;
+  spec.seed = 42;
+  return spec;
+}
+
 PagedIndexerSpec paged_indexer(int64_t batch, int64_t context, int64_t H, int64_t k) {
   PagedIndexerSpec spec;
   spec.context_lens = fixed_context_lens(batch, context);
@@ -150,7 +166,8 @@ DemoPlan gpu_plan() {
           paged_indexer(8, 32768, 64, 2048),
           {gpu_paged(IndexerAlgo::kUnfused), gpu_paged(IndexerAlgo::kFused),
            gpu_paged(IndexerAlgo::kAuto)},
-          dsa_layer(1024, 32768, 16, 2048)};
+          dsa_layer(1024, 32768, 16, 2048),
+          clustered_retrieval(16, 100000, 768, 1024)};
 }
 
 DemoPlan cpu_plan() {
@@ -170,7 +187,8 @@ DemoPlan cpu_plan() {
           {true, 0, 2},
           paged_indexer(2, 4096, 64, 256),
           {cpu_paged},
-          dsa_layer(16, 4096, 16, 256)};
+          dsa_layer(16, 4096, 16, 256),
+          clustered_retrieval(8, 20000, 128, 100)};
 }
 
 // The "[step/steps] what ... outcome" lines.
@@ -328,6 +346,43 @@ bool run_dsa_step(const DemoPlan& plan, bool on_gpu, const BenchOptions& bench,
   return ok;
 }
 
+// The plan's retrieval on the backend (the GPU's unfused path or the CPU reference), every query
+// checked against the CPU reference like `litetopk retrieval --verify`: a table row. False when it
+// failed.
+bool run_retrieval_step(const DemoPlan& plan, bool on_gpu, const BenchOptions& bench,
+                        Progress* progress, Table* table) {
+  const RetrievalSpec& spec = plan.retrieval;
+  const std::string shape = shape_label(spec.batch, spec.n, spec.k) + " d=" +
+                            std::to_string(spec.dim);
+  const std::string label = "retrieval " + shape;
+  const std::string name = on_gpu ? "unfused (cuBLAS, select, merge)" : "cpu reference";
+  progress->start("retrieval " + name + ' ' + shape + " clustered fp16");
+  const RetrievalWorkload workload = make_retrieval_workload(spec);
+  const RetrievalProblem problem = workload.host_problem();
+  RetrievalRun run, reference;
+  Status status = on_gpu ? run_retrieval_gpu(problem, bench, &run)
+                         : run_retrieval_cpu(problem, bench, &run);
+  if (status) status = run_retrieval_cpu(problem, BenchOptions{}, &reference);
+  if (!status) {
+    progress->fail(status);
+    table->add_row({label, name, "error"});
+    return false;
+  }
+  const float tolerance = on_gpu ? retrieval_tolerance(problem, reference.scores.data()) : 0.0f;
+  const std::string mismatch =
+      compare_retrieval(problem, run.indices.data(), run.scores.data(), reference.indices.data(),
+                        reference.scores.data(), tolerance);
+  const double ms = run.timing.median_ms;
+  const bool ok = progress->finish(ms, mismatch);
+  const double flops = 2.0 * static_cast<double>(spec.batch) * static_cast<double>(spec.n) *
+                       static_cast<double>(spec.dim);
+  const double tflops = teraflops_per_second(flops, ms);
+  table->add_row({label, name, fixed(ms, 3),
+                  fixed(gigabytes_per_second(workload.corpus_bytes(), ms), 1),
+                  fixed(tflops, tflops < 10 ? 3 : 1), "-", "-", ok ? "yes" : "NO"});
+  return ok;
+}
+
 // Sparse decoding at each delta of `demo` and dense decoding on its synthetic workload, each
 // judged against fp64 dense attention (the dense one must be within demo.dense_tolerance): a
 // table row each. False when one failed.
@@ -424,14 +479,15 @@ int run_demo(const std::string& device, bool quick) {
                          "GPU)"
                        : "CPU references")
             << ", median of " << (quick ? decode.quick_bench : decode.bench).iters
-            << " runs, judged against fp64 dense attention\n\n";
+            << " runs, judged against fp64 dense attention; and exact retrieval over clustered "
+               "embeddings, every query checked against the CPU reference\n\n";
 
   const std::string baseline = variant_name(plan.variants.front());
   Table table({"shape", "algo", "ms", "GB/s", "TFLOP/s", "aux MB", "speedup", "exact",
                "kept blocks", "kept mass", "rel L2"},
               2);
   Progress progress(plan.shapes.size() * plan.variants.size() + plan.indexer_runs.size() +
-                    plan.paged_runs.size() + 1 + 2 + decode.deltas.size());
+                    plan.paged_runs.size() + 1 + 1 + 2 + decode.deltas.size());
   bool all_ok = true;
   for (const DemoShape& shape : plan.shapes) {
     WorkloadSpec spec;
@@ -473,6 +529,7 @@ int run_demo(const std::string& device, bool quick) {
   all_ok = run_indexer_steps(plan, bench, &progress, &table) && all_ok;
   all_ok = run_paged_indexer_steps(plan, bench, &progress, &table) && all_ok;
   all_ok = run_dsa_step(plan, on_gpu, bench, &progress, &table) && all_ok;
+  all_ok = run_retrieval_step(plan, on_gpu, bench, &progress, &table) && all_ok;
   all_ok = run_decode_steps(decode, quick, decode_note, &progress, &table) && all_ok;
   std::cout << '\n';
   table.print(std::cout);

@@ -97,7 +97,7 @@ Status retrieval_topk_plan(const RetrievalProblem& problem, const RetrievalOptio
   planned.has_range_ends = problem.range_ends != nullptr;
   planned.has_bitmap = problem.corpus_bitmap != nullptr;
   planned.has_scores = problem.scores != nullptr;
-  if (planned.chunks > 0) {
+  if (planned.chunks > 0 && problem.batch > 0) {  // a launch without queries selects nothing
     const int64_t last = problem.n - (planned.chunks - 1) * planned.chunk_rows;
     if (Status s = plan_chunk_select(planned, planned.chunk_rows, &planned.chunk_select); !s) {
       return s;

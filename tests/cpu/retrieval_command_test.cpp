@@ -62,11 +62,21 @@ TEST(RetrievalCommand, L2WithNormsBenchmarked) {
   EXPECT_GT(record["ms_median"].get<double>(), 0.0);
 }
 
+TEST(RetrievalCommand, Fp8CorpusWithABitmap) {
+  const nlohmann::json record =
+      record_of({"--batch", "4", "--corpus", "3000", "--dim", "96", "--k", "50", "--metric", "l2",
+                 "--fp8-corpus", "--bitmap", "0.25", "--sorted"});
+  EXPECT_EQ(record["corpus_format"], "fp8_e4m3");
+  EXPECT_EQ(record["bitmap_allowed"], 0.25);
+  EXPECT_EQ(record["verified"], true);
+}
+
 TEST(RetrievalCommand, BadOptionsAreUsageErrors) {
   const std::vector<std::vector<std::string>> cases = {
       {"retrieval", "--dim", "72"},     {"retrieval", "--dim", "32"},
       {"retrieval", "--k", "8193"},     {"retrieval", "--metric", "dot"},
       {"retrieval", "--dtype", "fp32"}, {"retrieval", "--norms"},
+      {"retrieval", "--bitmap", "1.5"},
   };
   for (const auto& args : cases) EXPECT_EQ(run(args), kExitUsage) << args[1];
 }
@@ -119,6 +129,12 @@ TEST(RetrievalVerify, CatchesWrongResults) {
   std::vector<float> shifted = scores;
   shifted[3] += 0.5f;
   EXPECT_TRUE(has(compare(indices, shifted), "query 0 slot 3: score")) << compare(indices, shifted);
+  // A row the bitmap filters out.
+  std::vector<uint8_t> bitmap = testkit::make_retrieval_bitmap(spec.n, 1.0, 1);
+  bitmap[static_cast<std::size_t>(indices[2] >> 3)] =
+      static_cast<uint8_t>(bitmap[static_cast<std::size_t>(indices[2] >> 3)] & ~(1u << (indices[2] & 7)));
+  p.corpus_bitmap = bitmap.data();
+  EXPECT_TRUE(has(compare(indices, scores), "filtered out by the bitmap")) << compare(indices, scores);
 }
 
 }  // namespace

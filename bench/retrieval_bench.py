@@ -5,7 +5,8 @@ For each shape (corpus rows N, batch B, k; d 768 by default; an fp16 corpus, or 
 per-row fp32 scale) the same inputs, generated on the GPU (--workload clustered: unit-norm
 cluster centres, one per 64 rows, plus noise, queries near random centres; normal: iid N(0, 1)),
 go through
-  torch.topk      torch.matmul (fp16 scores; fp8: the corpus widened to fp16, scaled), torch.topk
+  matmul          torch.matmul alone (fp16 scores; fp8: the corpus widened to fp16, scaled)
+  torch.topk      the same matmul, then torch.topk
   torch+select    the same matmul, then litetopk's select (torch.ops.litetopk.topk_out)
   retrieval       litetopk.ops.retrieval_topk (auto: today the unfused path, cuBLAS per corpus
                   chunk into fp32 scores, select, exact merge)
@@ -55,6 +56,7 @@ TARGETS = {
     (1_000_000, 1, 1024, "fp8"): 0.22,
 }
 METHODS = ["torch.topk", "torch+select", "retrieval"]
+TIMED = ["matmul"] + METHODS  # the matmul alone: the torch paths' floor, not checked
 MEMORY_FRACTION = 0.8  # of free memory the torch paths' scores may take
 DEVICE = "cuda"
 
@@ -172,9 +174,14 @@ def bench_shape(n, batch, k, corpus_kind, args, progress):
 
     checked = min(batch, args.check_queries)
     reference = fp32_scores(queries[:checked], corpus, scales)
-    results = {}
-    for name, run in (("torch.topk", torch_topk), ("torch+select", torch_select),
-                      ("retrieval", retrieval)):
+    def matmul_only(_):
+        for start in range(0, batch, chunk):
+            matmul(queries[start:start + chunk])
+
+    row["retrieval_plan"] = litetopk.ops.retrieval_topk_plan(queries, corpus, k, scores=False,
+                                                             corpus_scales=scales)
+    for name, run in (("matmul", matmul_only), ("torch.topk", torch_topk),
+                      ("torch+select", torch_select), ("retrieval", retrieval)):
         progress(f"{label}: {name}")
         try:
             ms, ms_min = time_cuda(run, args.warmup, args.iters)
@@ -183,25 +190,26 @@ def bench_shape(n, batch, k, corpus_kind, args, progress):
             torch.cuda.empty_cache()
             continue
         row["ms"][name], row["ms_min"][name] = ms, ms_min
+        if name == "matmul":
+            continue
         if name == "torch.topk":
             got = torch.topk(matmul(queries[:checked]), k, dim=1).indices
         else:
             run(0)
             got = indices[:checked]
-        results[name] = check(got, reference, k)
-        row["recall"][name], row["exact"][name] = results[name]
+        row["recall"][name], row["exact"][name] = check(got, reference, k)
     return row
 
 
 def table(rows):
-    head = ("| N | B | k | corpus | " + " | ".join(f"{m} ms" for m in METHODS) +
+    head = ("| N | B | k | corpus | " + " | ".join(f"{m} ms" for m in TIMED) +
             " | retrieval vs torch.topk | vs torch+select | target ms | recall (torch.topk / "
             "select / retrieval) | exact |")
     lines = [head, "|" + " --- |" * (head.count("|") - 1)]
     notes = []
     for r in rows:
         ms = r["ms"]
-        cells = [f"{ms[m]:.3f}" if m in ms else "error" for m in METHODS]
+        cells = [f"{ms[m]:.3f}" if m in ms else "error" for m in TIMED]
 
         def ratio(base):
             if base in ms and "retrieval" in ms:
@@ -215,6 +223,10 @@ def table(rows):
         lines.append(f"| {r['n']} | {r['batch']} | {r['k']} | {r['corpus']} | "
                      + " | ".join(cells) + f" | {ratio('torch.topk')} | {ratio('torch+select')} "
                      f"| {target} | {recall} | {exact} |")
+        plan = r["retrieval_plan"]
+        notes.append(f"- {r['n']}x{r['batch']}x{r['k']} {r['corpus']}: retrieval in "
+                     f"{plan['chunks']} chunks of {plan['chunk_rows']} rows, workspace "
+                     f"{plan['workspace_bytes'] / 1e6:.0f} MB")
         for note in r["notes"]:
             notes.append(f"- {r['n']}x{r['batch']}x{r['k']} {r['corpus']}: {note}")
         for method, error in r["errors"].items():
@@ -234,7 +246,7 @@ def main():
     require_cuda("retrieval_bench.py")
     shapes = [] if args.only_shapes else (QUICK_SHAPES if args.quick else DEFAULT_SHAPES)
     shapes = shapes + [tuple(s) + ("fp16",) for s in args.shapes]
-    progress = Progress(4 * len(shapes))
+    progress = Progress(5 * len(shapes))
     rows = []
     for n, b, k, c in shapes:
         rows.append(bench_shape(n, b, k, c, args, progress))

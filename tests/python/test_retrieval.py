@@ -227,3 +227,12 @@ def test_cuda_op_fp8_bitmap_matches_cpu_op(metric):
     assert (got_i.cpu() == want_i).float().mean() > 0.99
     torch.testing.assert_close(norms.cpu(), litetopk.ops.retrieval_corpus_norms(tc, ts),
                                atol=0, rtol=1e-5)
+
+
+@needs_cuda
+def test_cuda_plan_chunks_the_corpus():
+    import litetopk.ops  # noqa: F401
+    q = torch.zeros(4, 128, dtype=torch.float16, device="cuda")
+    c = torch.zeros(1000, 128, dtype=torch.float16, device="cuda")
+    plan = litetopk.ops.retrieval_topk_plan(q, c, 10)
+    assert plan["chunks"] == 1 and plan["chunk_rows"] == 1000 and plan["workspace_bytes"] > 0

@@ -50,7 +50,7 @@ strides, dtypes, devices, scalars); later calls of the signature only read addre
       neighbours (inner product, cosine or L2) of queries [B, d] over corpus [N, d] (fp16/bf16,
       or fp8 e4m3 with row scales), optionally filtered by a corpus bitmap;
       retrieval_corpus_norms(corpus, corpus_scales=None) and retrieval_pack_bitmap(allowed)
-      make its optional inputs.
+      make its optional inputs; retrieval_topk_plan(...) says how a CUDA call chunks the corpus.
 
 The module-level functions `fp8_mqa_logits(q, (kv, kv_scale), weights, ks, ke, ...)`,
 `fp8_mqa_topk(q, (kv, kv_scale), weights, ks, ke, k, ...)`, `fp8_paged_mqa_logits(q, kv_cache,
@@ -66,7 +66,8 @@ from .dsa import dsa_prefill
 from .indexer import IndexerState, fp8_mqa_topk, fp8_mqa_topk_plan
 from .merge import merge_topk
 from .paged import fp8_paged_mqa_topk, fp8_paged_mqa_topk_plan
-from .retrieval import retrieval_corpus_norms, retrieval_pack_bitmap, retrieval_topk
+from .retrieval import (retrieval_corpus_norms, retrieval_pack_bitmap, retrieval_topk,
+                        retrieval_topk_plan)
 from .select import topk, topk_plan
 
 __all__ = [
@@ -74,5 +75,5 @@ __all__ = [
     "fp8_paged_mqa_logits", "fp8_paged_mqa_topk", "fp8_paged_mqa_topk_plan", "IndexerState",
     "SparseKvCache", "sparse_kv_append", "sparse_kv_from_dense", "sparse_decode", "dense_decode",
     "sparse_attention", "flash_mla_sparse_fwd", "dsa_prefill", "merge_topk", "retrieval_topk",
-    "retrieval_corpus_norms", "retrieval_pack_bitmap",
+    "retrieval_topk_plan", "retrieval_corpus_norms", "retrieval_pack_bitmap",
 ]

@@ -6,8 +6,8 @@ unfused GPU path (cuBLAS chunk by chunk, then select and merge); CPU tensors the
 import torch
 
 from .. import retrieval as R
-from ._runtime import (_direct, _launch, _meta, _opt, _plan_of, _ptr, _register, _remember,
-                       _stream, _view, _workspace, library)
+from ._runtime import (_direct, _launch, _meta, _on, _opt, _plan_of, _ptr, _register,
+                       _remember, _stream, _view, _workspace, library)
 
 
 def _retrieval_problem(queries, corpus, k, metric, corpus_norms, range_starts, range_ends,
@@ -138,6 +138,24 @@ def retrieval_topk(queries, corpus, k, metric="ip", corpus_norms=None, range_sta
     op(queries, corpus, k, out[0], out[1], metric, corpus_norms, range_starts, range_ends,
        sorted, deterministic, corpus_scales, corpus_bitmap)
     return out
+
+
+def retrieval_topk_plan(queries, corpus, k, metric="ip", corpus_norms=None, range_starts=None,
+                        range_ends=None, sorted=False, deterministic=False, scores=True,
+                        corpus_scales=None, corpus_bitmap=None):
+    """What retrieval_topk does on these CUDA inputs: {"chunks", "chunk_rows": the corpus chunks
+    of the unfused path, "workspace_bytes": its workspace} (scores: whether the call writes
+    scores)."""
+    shape = (queries.shape[0], max(k, 0))
+    indices = torch.empty(shape, dtype=torch.int32, device=queries.device)
+    values = torch.empty(shape, dtype=torch.float32, device=queries.device) if scores else None
+    problem = _retrieval_problem(queries, corpus, k, metric, corpus_norms, range_starts,
+                                 range_ends, indices, values, sorted, deterministic,
+                                 corpus_scales, corpus_bitmap)
+    with _on(queries.get_device()):
+        plan = _retrieval_plan(problem)
+    return {"chunks": plan.chunks, "chunk_rows": plan.chunk_rows,
+            "workspace_bytes": plan.workspace_bytes}
 
 
 def retrieval_corpus_norms(corpus, corpus_scales=None):

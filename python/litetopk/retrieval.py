@@ -38,6 +38,9 @@ def _corpus_fields(problem, queries_dtype, corpus, N, d, corpus_scales, device):
     fp8 = corpus[3] in P.FP8_DTYPES
     P.check("corpus", corpus, (None, d), (queries_dtype,) + P.FP8_DTYPES, device=device)
     if fp8:
+        if corpus_scales is None:
+            raise ValueError(f"corpus_scales is required (a [{N}] float32 array): corpus is fp8 "
+                             f"e4m3 (dtype {corpus[3]})")
         P.check("corpus_scales", corpus_scales, (N,), ("float32",), device=device)
     elif corpus_scales is not None:
         raise ValueError(f"corpus_scales must be None unless corpus is fp8 e4m3 "

@@ -26,6 +26,18 @@ over them (each row restricted to its visible tokens); and litetopk's logits are
 DeepGEMM's on every visible position (bit-identical or the largest difference). Without DeepGEMM
 the columns stay empty and the reason is printed.
 
+--contexts ragged: request 0 at `context` tokens, the others drawn uniformly in (context / 2,
+context] (a seeded generator; max_context_len stays `context`), as a real batch; DeepGEMM gets the
+lengths in its 2-D form with its schedule computed from them.
+
+--state (needs --graphs): the decode state path, i.e. fp8_paged_mqa_topk(..., state=...) with a
+state carried from replay to replay (the previous step's top-k gates the next step's scores),
+algo fused and auto, on two workloads of STATE_STEPS query tensors, one CUDA graph each, replayed
+in turn: "coherent", each step's q the previous one plus STATE_NOISE * randn (in fp32, then cast
+to fp8 e4m3: q itself is randn, so about 10% of its spread; keys, weights and contexts fixed), and
+"iid", every step's q drawn afresh (the previous top-k then says nothing: the worst case). The
+result of the last replay is checked against torch.topk over the logits of its q.
+
 Writes JSON (--json, alias --out) and a markdown table (--md); prints progress lines, then the
 table. A failing column or row is reported and the rest still run. Needs a CUDA GPU and a
 litetopk build with its CUDA backend; `--help` works anywhere.
@@ -75,6 +87,10 @@ DEEPGEMM_ANCHORS = {
 }
 
 ALGOS = ["auto", "unfused", "fused"]
+STATE_STEPS = 8  # query tensors (and graphs) per decode-state workload
+STATE_NOISE = 0.1  # coherent workload: q_{i+1} = fp8(q_i + STATE_NOISE * randn)
+STATE_COLUMNS = [f"{algo}_{workload}" for workload in ("coherent", "iid")
+                 for algo in ("fused_state", "auto_state")]
 TOL_REL = 5e-4  # see tolerances()
 CHECK_ROWS_CHUNK = 32  # rows of the check's torch.topk at a time
 
@@ -138,6 +154,105 @@ def verify(indices, logits, ends, k, tol):
                 return (f"row {row}: a chosen token scores {float(chosen.min()):.5g} < k-th "
                         f"{kth:.5g} - 2 * tol {float(tol[row]):.3g}")
     return "" if exact else "within tol"
+
+
+def ragged_contexts(inputs, context, generator):
+    """Request 0 at `context`, the others uniform in (context / 2, context], in place."""
+    lens = inputs["context_lens"]
+    if lens.numel() > 1:
+        low = context // 2 + 1
+        drawn = torch.randint(low, context + 1, (lens.numel() - 1,), device=lens.device,
+                              generator=generator, dtype=torch.int64)
+        lens[1:] = drawn.to(torch.int32)
+
+
+def step_queries(q, coherent, generator):
+    """STATE_STEPS query tensors like q: each the previous one plus noise (coherent) or fresh
+    randn (iid), fp8 e4m3."""
+    out, current = [], q.float()
+    for _ in range(STATE_STEPS):
+        noise = torch.randn(q.shape, device=q.device, generator=generator)
+        current = current + STATE_NOISE * noise if coherent else noise
+        out.append(current.to(torch.float8_e4m3fn))
+        current = out[-1].float()
+    return out
+
+
+def gate_candidates(previous, logits, ends, k):
+    """What the state path's gate admits per row, from the logits: the previous top-k's
+    smallest new score when k distinct visible non-NaN positions count (else -inf), and the
+    visible scores at or above it. {"mean", "max"} over the rows."""
+    counts = []
+    for r in range(logits.shape[0]):
+        end = int(ends[r])
+        row_scores = logits[r, :end]
+        prev = previous[r].long()
+        prev = prev[(prev >= 0) & (prev < end)].unique()
+        scores = row_scores[prev]
+        scores = scores[~scores.isnan()]
+        bound = float(scores.min()) if scores.numel() >= k else -math.inf
+        counts.append(int((row_scores >= bound).sum()))
+    return {"mean": round(sum(counts) / max(len(counts), 1)), "max": max(counts, default=0)}
+
+
+def bench_state(inputs, logits_of, ends, k, row, args, record):
+    """The decode state path on the coherent and iid workloads, fused and auto: graph replays
+    cycling through STATE_STEPS queries with one state; the last replay checked."""
+    from litetopk.ops.paged import paged_indexer_state  # noqa: PLC0415
+
+    B, next_n = row["B"], row["next_n"]
+    rest = (inputs["kv_cache"], inputs["weights"], inputs["context_lens"], inputs["block_table"])
+    max_context = inputs["max_context"]
+    gen = torch.Generator(device="cuda").manual_seed(args.seed + 1)
+    tol = tolerances(inputs)
+    for workload in ("coherent", "iid"):
+        queries = step_queries(inputs["q"], workload == "coherent", gen)
+        for algo in ("fused_state", "auto_state"):
+            name = f"{algo}_{workload}"
+            path = algo.split("_")[0]
+            try:
+                state = paged_indexer_state(B, next_n, k)
+                indices = torch.empty(B * next_n, k, dtype=torch.int32, device="cuda")
+                plan = litetopk.ops.fp8_paged_mqa_topk_plan(queries[0], *rest, max_context, k,
+                                                            algo=path, state=state)
+                row["workspace_bytes"][name] = plan["workspace_bytes"]
+                row.setdefault("state_dispatched", {})[name] = plan["algo"]
+
+                def step(q):
+                    litetopk.ops.fp8_paged_mqa_topk(q, *rest, max_context, k, algo=path,
+                                                    out=(indices, None), state=state)
+
+                graphs = [capture_graph(lambda q=q: step(q)) for q in queries]
+                median, _ = time_cuda(lambda i: graphs[i % STATE_STEPS].replay(), args.warmup,
+                                      args.iters)
+                # The last replay was graph (warmup + iters - 1) % STEPS: check the next one,
+                # and count what its gate admits (the state holds the previous top-k).
+                last = (args.warmup + args.iters - 1) % STATE_STEPS
+                following = queries[(last + 1) % STATE_STEPS]
+                previous = state.clone()
+                indices.fill_(-2)
+                graphs[(last + 1) % STATE_STEPS].replay()
+                torch.cuda.synchronize()
+                logits = logits_of(following)
+                if algo == "fused_state":
+                    row.setdefault("candidates", {})[workload] = gate_candidates(
+                        previous, logits, ends, k)
+                    print(f"  {workload}: candidates per row {row['candidates'][workload]}",
+                          flush=True)
+                mismatch = verify(indices, logits, ends, k, tol)
+                row["verified"][name] = mismatch in ("", "within tol")
+                if mismatch:
+                    row["notes"][name] = ("" if row["verified"][name] else "MISMATCH: ") + mismatch
+                del graphs
+            except (ValueError, RuntimeError) as error:
+                row["notes"][name] = str(error).splitlines()[0]
+                print(f"  {name} error: {row['notes'][name]}", flush=True)
+                continue
+            finally:
+                torch.cuda.empty_cache()
+            record(name, median)
+            print(f"  {name}: {median:.4f} ms ({plan['algo']}), "
+                  f"{row['notes'].get(name) or 'exact'}", flush=True)
 
 
 def timed(run, args):
@@ -225,6 +340,8 @@ def bench_shape(dg, shape, args, progress):
     progress(f"inputs B={B} context={context} next_n={next_n} H={H}")
     gen = torch.Generator(device="cuda").manual_seed(args.seed)
     inputs = deepgemm_peer.make_paged_inputs(B, context, next_n, H, D, generator=gen)
+    if args.contexts == "ragged":
+        ragged_contexts(inputs, context, gen)
     max_context = inputs["max_context"]
     ends = row_ends(inputs)
     rows = B * next_n
@@ -232,7 +349,8 @@ def bench_shape(dg, shape, args, progress):
     flops = 2.0 * valid_pairs * H * D
     # Each request's visible keys and scales, read once for its next_n queries, plus q and
     # the weights.
-    cache_bytes = B * min(context, max_context) * (D + 4) + rows * H * (D + 4)
+    cache_bytes = int(inputs["context_lens"].clamp(max=max_context).sum()) * (D + 4) + \
+        rows * H * (D + 4)
     row.update(valid_pairs=valid_pairs, flops=flops, bytes=cache_bytes, max_context=max_context)
     operands = (inputs["q"], inputs["kv_cache"], inputs["weights"], inputs["context_lens"],
                 inputs["block_table"])
@@ -297,6 +415,14 @@ def bench_shape(dg, shape, args, progress):
         print(f"  {median:.4f} ms, {row['tflops'][algo]:.0f} TFLOP/s, "
               f"{row['gbps'][algo]:.0f} GB/s, workspace "
               f"{row['workspace_bytes'][algo] / 1e6:.2f} MB, {check}", flush=True)
+    if args.state and logits is not None:
+        progress(f"decode state B={B} context={context} next_n={next_n} k={k}")
+
+        def logits_of(q):
+            litetopk.ops.fp8_paged_mqa_logits(q, *operands[1:], max_context, out=logits)
+            return logits
+
+        bench_state(inputs, logits_of, ends, k, row, args, record)
     return row
 
 
@@ -343,6 +469,29 @@ def markdown_table(rows, peer_rows):
     return "\n".join(lines) + "\n"
 
 
+def decode_table(rows):
+    """The decode table: DeepGEMM's logits and + our topk beside our unfused and the state path
+    (fused and auto, coherent and iid)."""
+    head = ("| B x ctx, next_n | DG logits | DG + our topk | DG + torch.topk | our logits "
+            "| unfused | fused, coherent | auto, coherent | fused, iid | auto, iid | auto picks "
+            "| exact | notes |")
+    lines = [head, "|" + " --- |" * (head.count("|") - 1)]
+    for row in rows:
+        ms, peer = row["ms"], (row.get("peer") or {"ms": {}})
+        picks = row.get("state_dispatched", {}).get("auto_state_coherent", "-")
+        checked = row["verified"]
+        exact = "-" if not checked else ("yes" if all(checked.values()) else "NO")
+        notes = "; ".join(f"{key}: {text}" for key, text in row["notes"].items())
+        cells = [f"{row['B']} x {row['context'] // KI}K, {row['next_n']}",
+                 fmt(peer["ms"].get("logits"), 4), fmt(peer["ms"].get("litetopk_select"), 4),
+                 fmt(peer["ms"].get("torch_topk"), 4), fmt(ms.get("logits"), 4),
+                 fmt(ms.get("unfused"), 4), fmt(ms.get("fused_state_coherent"), 4),
+                 fmt(ms.get("auto_state_coherent"), 4), fmt(ms.get("fused_state_iid"), 4),
+                 fmt(ms.get("auto_state_iid"), 4), picks, exact, notes.replace("|", "/")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_common_arguments(parser, "paged_indexer", "BxCONTEXTxNEXT_N", "32x131072x1", iters=20,
@@ -355,10 +504,19 @@ def main():
     parser.add_argument("--k", type=int, default=K_DEFAULT)
     parser.add_argument("--graphs", action="store_true",
                         help="time each call as a CUDA graph replay (as engines run decode)")
+    parser.add_argument("--contexts", choices=["full", "ragged"], default="full",
+                        help="every request at the context (full) or request 0 at it and the "
+                             "others in (context / 2, context] (ragged)")
+    parser.add_argument("--state", action="store_true",
+                        help="also the decode state path (fused and auto with a state carried "
+                             "between graph replays) on a coherent and an iid workload; needs "
+                             "--graphs")
     parser.add_argument("--peer", choices=["deepgemm"],
                         help="also measure DeepGEMM's paged logits (+ torch.topk, + litetopk "
                              "select) in this process, when bench/deepgemm_peer.py can load it")
     args = parser.parse_args()
+    if args.state and not args.graphs:
+        parser.error("--state needs --graphs (the state is carried between graph replays)")
     require_cuda("paged_indexer_bench.py")
     torch.backends.cuda.matmul.allow_tf32 = False
 
@@ -369,7 +527,8 @@ def main():
         shapes = list(args.shapes)
     else:
         shapes = (QUICK_SHAPES if args.quick else DEFAULT_SHAPES) + list(args.shapes)
-    progress = Progress(len(shapes) * (2 + len(ALGOS) + (4 if dg is not None else 0)))
+    progress = Progress(len(shapes) * (2 + len(ALGOS) + (4 if dg is not None else 0)
+                                       + (1 if args.state else 0)))
 
     rows = []
     for shape in shapes:
@@ -397,7 +556,8 @@ def main():
         "(--peer deepgemm)",
         args, rows, fp8_peak_tflops=FP8_PEAK_TFLOPS, hbm_tbps=HBM_TBPS, graphs=args.graphs,
         peer=deepgemm_peer.describe(dg) if args.peer else None)
-    table = markdown_table(rows, any(row.get("peer") for row in rows))
+    table = (decode_table(rows) if args.state else
+             markdown_table(rows, any(row.get("peer") for row in rows)))
     write_results(record, table, args,
                   f"{record['device']}, {record['date']}, torch {record['torch']}, litetopk "
                   f"{record['litetopk']}" + (", CUDA graphs" if args.graphs else ""))

@@ -322,38 +322,48 @@ NB_MODULE(_C, m) {
   nb::class_<PagedIndexerPlan>(m, "PagedIndexerPlan")
       .def_ro("problem", &PagedIndexerPlan::problem)
       .def_ro("algo", &PagedIndexerPlan::algo)
+      .def_ro("has_state", &PagedIndexerPlan::has_state)
       .def_ro("workspace_bytes", &PagedIndexerPlan::workspace_bytes);
 
+  m.def("paged_indexer_state_bytes", &litetopk::paged_indexer_state_bytes, "batch"_a, "next_n"_a,
+        "k"_a);
+  m.attr("PAGED_DECODE_STATE_MAX_K") = litetopk::kPagedDecodeStateMaxK;
   m.def(
       "indexer_topk_paged_plan",
-      [](const PagedIndexerProblem& problem, IndexerAlgo algo) {
+      [](const PagedIndexerProblem& problem, IndexerAlgo algo, Address state,
+         std::size_t state_bytes) {
         litetopk::IndexerOptions options;
         options.algo = algo;
+        const litetopk::IndexerState decode_state{as<void>(state), state_bytes};
+        if (state != 0) options.state = &decode_state;
         PagedIndexerPlan plan;
         check(litetopk::indexer_topk_paged_plan(problem, options, &plan));
         return plan;
       },
-      "problem"_a, "algo"_a, ReleaseGil());
+      "problem"_a, "algo"_a, "state"_a = Address{0}, "state_bytes"_a = std::size_t{0},
+      ReleaseGil());
   m.def(
       "indexer_topk_paged_launch",
       [](const PagedIndexerPlan& plan, Address q, Address kv_cache, Address weights,
          Address context_lens, Address block_table, Address indices, Address values,
-         Address workspace, Address stream) {
-        const litetopk::PagedIndexerAddresses addresses{
+         Address workspace, Address stream, Address state, std::size_t state_bytes) {
+        litetopk::PagedIndexerAddresses addresses{
             as<const void>(q),           as<const void>(kv_cache),   as<const float>(weights),
             as<const int32_t>(context_lens), as<const int32_t>(block_table), as<int32_t>(indices),
             as<float>(values)};
+        addresses.state = litetopk::IndexerState{as<void>(state), state_bytes};
         check(litetopk::indexer_topk_paged_launch(plan, addresses, as<void>(workspace),
                                                   as_stream(stream)));
       },
       "plan"_a, "q"_a, "kv_cache"_a, "weights"_a, "context_lens"_a, "block_table"_a,
-      "indices"_a, "values"_a, "workspace"_a, "stream"_a);
+      "indices"_a, "values"_a, "workspace"_a, "stream"_a, "state"_a = Address{0},
+      "state_bytes"_a = std::size_t{0});
   m.def(
       "indexer_topk_paged_dispatch",
-      [](const PagedIndexerProblem& problem) {
-        return litetopk::indexer_topk_paged_dispatch(problem);
+      [](const PagedIndexerProblem& problem, bool has_state) {
+        return litetopk::indexer_topk_paged_dispatch(problem, has_state);
       },
-      "problem"_a, ReleaseGil());
+      "problem"_a, "has_state"_a = false, ReleaseGil());
   m.def(
       "indexer_logits_paged",
       [](const PagedIndexerProblem& problem, Address logits, int64_t logits_stride,

@@ -16,6 +16,7 @@ if torch is not None:
     from litetopk.ops import (IndexerState, SparseKvCache, dense_decode, flash_mla_sparse_fwd,
                               fp8_mqa_logits, fp8_mqa_topk, fp8_paged_mqa_logits,
                               fp8_paged_mqa_topk, sparse_attention, topk)
+    from litetopk.ops.paged import fp8_paged_mqa_topk_plan, paged_indexer_state
     from dsa_indexer import DSAIndexer, capture, make_inputs, same_selection
     from test_torch import (attention_inputs, check_attention_close, check_paged_selection,
                             dense_cache, indexer_inputs, paged_inputs, paged_row_ends,
@@ -222,6 +223,99 @@ def test_paged_cuda_graph_replay_as_contexts_grow(algo):
         assert same_selection(indices.cpu(), want.cpu(), want_logits.cpu()), step
         row_ends = paged_row_ends(lens.cpu(), next_n, max_context)
         check_paged_selection(indices, values, want_logits, row_ends, k)
+
+
+def flip_low_bits(q, seed):
+    """A nearby query: the lowest bit of about a quarter of q's fp8 bytes flipped (never into
+    NaN), in place."""
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    raw = q.view(torch.uint8)
+    mask = (torch.rand(raw.shape, generator=gen) < 0.25).to(raw.device)
+    mask &= (raw & 0x7f) < 0x7e
+    raw ^= mask.to(torch.uint8)
+
+
+def test_paged_state_steps_are_exact():
+    """The decode state across steps: no history, the same query, garbage, a nearby query; each
+    step's fused result is exact on its own logits, equals unfused up to ties, and is what the
+    state holds after it."""
+    contexts = [5000, 0, 37, 3000, 4097, 64, 1]
+    next_n, k = 2, 512
+    inputs = paged_inputs("cuda", contexts=contexts, next_n=next_n, seed=51)
+    max_context = 4800
+    state = paged_indexer_state(len(contexts), next_n, k)
+    row_ends = paged_row_ends(inputs[3].cpu(), next_n, max_context)
+    plan = fp8_paged_mqa_topk_plan(*inputs, max_context, k, state=state)
+    assert plan["algo"] == "fused" and plan["has_state"]
+    for step in range(5):
+        if step == 2:
+            state.random_(-10, 6000)
+        if step == 3:
+            flip_low_bits(inputs[0], step)
+        logits = fp8_paged_mqa_logits(*inputs, max_context)
+        indices, values = fp8_paged_mqa_topk(*inputs, max_context, k, state=state)
+        check_paged_selection(indices, values, logits, row_ends, k)
+        unfused, _ = fp8_paged_mqa_topk(*inputs, max_context, k, algo="unfused")
+        assert same_selection(indices.cpu(), unfused.cpu(), logits.cpu()), step
+        assert torch.equal(state.cpu(), indices.cpu()), step
+
+
+def test_paged_state_bad_arguments():
+    inputs = paged_inputs("cuda", contexts=[300, 20], next_n=1, seed=52)
+    with pytest.raises(ValueError, match="int32"):
+        fp8_paged_mqa_topk(*inputs, 320, 64, state=torch.zeros(2, 64, dtype=torch.int64,
+                                                                device="cuda"))
+    with pytest.raises(ValueError, match="paged_indexer_state_bytes"):
+        fp8_paged_mqa_topk(*inputs, 320, 64, state=paged_indexer_state(1, 1, 64))
+    with pytest.raises(ValueError):
+        paged_indexer_state(2, 0, 64)
+    # CPU tensors run the reference and leave the state alone.
+    host = [x.cpu() for x in inputs]
+    state = paged_indexer_state(2, 1, 64, device="cpu")
+    fp8_paged_mqa_topk(*host, 320, 64, state=state)
+    assert (state == 0).all()
+
+
+def test_paged_state_graph_replay_and_compile():
+    """One graph with a state, replayed while the contexts grow and the query drifts; and the
+    op with a state under torch.compile(fullgraph=True)."""
+    final = [6000, 2500, 64, 4000]
+    max_context, k, next_n = 6144, 2048, 2
+    q, kv_cache, weights, lens, table = paged_inputs("cuda", contexts=final, next_n=next_n,
+                                                     max_blocks=96, out_of_range=False, seed=53)
+    steps = [[100, 0, 1, 2047], [2049, 1000, 30, 2500], [3000, 1500, 64, 3000], final]
+    lens.copy_(torch.tensor(steps[0], dtype=torch.int32))
+    state = paged_indexer_state(len(final), next_n, k)
+    indices = torch.empty(len(final) * next_n, k, dtype=torch.int32, device="cuda")
+    values = torch.empty(indices.shape, dtype=torch.float32, device="cuda")
+
+    def run():
+        fp8_paged_mqa_topk(q, kv_cache, weights, lens, table, max_context, k,
+                           out=(indices, values), state=state)
+
+    graph, _ = capture(run)
+    for number, step in enumerate(steps):
+        lens.copy_(torch.tensor(step, dtype=torch.int32))
+        if number == 2:
+            flip_low_bits(q, number)
+        graph.replay()
+        torch.cuda.synchronize()
+        logits = fp8_paged_mqa_logits(q, kv_cache, weights, lens, table, max_context)
+        want, _ = fp8_paged_mqa_topk(q, kv_cache, weights, lens, table, max_context, k,
+                                     algo="unfused")
+        assert same_selection(indices.cpu(), want.cpu(), logits.cpu()), step
+        check_paged_selection(indices, values, logits, paged_row_ends(lens.cpu(), next_n,
+                                                                      max_context), k)
+
+    def select(q, kv_cache, weights, lens, table, state):
+        return fp8_paged_mqa_topk(q, kv_cache, weights, lens, table, max_context, k,
+                                  state=state)[0]
+
+    compiled = torch.compile(select, fullgraph=True)
+    got = compiled(q, kv_cache, weights, lens, table, state)
+    logits = fp8_paged_mqa_logits(q, kv_cache, weights, lens, table, max_context)
+    assert same_selection(got.cpu(), want.cpu(), logits.cpu())
+    assert torch.equal(state.cpu(), got.cpu())
 
 
 # ---------------------------------------------------------------- sparse attention

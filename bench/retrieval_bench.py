@@ -236,10 +236,11 @@ def table(rows):
         lines.append(f"| {r['n']} | {r['batch']} | {r['k']} | {r['corpus']} | "
                      + " | ".join(cells) + f" | {ratio('torch.topk')} | {ratio('torch+select')} "
                      f"| {target} | {recall} | {exact} |")
-        plan = r["retrieval_plan"]
-        notes.append(f"- {r['n']}x{r['batch']}x{r['k']} {r['corpus']}: retrieval in "
-                     f"{plan['chunks']} chunks of {plan['chunk_rows']} rows, workspace "
-                     f"{plan['workspace_bytes'] / 1e6:.0f} MB")
+        plan = r.get("retrieval_plan")
+        if plan is not None:
+            notes.append(f"- {r['n']}x{r['batch']}x{r['k']} {r['corpus']}: retrieval in "
+                         f"{plan['chunks']} chunks of {plan['chunk_rows']} rows, workspace "
+                         f"{plan['workspace_bytes'] / 1e6:.0f} MB")
         for note in r["notes"]:
             notes.append(f"- {r['n']}x{r['batch']}x{r['k']} {r['corpus']}: {note}")
         for method, error in r["errors"].items():
@@ -262,7 +263,12 @@ def main():
     progress = Progress(5 * len(shapes))
     rows = []
     for n, b, k, c in shapes:
-        rows.append(bench_shape(n, b, k, c, args, progress))
+        try:
+            rows.append(bench_shape(n, b, k, c, args, progress))
+        except (RuntimeError, ValueError) as error:  # the inputs or the reference: say so, go on
+            rows.append({"n": n, "batch": b, "k": k, "corpus": c, "target_ms": None, "ms": {},
+                         "recall": {}, "exact": {}, "notes": [],
+                         "errors": {"shape": str(error).splitlines()[0]}})
         torch.cuda.empty_cache()  # the shape's inputs are gone with bench_shape's frame
     md = table(rows)
     record = result_record("retrieval top-k: torch matmul + topk, + litetopk select, litetopk "

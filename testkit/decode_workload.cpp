@@ -26,6 +26,9 @@ const char* decode_pattern_name(DecodePattern pattern) {
     case DecodePattern::kNeedles: return "needles";
     case DecodePattern::kFlat: return "flat";
     case DecodePattern::kExtremes: return "extremes";
+    case DecodePattern::kSpread: return "spread";
+    case DecodePattern::kPassages: return "passages";
+    case DecodePattern::kRope: return "rope";
   }
   return "invalid";
 }
@@ -45,6 +48,18 @@ constexpr double kNeedleLow = 14.5, kNeedleHigh = 16.5;
 constexpr double kHeavyRate = 1.0 / 32.0, kHeavyMean = 2.5, kHeavyCap = 13.0;
 constexpr int kOutlierChannels = 4;
 constexpr double kOutlierFactor = 5.0;
+// kSpread parameters.
+constexpr double kSpreadSinkOffsets[] = {8.0, 7.5, 7.0, 6.5};
+constexpr double kSpreadLocalNewest = 6.0, kSpreadLocalOldest = 3.0;
+constexpr double kWarmRate = 0.25, kWarmLow = 2.0, kWarmHigh = 6.0;
+// kPassages parameters.
+constexpr double kPassageSinkOffsets[] = {11.0, 10.0, 9.0, 9.0};
+constexpr double kPassageLocalNewest = 10.0, kPassageLocalOldest = 6.0;
+constexpr int64_t kPassages = 8, kPassageTokens = 512;
+constexpr double kPassageMean = 8.0, kPassageStd = 1.0;
+// kRope parameters.
+constexpr double kRopeTheta = 500000.0;
+constexpr int64_t kRopeRelevantPairs = 16;  // the lowest-frequency rotary pairs carry u
 // kFlat: logit std.
 constexpr double kFlatLogitStd = 1.0;
 // kExtremes: query std.
@@ -110,34 +125,62 @@ struct PairOut {
   TokenKind* kinds;  // [capacity]
 };
 
-void fill_needles(std::mt19937_64& rng, const DecodeWorkloadSpec& spec, int64_t len,
-                  double scale, const PairOut& out) {
-  const DType dtype = spec.dtype;
-  const int64_t group = spec.group_size;
-  const std::vector<double> c = channel_scales(rng);
-  std::vector<double> u = normal_vector(rng, kD);
-  normalize(&u);
-  // Queries.
-  double gain_along_u = 0;
-  std::vector<double> eps = normal_vector(rng, kD, 1.0 / std::sqrt(static_cast<double>(kD)));
-  for (int64_t g = 0; g < group; ++g) {
-    if (!spec.identical_heads && g > 0) {
-      eps = normal_vector(rng, kD, 1.0 / std::sqrt(static_cast<double>(kD)));
-    }
-    std::vector<double> dir(static_cast<std::size_t>(kD));
-    for (int64_t i = 0; i < kD; ++i) dir[i] = u[i] + kQueryNoise * eps[i];
-    normalize(&dir);
-    const double beta = query_gain(dir, c, scale, kBulkLogitStd);
-    double along = 0;
-    for (int64_t i = 0; i < kD; ++i) {
-      out.q[g * kD + i] = to_bits(beta * dir[i], dtype);
-      along += dir[i] * u[i];
-    }
-    gain_along_u += scale * beta * along / static_cast<double>(group);
+// Rotates x [D] by RoPE at `position` (pairs (i, i + D/2), theta_i = kRopeTheta^(-2i/D)).
+void rotate(std::vector<double>* x, double position) {
+  for (int64_t i = 0; i < kD / 2; ++i) {
+    const double angle =
+        position * std::pow(kRopeTheta, -2.0 * static_cast<double>(i) / static_cast<double>(kD));
+    const double c = std::cos(angle), s = std::sin(angle);
+    const double a = (*x)[i], b = (*x)[i + kD / 2];
+    (*x)[i] = a * c - b * s;
+    (*x)[i + kD / 2] = a * s + b * c;
   }
-  // Token kinds and logit offsets.
-  std::vector<double> offset(static_cast<std::size_t>(len), 0.0);
-  std::vector<TokenKind> kind(static_cast<std::size_t>(len), TokenKind::kBulk);
+}
+
+// The logit offsets of kSpread and kPassages (header) over the tokens after the sinks.
+void structured_offsets(std::mt19937_64& rng, DecodePattern pattern, int64_t len,
+                        std::vector<double>* offset, std::vector<TokenKind>* kind) {
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  const bool spread = pattern == DecodePattern::kSpread;
+  const double* sinks = spread ? kSpreadSinkOffsets : kPassageSinkOffsets;
+  const double newest = spread ? kSpreadLocalNewest : kPassageLocalNewest;
+  const double oldest = spread ? kSpreadLocalOldest : kPassageLocalOldest;
+  if (spread) {
+    for (int64_t t = 0; t < len; ++t) {
+      if (uniform(rng) < kWarmRate) {
+        (*kind)[t] = TokenKind::kHeavy;
+        (*offset)[t] = kWarmLow + (kWarmHigh - kWarmLow) * uniform(rng);
+      }
+    }
+  } else {
+    std::normal_distribution<double> normal(kPassageMean, kPassageStd);
+    const int64_t span = std::min(kPassageTokens, len / (4 * kPassages));
+    for (int64_t i = 0; i < kPassages && span > 0; ++i) {
+      std::uniform_int_distribution<int64_t> start(0, len - span);
+      const int64_t first = start(rng);
+      for (int64_t t = first; t < first + span; ++t) {
+        (*kind)[t] = TokenKind::kNeedle;
+        (*offset)[t] = normal(rng);
+      }
+    }
+  }
+  const int64_t local_begin = std::max<int64_t>(std::min<int64_t>(4, len), len - kLocalWindow);
+  for (int64_t t = local_begin; t < len; ++t) {
+    (*kind)[t] = TokenKind::kLocal;
+    const double age = static_cast<double>(len - 1 - t) / static_cast<double>(kLocalWindow - 1);
+    (*offset)[t] = newest - (newest - oldest) * age;
+  }
+  for (int64_t t = 0; t < std::min<int64_t>(4, len); ++t) {
+    (*kind)[t] = TokenKind::kSink;
+    (*offset)[t] = sinks[t];
+  }
+}
+
+// The logit offsets of kNeedles and kRope (header).
+void needle_offsets(std::mt19937_64& rng, int64_t len, std::vector<double>* offset_out,
+                    std::vector<TokenKind>* kind_out) {
+  std::vector<double>& offset = *offset_out;
+  std::vector<TokenKind>& kind = *kind_out;
   std::uniform_real_distribution<double> uniform(0.0, 1.0);
   std::exponential_distribution<double> heavy(1.0 / kHeavyMean);
   for (int64_t t = 0; t < len; ++t) {
@@ -165,13 +208,64 @@ void fill_needles(std::mt19937_64& rng, const DecodeWorkloadSpec& spec, int64_t 
     kind[t] = TokenKind::kSink;
     offset[t] = kSinkOffsets[t];
   }
+}
+
+// kNeedles, kSpread, kPassages and kRope: keys c (.) n_t + a_t u with the pattern's offsets.
+void fill_needles(std::mt19937_64& rng, const DecodeWorkloadSpec& spec, int64_t len,
+                  double scale, const PairOut& out) {
+  const DType dtype = spec.dtype;
+  const int64_t group = spec.group_size;
+  const bool rope = spec.pattern == DecodePattern::kRope;
+  const std::vector<double> c = channel_scales(rng);
+  std::vector<double> u = normal_vector(rng, kD);
+  if (rope) {
+    for (int64_t i = 0; i < kD / 2 - kRopeRelevantPairs; ++i) u[i] = u[i + kD / 2] = 0.0;
+  }
+  normalize(&u);
+  // Queries.
+  double gain_along_u = 0;
+  std::vector<double> eps = normal_vector(rng, kD, 1.0 / std::sqrt(static_cast<double>(kD)));
+  for (int64_t g = 0; g < group; ++g) {
+    if (!spec.identical_heads && g > 0) {
+      eps = normal_vector(rng, kD, 1.0 / std::sqrt(static_cast<double>(kD)));
+    }
+    std::vector<double> dir(static_cast<std::size_t>(kD));
+    for (int64_t i = 0; i < kD; ++i) dir[i] = u[i] + kQueryNoise * eps[i];
+    normalize(&dir);
+    const double beta = query_gain(dir, c, scale, kBulkLogitStd);
+    double along = 0;
+    for (int64_t i = 0; i < kD; ++i) {
+      out.q[g * kD + i] = to_bits(beta * dir[i], dtype);
+      along += dir[i] * u[i];
+    }
+    gain_along_u += scale * beta * along / static_cast<double>(group);
+  }
+  if (rope) {  // the query at position len
+    for (int64_t g = 0; g < group; ++g) {
+      std::vector<double> qg(static_cast<std::size_t>(kD));
+      for (int64_t i = 0; i < kD; ++i) qg[i] = static_cast<double>(load_float(out.q, dtype, g * kD + i));
+      rotate(&qg, static_cast<double>(len));
+      for (int64_t i = 0; i < kD; ++i) out.q[g * kD + i] = to_bits(qg[i], dtype);
+    }
+  }
+  // Token kinds and logit offsets.
+  std::vector<double> offset(static_cast<std::size_t>(len), 0.0);
+  std::vector<TokenKind> kind(static_cast<std::size_t>(len), TokenKind::kBulk);
+  if (spec.pattern == DecodePattern::kSpread || spec.pattern == DecodePattern::kPassages) {
+    structured_offsets(rng, spec.pattern, len, &offset, &kind);
+  } else {
+    needle_offsets(rng, len, &offset, &kind);
+  }
   // Keys and values.
+  std::vector<double> key(static_cast<std::size_t>(kD));
   for (int64_t t = 0; t < len; ++t) {
     const std::vector<double> n = normal_vector(rng, kD);
     const std::vector<double> v = normal_vector(rng, kD);
     const double a = offset[t] / gain_along_u;
+    for (int64_t i = 0; i < kD; ++i) key[i] = c[i] * n[i] + a * u[i];
+    if (rope) rotate(&key, static_cast<double>(t));
     for (int64_t i = 0; i < kD; ++i) {
-      out.keys[t * kD + i] = to_bits(c[i] * n[i] + a * u[i], dtype);
+      out.keys[t * kD + i] = to_bits(key[i], dtype);
       out.values[t * kD + i] = to_bits(v[i], dtype);
     }
     out.kinds[t] = kind[t];
@@ -362,7 +456,10 @@ DecodeWorkload make_decode_workload(const DecodeWorkloadSpec& spec) {
                       &w.kinds[pair * w.capacity]};
     const int64_t len = spec.lengths[b];
     switch (spec.pattern) {
-      case DecodePattern::kNeedles: fill_needles(rng, spec, len, scale, out); break;
+      case DecodePattern::kNeedles:
+      case DecodePattern::kSpread:
+      case DecodePattern::kPassages:
+      case DecodePattern::kRope: fill_needles(rng, spec, len, scale, out); break;
       case DecodePattern::kFlat: fill_flat(rng, spec, len, scale, out); break;
       case DecodePattern::kExtremes: fill_extremes(rng, spec, len, out); break;
     }
@@ -393,9 +490,10 @@ HostSparseCache::HostSparseCache(DType dtype, int64_t batch, int64_t num_kv_head
       static_cast<std::size_t>(paged ? pages * num_kv_heads : batch * num_kv_heads * max_blocks);
   const auto bs = static_cast<std::size_t>(block_size);
   const uint16_t nan = nan_bits(dtype);
-  // Unwritten entries hold NaN (residual 0x7f is e4m3 NaN): reading one shows.
+  // Unwritten entries hold NaN (scales, values, tail) or bytes no writer produces (residual
+  // 0x80, the int8 -128): reading one shows.
   key_codes.assign(slots * bs * kD / 4, 0xa5);
-  key_residuals.assign(slots * bs * kD, 0x7f);
+  key_residuals.assign(slots * bs * kD, 0x80);
   key_scales.assign(slots * kD, nan);
   values.assign(slots * bs * kD, nan);
   tail_keys.assign(static_cast<std::size_t>(batch * num_kv_heads) * bs * kD, nan);
@@ -445,6 +543,14 @@ double rel_l2(const std::vector<float>& out, const std::vector<float>& ref) {
 Status sparse_decode_tradeoff_cpu(const DecodeWorkloadSpec& spec, int64_t block_size,
                                   const std::vector<float>& deltas,
                                   std::vector<TradeoffRow>* rows) {
+  std::vector<DecodeSelection> selections;
+  for (float delta : deltas) selections.push_back({SparseSelection::kDelta, delta});
+  return sparse_decode_tradeoff_cpu(spec, block_size, selections, rows);
+}
+
+Status sparse_decode_tradeoff_cpu(const DecodeWorkloadSpec& spec, int64_t block_size,
+                                  const std::vector<DecodeSelection>& selections,
+                                  std::vector<TradeoffRow>* rows) {
   if (rows == nullptr) return Status(StatusCode::kInvalidArgument, "rows must not be null");
   return run_guarded("sparse_decode_tradeoff_cpu", [&]() -> Status {
     DecodeWorkload w = make_decode_workload(spec);
@@ -460,12 +566,14 @@ Status sparse_decode_tradeoff_cpu(const DecodeWorkloadSpec& spec, int64_t block_
     rows->clear();
     std::vector<float> out(out_size);
     std::vector<uint8_t> mask(static_cast<std::size_t>(w.batch * w.num_kv_heads * view.max_blocks));
-    for (float delta : deltas) {
-      if (!(status = sparse_decode_cpu(w.sparse_problem(view, delta, out.data(), mask.data())))) {
-        return status;
-      }
+    for (const DecodeSelection& selection : selections) {
+      SparseDecodeProblem problem = w.sparse_problem(view, selection.value, out.data(), mask.data());
+      problem.selection = selection.rule;
+      problem.mass_target = selection.value;
+      if (!(status = sparse_decode_cpu(problem))) return status;
       TradeoffRow row;
-      row.delta = delta;
+      row.delta = selection.value;
+      row.rule = selection.rule;
       status = decode_fidelity_cpu(
           w.fidelity_problem(out.data(), mask.data(), block_size, view.max_blocks),
           &row.vs_original);

@@ -29,6 +29,20 @@
 //             values mix +-65504, subnormals and N(0, 1000); q ~ N(0, 1.2e-4^2) (partly
 //             subnormal) so that the logits (dominated by the huge channels) spread over a few
 //             units. With bf16 the same values rounded to bf16.
+//   kSpread   (c) spread attention mass: the kNeedles construction with offsets that put the
+//             mass on many tokens: 1 token in 4 "warm" with an offset uniform in [2, 6], sinks
+//             8, 7.5, 7, 6.5, the local window 6 (newest) down to 3, no needles. No block stands
+//             out: the softmax mass is spread over about a quarter of the context.
+//   kPassages (d) a few hot passages (retrieval-augmented prompts): 8 contiguous passages of 512
+//             tokens (len / 32 when shorter) at random positions, each token's offset ~ N(8, 1);
+//             sinks 11, 10, 9, 9; the local window 10 down to 6; no heavy tail. The mass sits in
+//             a few dozen contiguous blocks.
+//   kRope     (e) RoPE-rotated keys: kNeedles with the relevance direction u confined to the 16
+//             lowest-frequency rotary pairs, then every key rotated at its position t and the
+//             query at position len (Llama-3.1 convention: channel pairs (i, i + 64), theta_i =
+//             500000^(-2i/128)). The designed offsets hold up to cos((len - t) theta_i) (>= 0.79
+//             at 256K); the rotated noise channels change magnitude along the context, which the
+//             per-block channel scales see.
 // With identical_heads every KV head of a sequence holds the same keys and values and every query
 // head the same query (the sequences still differ).
 #pragma once
@@ -46,10 +60,14 @@ enum class DecodePattern : int {
   kNeedles = 0,
   kFlat = 1,
   kExtremes = 2,
+  kSpread = 3,
+  kPassages = 4,
+  kRope = 5,
 };
 const char* decode_pattern_name(DecodePattern pattern);
 
-// Token categories of kNeedles (every token of the other patterns is kBulk).
+// Token categories of kNeedles and kRope (kSpread: warm tokens are kHeavy; kPassages: passage
+// tokens are kNeedle; every token of kFlat and kExtremes is kBulk).
 enum class TokenKind : uint8_t { kBulk = 0, kSink = 1, kLocal = 2, kNeedle = 3, kHeavy = 4 };
 constexpr int kNumTokenKinds = 5;
 
@@ -77,7 +95,7 @@ struct DecodeWorkload {
   // Contiguous views over the vectors (valid while the workload lives and is not resized).
   DenseKvCache dense();
   DenseDecodeProblem dense_problem(void* out, DType out_dtype);
-  // Sparse decode of these queries over `cache` (fp32 output; kept_mask may be null).
+  // Sparse decode of these queries over `cache` (fp32 output; kept_mask may be null), top-delta.
   SparseDecodeProblem sparse_problem(const SparseKvCache& cache, float delta, float* out,
                                      uint8_t* kept_mask);
   // Fidelity of an fp32 output against fp64 dense attention over these keys (kept_mask, when
@@ -115,13 +133,23 @@ Status quantize_workload(DecodeWorkload* workload, int64_t block_size, bool page
 // One row of the delta trade-off: the sparse CPU reference at `delta` judged against the fp64
 // dense reference over the original keys (`vs_original`), and the rel L2 against dense attention
 // over the rebuilt keys (the selection's own error, without the quantization's).
+// A selection rule and its parameter (delta, or mass_target for kMass).
+struct DecodeSelection {
+  SparseSelection rule = SparseSelection::kDelta;
+  float value = 5.0f;
+};
 struct TradeoffRow {
-  float delta = 0;
+  float delta = 0;  // the selection's value (delta or mass_target)
+  SparseSelection rule = SparseSelection::kDelta;
   DecodeFidelity vs_original;
   double rel_l2_vs_rebuilt = 0;
 };
 Status sparse_decode_tradeoff_cpu(const DecodeWorkloadSpec& spec, int64_t block_size,
                                   const std::vector<float>& deltas,
+                                  std::vector<TradeoffRow>* rows);
+// The same over selections of either rule.
+Status sparse_decode_tradeoff_cpu(const DecodeWorkloadSpec& spec, int64_t block_size,
+                                  const std::vector<DecodeSelection>& selections,
                                   std::vector<TradeoffRow>* rows);
 // A markdown table of the rows under a one-line title.
 std::string format_tradeoff_table(const std::string& title, const std::vector<TradeoffRow>& rows);

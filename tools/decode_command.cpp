@@ -29,7 +29,7 @@ struct DecodeArgs {
   DecodeSpec spec;
   std::string dtype = "fp16";
   std::string pattern = "synthetic";
-  std::vector<std::string> deltas{"3", "5", "7", "9"};
+  std::vector<std::string> deltas{"3", "5", "7", "9"};  // or "m<mass target>"
   std::string device = "auto";
   BenchOptions bench;
   std::string json_path;
@@ -40,7 +40,7 @@ std::string megabytes(std::size_t bytes) {
 }
 
 // The spec and deltas from the options; throws CLI::ValidationError on bad values.
-DecodeSpec parse_spec(const DecodeArgs& args, std::vector<float>* deltas) {
+DecodeSpec parse_spec(const DecodeArgs& args, std::vector<DecodeSelection>* deltas) {
   DecodeSpec spec = args.spec;
   parse_dtype(args.dtype.c_str(), &spec.dtype);            // validated by the option
   parse_decode_pattern(args.pattern, &spec.pattern);       // validated by the option
@@ -49,12 +49,13 @@ DecodeSpec parse_spec(const DecodeArgs& args, std::vector<float>* deltas) {
   }
   deltas->clear();
   for (const std::string& text : args.deltas) {
-    float delta = 0;
-    if (!parse_delta(text, &delta)) {
+    DecodeSelection selection;
+    if (!parse_selection(text, &selection)) {
       throw CLI::ValidationError("--deltas",
-                                 "each delta must be a number >= 0 or inf, got '" + text + "'");
+                                 "each entry must be a delta (a number >= 0 or inf) or m and a "
+                                 "mass target in [0, 1), got '" + text + "'");
     }
-    deltas->push_back(delta);
+    deltas->push_back(selection);
   }
   if (deltas->empty()) throw CLI::ValidationError("--deltas", "give at least one delta");
   return spec;
@@ -78,7 +79,10 @@ nlohmann::ordered_json row_json(const DecodeRow& row, bool on_gpu) {
   const DecodeFidelity& f = row.fidelity;
   return Json{
       {"kind", row.dense ? "dense" : "sparse"},
-      {"delta", row.dense ? Json() : std::isinf(row.delta) ? Json("inf") : Json(row.delta)},
+      {"selection", row.dense ? Json() : Json(row.rule == SparseSelection::kMass ? "mass" : "delta")},
+      {"delta", row.dense || row.rule == SparseSelection::kMass ? Json()
+                : std::isinf(row.delta) ? Json("inf") : Json(row.delta)},
+      {"mass_target", !row.dense && row.rule == SparseSelection::kMass ? Json(row.delta) : Json()},
       {"kept_fraction", f.kept_fraction},
       {"read_fraction", f.read_fraction},
       {"kept_mass_mean", f.kept_mass_mean},
@@ -97,7 +101,7 @@ nlohmann::ordered_json row_json(const DecodeRow& row, bool on_gpu) {
 }
 
 int run_decode(const DecodeArgs& args) {
-  std::vector<float> deltas;
+  std::vector<DecodeSelection> deltas;
   DecodeSpec spec = parse_spec(args, &deltas);
 
   const DeviceChoice device = choose_device(args.device);
@@ -150,7 +154,7 @@ int run_decode(const DecodeArgs& args) {
 
   std::cout << "running " << (spec.on_gpu ? "sparse_decode" : "sparse_decode_cpu") << " at delta";
   for (std::size_t i = 0; i < deltas.size(); ++i) {
-    std::cout << (i ? ", " : " ") << delta_label(deltas[i]);
+    std::cout << (i ? ", " : " ") << selection_label(deltas[i]);
   }
   if (spec.on_gpu) {
     std::cout << " and dense_decode (fp32 outputs) on " << gpu.device.name;
@@ -161,10 +165,10 @@ int run_decode(const DecodeArgs& args) {
   std::cout << (args.bench.enabled ? " (benchmark)" : "") << '\n';
   std::vector<DecodeRow> rows;
   std::optional<Progress> progress(std::in_place, "running sparse and dense decoding");
-  for (float delta : deltas) {
+  for (const DecodeSelection& delta : deltas) {
     DecodeRow row;
     if (const Status s = runner.run_sparse(delta, args.bench, &row); !s) {
-      std::cerr << "litetopk: error: sparse decode at delta " << delta_label(delta) << ": "
+      std::cerr << "litetopk: error: sparse decode at " << selection_label(delta) << ": "
                 << s.to_string() << '\n';
       return kExitFailure;
     }
@@ -186,7 +190,7 @@ int run_decode(const DecodeArgs& args) {
   for (const DecodeRow& row : rows) {
     const DecodeFidelity& f = row.fidelity;
     std::vector<std::string> cells{
-        row.dense ? "dense" : delta_label(row.delta), fixed(f.kept_fraction, 3),
+        row.dense ? "dense" : selection_label({row.rule, row.delta}), fixed(f.kept_fraction, 3),
         fixed(f.read_fraction, 3), fixed(f.kept_mass_mean, 5), fixed(f.kept_mass_min, 5),
         scientific(f.rel_l2, 2),
         row.selection_rel_l2 >= 0 ? scientific(row.selection_rel_l2, 2) : "-",
@@ -295,12 +299,14 @@ void add_decode_command(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--pattern", args->pattern,
                   "synthetic: sinks, a local window, needles and a heavy tail; flat: no "
-                  "structure (the worst case)")
-      ->check(CLI::IsMember({"synthetic", "flat"}))
+                  "structure (the worst case); spread: mass over a quarter of the tokens; "
+                  "passages: a few hot passages; rope: synthetic with RoPE-rotated keys")
+      ->check(CLI::IsMember({"synthetic", "flat", "spread", "passages", "rope"}))
       ->capture_default_str();
   cmd->add_option("--deltas", args->deltas,
-                  "Comma-separated deltas (natural-log units of the softmax weight; inf keeps "
-                  "every block)")
+                  "Comma-separated selections: deltas (natural-log units of the softmax weight; "
+                  "inf keeps every block) or bounded-mass targets as m<target> (m0.01: skip at "
+                  "most 1% of the estimated mass)")
       ->delimiter(',')
       ->capture_default_str();
   add_device_option(cmd, &args->device);

@@ -84,7 +84,10 @@ Status DecodeGpu::prepare(testkit::DecodeWorkload* workload, int64_t block_size,
   std::size_t workspace_bytes = 0;
   if (Status s = dense_decode_workspace_size(dense_, &workspace_bytes); !s) return s;
   if (Status s = dense_workspace_.allocate(workspace_bytes); !s) return s;
-  if (Status s = sparse_decode_workspace_size(sparse_, &workspace_bytes); !s) return s;
+  // The bounded-mass selection needs the larger workspace (its block masses and pick rows).
+  SparseDecodeProblem mass = sparse_;
+  mass.selection = SparseSelection::kMass;
+  if (Status s = sparse_decode_workspace_size(mass, &workspace_bytes); !s) return s;
   return sparse_workspace_.allocate(workspace_bytes);
 }
 
@@ -105,9 +108,11 @@ Status DecodeGpu::run_dense(const BenchOptions& bench, float* out, Timing* timin
       out, timing);
 }
 
-Status DecodeGpu::run_sparse(float delta, const BenchOptions& bench, float* out,
-                             uint8_t* kept_mask, Timing* timing) {
-  sparse_.delta = delta;
+Status DecodeGpu::run_sparse(const testkit::DecodeSelection& selection, const BenchOptions& bench,
+                             float* out, uint8_t* kept_mask, Timing* timing) {
+  sparse_.selection = selection.rule;
+  sparse_.delta = selection.value;
+  sparse_.mass_target = selection.value;
   // Neither 0 nor 1 until a run writes it.
   if (Status s = testkit::fill_device(kept_mask_.data(), kPoisonByte, kept_mask_.size()); !s) {
     return s;
@@ -115,8 +120,10 @@ Status DecodeGpu::run_sparse(float delta, const BenchOptions& bench, float* out,
   if (Status s = timed(
           bench,
           [&] {
+            DecodeOptions options;
+            options.read_all_when_small = false;  // the rule as asked, at every size
             return sparse_decode(sparse_, sparse_workspace_.data(), sparse_workspace_.size(),
-                                 nullptr);
+                                 nullptr, options);
           },
           out, timing);
       !s) {

@@ -30,7 +30,8 @@ class DecodeGpu {
   Status run_dense(const BenchOptions& bench, float* out, Timing* timing);
   // sparse_decode at `delta`, likewise; the last run's kept mask goes to host `kept_mask`
   // [batch, num_kv_heads, max_blocks] (every entry checked to be 0 or 1).
-  Status run_sparse(float delta, const BenchOptions& bench, float* out, uint8_t* kept_mask,
+  Status run_sparse(const testkit::DecodeSelection& selection, const BenchOptions& bench,
+                    float* out, uint8_t* kept_mask,
                     Timing* timing);
   // Copies the device sparse cache into `host`, which must have the cache's shape (contiguous).
   Status download_cache(testkit::HostSparseCache* host) const;

@@ -66,12 +66,17 @@ const char* decode_pattern_label(testkit::DecodePattern pattern) {
     case testkit::DecodePattern::kNeedles: return "synthetic";
     case testkit::DecodePattern::kFlat: return "flat";
     case testkit::DecodePattern::kExtremes: return "extremes";
+    case testkit::DecodePattern::kSpread: return "spread";
+    case testkit::DecodePattern::kPassages: return "passages";
+    case testkit::DecodePattern::kRope: return "rope";
   }
   return "invalid";
 }
 
 bool parse_decode_pattern(const std::string& name, testkit::DecodePattern* pattern) {
-  for (const auto p : {testkit::DecodePattern::kNeedles, testkit::DecodePattern::kFlat}) {
+  for (const auto p : {testkit::DecodePattern::kNeedles, testkit::DecodePattern::kFlat,
+                       testkit::DecodePattern::kSpread, testkit::DecodePattern::kPassages,
+                       testkit::DecodePattern::kRope}) {
     if (name == decode_pattern_label(p)) {
       *pattern = p;
       return true;
@@ -92,6 +97,25 @@ std::string delta_label(float delta) {
   char text[32];
   std::snprintf(text, sizeof(text), "%g", static_cast<double>(delta));
   return text;
+}
+
+std::string selection_label(const testkit::DecodeSelection& selection) {
+  if (selection.rule == SparseSelection::kDelta) return delta_label(selection.value);
+  return "m" + delta_label(selection.value);
+}
+
+bool parse_selection(const std::string& text, testkit::DecodeSelection* selection) {
+  if (!text.empty() && text[0] == 'm') {
+    char* end = nullptr;
+    const float value = std::strtof(text.c_str() + 1, &end);
+    if (text.size() == 1 || end != text.c_str() + text.size() || !(value >= 0 && value < 1)) {
+      return false;
+    }
+    *selection = {SparseSelection::kMass, value};
+    return true;
+  }
+  selection->rule = SparseSelection::kDelta;
+  return parse_delta(text, &selection->value);
 }
 
 bool parse_delta(const std::string& text, float* delta) {
@@ -190,18 +214,22 @@ Status DecodeRunner::run_dense(const BenchOptions& bench, DecodeRow* row) {
   return status ? judge(/*sparse=*/false, row) : status;
 }
 
-Status DecodeRunner::run_sparse(float delta, const BenchOptions& bench, DecodeRow* row) {
+Status DecodeRunner::run_sparse(const testkit::DecodeSelection& selection,
+                               const BenchOptions& bench, DecodeRow* row) {
   if (!prepared_) return Status(StatusCode::kInternal, "DecodeRunner: run before prepare");
   *row = DecodeRow{};
-  row->delta = delta;
+  row->delta = selection.value;
+  row->rule = selection.rule;
   const BenchOptions runs = timed_runs(bench, spec_.on_gpu);
   Status status;
   if (gpu_) {
-    status = gpu_->run_sparse(delta, runs, out_.data(), kept_mask_.data(), &row->timing);
+    status = gpu_->run_sparse(selection, runs, out_.data(), kept_mask_.data(), &row->timing);
     row->workspace_bytes = gpu_->sparse_workspace_bytes();
   } else {
-    const SparseDecodeProblem p =
-        workload_.sparse_problem(cache_.view(), delta, out_.data(), kept_mask_.data());
+    SparseDecodeProblem p =
+        workload_.sparse_problem(cache_.view(), selection.value, out_.data(), kept_mask_.data());
+    p.selection = selection.rule;
+    p.mass_target = selection.value;
     status = time_on_host(runs, [&](int) { return sparse_decode_cpu(p); }, &row->timing);
   }
   return status ? judge(/*sparse=*/true, row) : status;

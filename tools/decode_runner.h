@@ -23,7 +23,7 @@ namespace litetopk::tools {
 using namespace litetopk::testkit;
 
 struct DecodeSpec {
-  testkit::DecodePattern pattern = testkit::DecodePattern::kNeedles;  // "synthetic" or "flat"
+  testkit::DecodePattern pattern = testkit::DecodePattern::kNeedles;  // decode_pattern_label
   DType dtype = DType::kFloat16;                              // fp16 or bf16
   int64_t batch = 1;
   int64_t context = 32768;  // tokens in every sequence
@@ -36,7 +36,8 @@ struct DecodeSpec {
 
 // What is wrong with the spec, or "" when it is valid.
 std::string decode_spec_error(const DecodeSpec& spec);
-// "synthetic" (testkit::DecodePattern::kNeedles) or "flat"; parse_decode_pattern reads them back.
+// "synthetic" (testkit::DecodePattern::kNeedles), "flat", "spread", "passages" or "rope" (and
+// "extremes", which parse_decode_pattern does not read back).
 const char* decode_pattern_label(testkit::DecodePattern pattern);
 bool parse_decode_pattern(const std::string& name, testkit::DecodePattern* pattern);
 // "1x32768 kv=2 q=8 BS=128"
@@ -44,10 +45,14 @@ std::string decode_shape_label(const DecodeSpec& spec);
 // "5", "0.5", "inf"; parse_delta reads a number >= 0 or "inf".
 std::string delta_label(float delta);
 bool parse_delta(const std::string& text, float* delta);
+// A selection: a delta as above, or "m" and a mass target in [0, 1) ("m0.01") for kMass.
+std::string selection_label(const testkit::DecodeSelection& selection);
+bool parse_selection(const std::string& text, testkit::DecodeSelection* selection);
 
 struct DecodeRow {
   bool dense = false;  // dense decode over the original keys; else sparse decode at delta
-  float delta = std::numeric_limits<float>::infinity();
+  float delta = std::numeric_limits<float>::infinity();  // or the mass target (rule kMass)
+  SparseSelection rule = SparseSelection::kDelta;
   // Against fp64 dense attention over the original keys. For the dense row only rel_l2 and
   // max_head_rel_l2 are measured; the block and mass figures are those of reading everything
   // (read_fraction 1: the dense cache's own bytes).
@@ -85,7 +90,8 @@ class DecodeRunner {
   // Each times one run (on the GPU one warm-up run first), or bench.iters runs after
   // bench.warmup when bench.enabled, then judges the output of the last one.
   Status run_dense(const BenchOptions& bench, DecodeRow* row);
-  Status run_sparse(float delta, const BenchOptions& bench, DecodeRow* row);
+  Status run_sparse(const testkit::DecodeSelection& selection, const BenchOptions& bench,
+                    DecodeRow* row);
 
   const DecodeSpec& spec() const { return spec_; }
   DecodeCacheMemory memory() const;

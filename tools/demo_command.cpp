@@ -433,7 +433,7 @@ bool run_decode_steps(const DecodeDemo& demo, bool quick, const std::string& not
     const std::string name = "sparse delta=" + delta_label(delta);
     progress->start("decode " + name + ' ' + shape + note);
     DecodeRow row;
-    if (Status s = runner.run_sparse(delta, bench, &row); !s) {
+    if (Status s = runner.run_sparse({SparseSelection::kDelta, delta}, bench, &row); !s) {
       progress->fail(s);
       table->add_row({label, name, "error"});
       all_ok = false;

@@ -222,6 +222,8 @@ typedef struct litetopk_sparse_decode_problem {
   int32_t out_dtype;   /* litetopk_dtype */
   float* lse;          /* [batch, num_q_heads], may be NULL */
   uint8_t* kept_mask;  /* [batch, num_kv_heads, max_blocks], may be NULL */
+  int32_t selection;   /* litetopk::SparseSelection: 0 top-delta (delta), 1 bounded mass */
+  float mass_target;   /* selection 1: in [0, 1), 0 keeps every block */
 } litetopk_sparse_decode_problem;
 
 /* Mirrors litetopk::DenseDecodeProblem. */
@@ -239,6 +241,8 @@ typedef struct litetopk_dense_decode_problem {
  * defaults (the same as a zeroed struct). */
 typedef struct litetopk_decode_options {
   int64_t blocks_per_split; /* 0: the kernel chooses */
+  int32_t select_at_every_size; /* 0: DecodeOptions::read_all_when_small (the dispatch from
+                                   sizes); nonzero: always select as asked */
 } litetopk_decode_options;
 
 /* Mirrors litetopk::SparseKvCacheBytes (total: the sum of the others). */

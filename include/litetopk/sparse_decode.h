@@ -1,6 +1,6 @@
 // sparse_decode: decoding attention for one new query token per sequence that reads only the KV
 // blocks that can matter ("Faster Flash Decoding" style). Every key is kept twice over: a 2-bit
-// code per element (cheap to scan) and an fp8 e4m3 residual that rebuilds it. The kernel scans the
+// code per element (cheap to scan) and an 8-bit residual that rebuilds it. The kernel scans the
 // codes, keeps the blocks whose estimated best score is within `delta` of a pseudo-maximum taken
 // from exact scores, and runs exact attention over the kept blocks only.
 //
@@ -26,7 +26,7 @@
 //   key_codes      [BS, D/4] bytes: token t, channel c in byte t*D/4 + c/4, bits 2*(c%4)..+1.
 //                  code q in {0,1,2,3} means level L = q - 1.5 in {-1.5, -0.5, +0.5, +1.5}.
 //   key_scales     [D] of the cache dtype: s_c, one symmetric scale per channel per block.
-//   key_residuals  [BS, D] fp8 e4m3 (OCP, as torch.float8_e4m3fn): R, in units of s_c.
+//   key_residuals  [BS, D] int8 r: R = (r + 1/2) * 2^-8, in units of s_c.
 //   values         [BS, D] of the cache dtype (full precision).
 // tail_keys is per sequence, not per slot: [batch, kv_heads, BS, D] of the cache dtype; its row i
 // is token nf*BS + i.
@@ -37,16 +37,18 @@
 //   s    = to_dtype(0.5f * amax); if s == 0 and amax > 0, s = the dtype's smallest subnormal
 //   x    = s > 0 ? k / s : 0                               (|x| <= 2, up to subnormal s)
 //   q    = (x >= -1) + (x >= 0) + (x >= 1),  L = q - 1.5   (the nearest level)
-//   R    = e4m3(x - L)                                     (|R| <= 0.5 for normal s)
+//   r    = clamp(floor((x - L) * 256), -128, 127),  R = (r + 1/2) / 256   (|x - L| <= 0.5 + 2^-10
+//                                                          for normal s: the clamp is that rare)
 // and the rebuilt key is
 //   key  = s * (L + R)
-// which is exact in fp32: L + R is a multiple of 2^-9 below 4 (it is even exact in fp16) and s has
-// at most 11 significant bits. The 2-bit estimate of a key is s * L (no residual).
+// which is exact in fp32: L + R is an odd multiple of 2^-9 below 2.1 in magnitude (code + r/256 is
+// even exact in fp16) and s has at most 11 significant bits. The 2-bit estimate of a key is s * L
+// (no residual).
 //   Why s = amax/2 with levels +-0.5, +-1.5: it is the uniform 4-level quantizer over [-amax, amax]
 //   (cells of width s). Every key is within s/2 of its level, so the 2-bit estimate of a dot
 //   product is off by at most sum_c |q_c| s_c / 2, and the residual lies in [-0.5, 0.5] s, the
-//   smallest range of any 4-level scheme that covers [-amax, amax]. That matters most: the e4m3
-//   residual's error is proportional to the residual, and it sets the rebuilt keys' accuracy.
+//   smallest range of any 4-level scheme that covers [-amax, amax], which the residual's 256
+//   cells tile.
 //   The alternative s = amax/1.5 (outer levels at +-amax) estimates the token that sets a
 //   channel's maximum exactly instead of at 0.75 amax (better block selection at small delta)
 //   but has 1/3 larger residuals (measured: about 40% larger output error at delta = inf).
@@ -56,12 +58,17 @@
 //   exceed fp16's range (the scale's own precision does not affect the rebuild: the residual is
 //   taken against the rounded scale).
 //   Why the residual is stored in units of s: the raw residual k - s*L spans the whole fp16 range
-//   (up to 16376 for keys near 65504, beyond e4m3's 448) and underflows e4m3 (below 2^-9) for small
-//   keys; x - L lies in [-0.5, 0.5] whatever the key's magnitude. It costs no extra scale, and a
-//   kernel can fold s into the query once per block: q.key = sum_c (q_c s_c) (L + R).
-//   Accuracy: e4m3 keeps 3 mantissa bits, so |key - k| <= s * (|x - L| / 16 + 2^-10) <= s/32 +
-//   s/1024 (about 1% relative error in RMS for Gaussian keys). Keys must be finite (the CPU
-//   functions reject others; the GPU does not check).
+//   (up to 16376 for keys near 65504) and would need a scale of its own; x - L lies in [-0.5, 0.5]
+//   whatever the key's magnitude. It costs no extra scale, and a kernel can fold s into the query
+//   once per block: q.key = sum_c (q_c s_c) (L + R).
+//   Accuracy: |key - k| <= s * 2^-9 (plus the clamp's excess, at most s * 2^-10 for normal s,
+//   and fp32 rounding), uniform over the cell: 2^-8 / sqrt(12) = 1.1e-3 of s in RMS. Why not fp8
+//   e4m3 of the same size: 3 mantissa bits, an error proportional to |R| (up to s/32, about 1%
+//   relative in RMS for Gaussian keys), which alone puts the output's rel L2 near 1e-2 when
+//   every block is read (docs/sparse_decode.md measures both). Subnormal scales (keys below
+//   fp16's normal range) may leave |x - L| up to 1 and then a clamp error up to s/2, an absolute
+//   error below 2^-25 for fp16 keys. Keys must be finite (the CPU functions reject others; the GPU
+//   does not check).
 //
 // Memory per token per KV head (full blocks, D = 128): codes D/4 = 32 B, residuals D = 128 B,
 // values 2D = 256 B, scales 2D/BS B (2 B at BS = 128, 1 B at 256): 418 B (BS = 128) and 417 B
@@ -90,6 +97,16 @@
 // 1.4427. Note what delta does not bound: the dropped mass is at most (tokens in dropped blocks) *
 // exp(-delta) of the pseudo-max's weight when the estimates are exact, so a long flat tail can
 // hold much mass below the threshold.
+// Bounded mass (selection = kMass) replaces steps 1 and 3; anchors and the open block are kept as
+// above. Per query head i and full block j, the estimated mass is the softmax mass of the 2-bit
+// pseudo-logits, m_ij = sum over the block's tokens t of exp(scale * q_i . (s * L_t)), and
+// T_i = sum_j m_ij over every full block. The candidates are the full blocks that are not anchors.
+// Head i skips candidate j when C_ij = sum of m_ik over the candidates k with m_ik <= m_ij
+// (ties included) is <= mass_target * T_i: the lightest candidates whose estimated mass adds up
+// to at most mass_target of the total. A block is read when some head of the group does not skip
+// it, so every head's estimated skipped mass is <= mass_target. mass_target = 0 keeps every block.
+// The estimate is of the pseudo-logits' mass: the true skipped mass differs by the 2-bit
+// quantization error of the logits (docs/sparse_decode.md measures both).
 // A sequence with len = 0 gets an all-zero output and lse = -infinity.
 //
 // ---- Dense baseline (DenseKvCache, DenseDecodeProblem) ----
@@ -130,7 +147,7 @@ struct SparseKvCache {
   int32_t* lengths = nullptr;               // [batch] tokens per sequence (append increments)
   uint8_t* key_codes = nullptr;             // [slots, BS, D/4]
   void* key_scales = nullptr;               // [slots, D] of dtype
-  uint8_t* key_residuals = nullptr;         // [slots, BS, D] e4m3
+  uint8_t* key_residuals = nullptr;         // [slots, BS, D] int8 residuals
   void* values = nullptr;                   // [slots, BS, D] of dtype
   void* tail_keys = nullptr;                // [batch, num_kv_heads, BS, D] of dtype
 };
@@ -168,12 +185,20 @@ struct DenseKvCache {
 
 // ---- decode problems ----
 
+// How sparse_decode picks the blocks it reads (the two rules are described above).
+enum class SparseSelection : int32_t {
+  kDelta = 0,  // top-delta: blocks whose estimated best logit is within delta of the pseudo-max
+  kMass = 1,   // bounded mass: blocks until the estimated skipped mass is <= mass_target
+};
+
 struct SparseDecodeProblem {
   SparseKvCache cache;
   const void* q = nullptr;   // [batch, num_q_heads, D] of cache.dtype
   int64_t num_q_heads = 0;   // num_kv_heads * G, G in 1..16
   float softmax_scale = 0;   // 0: 1/sqrt(head_dim); else finite and > 0
-  float delta = 5.0f;        // natural-log units, >= 0; +infinity keeps every block
+  SparseSelection selection = SparseSelection::kDelta;
+  float delta = 5.0f;        // kDelta: natural-log units, >= 0; +infinity keeps every block
+  float mass_target = 0.01f;  // kMass: in [0, 1); 0 keeps every block
   void* out = nullptr;       // [batch, num_q_heads, D] of out_dtype (fp32, fp16 or bf16)
   DType out_dtype = DType::kFloat16;
   float* lse = nullptr;      // optional [batch, num_q_heads]: natural-log log-sum-exp
@@ -201,6 +226,11 @@ struct DecodeOptions {
   // capacity and on the current device's SM count, never on the lengths, so one workspace serves
   // a captured CUDA graph as the context grows (splits past a length exit at once).
   int64_t blocks_per_split = 0;
+  // sparse_decode: read every block without the 2-bit scan when the plan's sizes say the scan
+  // does not pay (batch * num_kv_heads * max_blocks * BS below a measured threshold,
+  // src/heuristics/decode_heuristics.h): the output is then attention over every block and
+  // kept_mask all ones. Decided from sizes only, so graph-safe. false: always select as asked.
+  bool read_all_when_small = true;
 };
 
 // ---- validation (no pointer is dereferenced) ----
@@ -248,6 +278,9 @@ struct SparseDecodePlan {
   DecodeOptions options{};
   bool paged = false;              // the launches pass a block_table
   bool has_lse = false, has_kept_mask = false;
+  // Every block is read without selecting (delta = inf, mass_target = 0, or the size dispatch of
+  // DecodeOptions::read_all_when_small).
+  bool reads_all = false;
   std::size_t workspace_bytes = 0;
   bool planned = false;            // set by sparse_decode_plan
 };
@@ -295,13 +328,18 @@ Status dense_decode_launch(const DenseDecodePlan& plan, const DenseDecodeAddress
 Status sparse_decode_workspace_size(const SparseDecodeProblem& problem,
                                     std::size_t* workspace_bytes,
                                     const DecodeOptions& options = {});
-// Steps 1-4 above in three kernels: the anchors' exact logits (pseudo-max); per split, the scan of
-// the 2-bit codes (int8 tensor cores, the query folded with the scales and rounded to int8; it
-// writes kept_mask) and exact attention over the kept blocks only (rebuilt keys, fp32-grade
-// scores, softmax weights rounded to the cache dtype for P V, fp32 accumulation); the merge of the
-// splits into out (fp32, fp16 or bf16) and lse. Skipped blocks' residuals and values are never
-// read. A block whose estimate is within rounding of pm - delta may be decided differently from
-// sparse_decode_cpu. fp16 and bf16 caches.
+// Top-delta: steps 1-4 above in three kernels: the anchors' exact logits (pseudo-max); per split,
+// the scan of the 2-bit codes (int8 tensor cores, the query folded with the scales and rounded to
+// int8; it writes kept_mask) and exact attention over the kept blocks only (rebuilt keys,
+// fp32-grade scores, softmax weights rounded to the cache dtype for P V, fp32 accumulation); the
+// merge of the splits into out (fp32, fp16 or bf16) and lse. Bounded mass: the scan writes each
+// block's pseudo-logit mass, a pick kernel finds each head's threshold (a bisection over the fp32
+// masses, at most 51200 blocks per sequence: else kUnsupported), then the attention and the
+// merge. delta = inf, mass_target = 0 and the size dispatch (DecodeOptions::read_all_when_small)
+// skip the scan and read every block. Skipped blocks' residuals and values are never read. A
+// block whose estimate is within rounding of the threshold (pm - delta, or the mass budget) may be
+// decided differently from sparse_decode_cpu. fp16 and bf16 caches. Every kernel is enqueued
+// whatever the lengths, so a captured graph replays with any lengths within the capacity.
 Status sparse_decode(const SparseDecodeProblem& problem, void* workspace,
                      std::size_t workspace_bytes, cudaStream_t stream,
                      const DecodeOptions& options = {});
@@ -335,6 +373,8 @@ struct SparseDecodeCpuDiagnostics {
   double* block_estimate = nullptr;  // [batch, num_q_heads, max_blocks]: e_ij of full blocks
                                      // (-infinity beyond them)
   double* kept_fraction = nullptr;   // [1]: kept full blocks / full blocks over every (b, h)
+  double* block_log_mass = nullptr;  // [batch, num_q_heads, max_blocks]: log m_ij of full blocks
+                                     // (-infinity beyond them), in either selection
 };
 // The reference of the sparse kernel (steps 1-4 above), in fp64.
 Status sparse_decode_cpu(const SparseDecodeProblem& problem,

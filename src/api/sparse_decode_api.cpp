@@ -5,6 +5,7 @@
 #include "api/format.h"
 #include "api/sparse_decode_validation.h"
 #include "api/workspace.h"
+#include "heuristics/decode_heuristics.h"
 #include "litetopk/sparse_decode.h"
 
 namespace litetopk {
@@ -91,6 +92,7 @@ Status sparse_decode_plan(const SparseDecodeProblem& problem, const DecodeOption
   planned.paged = problem.cache.block_table != nullptr;
   planned.has_lse = problem.lse != nullptr;
   planned.has_kept_mask = problem.kept_mask != nullptr;
+  planned.reads_all = heuristics::sparse_decode_plan_reads_all(problem, options);
   planned.problem = problem;
   planned.problem.cache = sparse_cache_at(problem.cache, SparseDecodeAddresses{}, false);
   planned.problem.q = nullptr;

@@ -188,12 +188,25 @@ Status check_dense_cache(const DenseKvCache& c, const char* prefix) {
   return check_dense_cache_pointers(c, prefix);
 }
 
-Status check_delta(float delta) {
-  if (std::isnan(delta) || delta < 0.0f) {
-    return invalid_argument("delta must be >= 0 (natural-log units; +inf keeps every block), got ",
-                            delta);
+// The selection rule and its parameter (the other rule's parameter is not used).
+Status check_selection(const SparseDecodeProblem& p) {
+  switch (p.selection) {
+    case SparseSelection::kDelta:
+      if (std::isnan(p.delta) || p.delta < 0.0f) {
+        return invalid_argument("delta must be >= 0 (natural-log units; +inf keeps every block), "
+                                "got ",
+                                p.delta);
+      }
+      return Status::ok();
+    case SparseSelection::kMass:
+      if (!(p.mass_target >= 0.0f && p.mass_target < 1.0f)) {
+        return invalid_argument("mass_target must be in [0, 1) (0 keeps every block), got ",
+                                p.mass_target);
+      }
+      return Status::ok();
   }
-  return Status::ok();
+  return invalid_argument("selection must be SparseSelection::kDelta (0) or kMass (1), got ",
+                          static_cast<int32_t>(p.selection));
 }
 
 Status check_query_pointers(int64_t batch, const void* q, const void* out, const float* lse) {
@@ -245,7 +258,7 @@ Status validate_sparse_kv_shape(const SparseKvCache& cache) {
 
 Status validate_sparse_decode_shapes(const SparseDecodeProblem& p) {
   if (Status status = check_sparse_cache_shape(p.cache, "cache."); !status) return status;
-  if (Status status = check_delta(p.delta); !status) return status;
+  if (Status status = check_selection(p); !status) return status;
   return check_query_shape(p.cache.batch, p.cache.num_kv_heads, p.num_q_heads, p.softmax_scale,
                            p.out_dtype);
 }
@@ -346,7 +359,7 @@ Status validate_dense_kv_cache(const DenseKvCache& cache) {
 Status validate_sparse_decode_problem(const SparseDecodeProblem& p) {
   Status status = check_sparse_cache(p.cache, "cache.");
   if (!status) return status;
-  if (Status delta = check_delta(p.delta); !delta) return delta;
+  if (Status selection = check_selection(p); !selection) return selection;
   status = check_query(p.cache.batch, p.cache.num_kv_heads, p.num_q_heads, p.softmax_scale, p.q,
                        p.out, p.out_dtype, p.lse);
   if (!status) return status;

@@ -217,6 +217,8 @@ litetopk::SparseDecodeProblem to_cpp(const litetopk_sparse_decode_problem& c) {
   p.out_dtype = static_cast<litetopk::DType>(c.out_dtype);
   p.lse = c.lse;
   p.kept_mask = c.kept_mask;
+  p.selection = static_cast<litetopk::SparseSelection>(c.selection);
+  p.mass_target = c.mass_target;
   return p;
 }
 
@@ -246,7 +248,10 @@ litetopk::DecodeFidelityProblem to_cpp(const litetopk_decode_fidelity_problem& c
 // NULL options mean the defaults.
 litetopk::DecodeOptions to_cpp(const litetopk_decode_options* c) {
   litetopk::DecodeOptions o;
-  if (c != nullptr) o.blocks_per_split = c->blocks_per_split;
+  if (c != nullptr) {
+    o.blocks_per_split = c->blocks_per_split;
+    o.read_all_when_small = c->select_at_every_size == 0;
+  }
   return o;
 }
 

@@ -91,7 +91,7 @@ class DenseCacheView {
 uint16_t key_scale_bits(float amax, DType dtype, float* value);
 
 // Quantizes one full block: keys [BS, D] (exact values of the dtype, finite) -> codes [BS, D/4],
-// scales [D] (dtype), residuals [BS, D] e4m3.
+// scales [D] (dtype), residuals [BS, D] int8.
 void quantize_key_block(const float* keys, int64_t block_size, int64_t head_dim, DType dtype,
                         uint8_t* codes, void* scales, uint8_t* residuals);
 

@@ -3,8 +3,11 @@
 // Per (sequence b, KV head h), in parallel over the pairs:
 // 1. The group's G queries in fp64.
 // 2. Sparse only: pseudo-max per query head from the exact logits of the anchors (block 0, the
-//    last full block, the open block); the 2-bit estimate of every full block; the keep decision
-//    (an anchor, or some head's estimate >= its pseudo-max - delta).
+//    last full block, the open block); the 2-bit estimate of every full block (its best
+//    pseudo-logit and the log of its pseudo-logits' softmax mass); the keep decision: an anchor,
+//    or (delta) some head's estimate >= its pseudo-max - delta, or (mass) some head does not
+//    skip it, a head skipping its lightest non-anchor blocks while their mass adds up to at
+//    most mass_target of the head's total (pick_by_mass).
 // 3. Online softmax in fp64 over the read tokens, block by block (kept full blocks in order, then
 //    the open block): logits scale * q . key with rebuilt keys s * (L + R) (exact in fp32), values
 //    widened exactly.
@@ -73,6 +76,50 @@ class Accumulator {
   std::vector<double> acc_;
 };
 
+// log sum_t exp(x_t) of n values (-infinity for n = 0).
+double log_sum_exp(const double* x, int64_t n) {
+  double m = kNegInf;
+  for (int64_t t = 0; t < n; ++t) m = std::max(m, x[t]);
+  if (m == kNegInf) return kNegInf;
+  double sum = 0;
+  for (int64_t t = 0; t < n; ++t) sum += std::exp(x[t] - m);
+  return m + std::log(sum);
+}
+
+// The bounded-mass rule of one head (litetopk/sparse_decode.h) over nf full blocks with log
+// masses log_mass[j]: sets keep[j] = 1 for every candidate (not an anchor) the head does not skip.
+// Candidates ascending by mass; a run of equal masses is skipped or kept as a whole; mass_target
+// 0 keeps every block.
+void pick_by_mass(const double* log_mass, int64_t nf, double mass_target, uint8_t* keep) {
+  if (nf <= 2) return;
+  if (mass_target <= 0) {
+    std::fill(keep, keep + nf, uint8_t{1});
+    return;
+  }
+  double top = kNegInf;
+  for (int64_t j = 0; j < nf; ++j) top = std::max(top, log_mass[j]);
+  std::vector<double> mass(static_cast<std::size_t>(nf));
+  double total = 0;
+  for (int64_t j = 0; j < nf; ++j) total += (mass[j] = std::exp(log_mass[j] - top));
+  std::vector<int64_t> order;
+  for (int64_t j = 1; j < nf - 1; ++j) order.push_back(j);
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return mass[a] < mass[b]; });
+  const double budget = mass_target * total;
+  double skipped = 0;
+  std::size_t i = 0;
+  while (i < order.size()) {
+    std::size_t run = i;
+    double run_mass = 0;
+    for (; run < order.size() && mass[order[run]] == mass[order[i]]; ++run) {
+      run_mass += mass[order[run]];
+    }
+    if (skipped + run_mass > budget) break;
+    skipped += run_mass;
+    i = run;
+  }
+  for (; i < order.size(); ++i) keep[order[i]] = 1;
+}
+
 // The queries of one group: G rows of D doubles.
 std::vector<double> load_queries(const void* q, DType dtype, int64_t first_row, int64_t rows,
                                  int64_t d) {
@@ -131,26 +178,31 @@ class SparseTask {
 
     // 2-3. Estimates and keep decisions.
     std::vector<uint8_t> kept(static_cast<std::size_t>(nf), 0);
+    const bool by_mass = p_.selection == SparseSelection::kMass;
     const double delta = static_cast<double>(p_.delta);
-    int64_t kept_count = 0;
+    std::vector<double> log_mass(static_cast<std::size_t>(group * nf));
     for (int64_t j = 0; j < nf; ++j) {
       load_full_block(b, h, j, true, &block);
       bool keep = is_anchor(j);
       for (int64_t g = 0; g < group; ++g) {
-        double best = kNegInf;
         for (int64_t t = 0; t < bs; ++t) {
-          best = std::max(best, cpu::dot(&q[g * d], &block.estimates[t * d], d));
+          logits[t] = scale * cpu::dot(&q[g * d], &block.estimates[t * d], d);
         }
-        const double estimate = scale * best;
-        keep = keep || estimate >= pm[g] - delta;
-        if (diag_.block_estimate != nullptr) {
-          diag_.block_estimate[((b * p_.num_q_heads) + first_head + g) * c.max_blocks + j] =
-              estimate;
-        }
+        const double estimate = *std::max_element(logits.begin(), logits.begin() + bs);
+        log_mass[g * nf + j] = log_sum_exp(logits.data(), bs);
+        keep = keep || (!by_mass && estimate >= pm[g] - delta);
+        const int64_t at = ((b * p_.num_q_heads) + first_head + g) * c.max_blocks + j;
+        if (diag_.block_estimate != nullptr) diag_.block_estimate[at] = estimate;
+        if (diag_.block_log_mass != nullptr) diag_.block_log_mass[at] = log_mass[g * nf + j];
       }
       kept[j] = keep ? 1 : 0;
-      kept_count += keep ? 1 : 0;
     }
+    if (by_mass) {
+      for (int64_t g = 0; g < group; ++g) {
+        pick_by_mass(&log_mass[g * nf], nf, static_cast<double>(p_.mass_target), kept.data());
+      }
+    }
+    const auto kept_count = static_cast<int64_t>(std::count(kept.begin(), kept.end(), 1));
 
     // 4. Exact attention over the read blocks.
     std::vector<Accumulator> accumulators(static_cast<std::size_t>(group), Accumulator(d));
@@ -176,9 +228,10 @@ class SparseTask {
       const int64_t row = b * p_.num_q_heads + first_head + g;
       accumulators[g].finish(p_.out, p_.out_dtype, row * d, p_.lse ? p_.lse + row : nullptr);
       if (diag_.pseudo_max != nullptr) diag_.pseudo_max[row] = pm[g];
-      if (diag_.block_estimate != nullptr) {
-        std::fill(diag_.block_estimate + row * c.max_blocks + nf,
-                  diag_.block_estimate + (row + 1) * c.max_blocks, kNegInf);
+      for (double* diag : {diag_.block_estimate, diag_.block_log_mass}) {
+        if (diag != nullptr) {
+          std::fill(diag + row * c.max_blocks + nf, diag + (row + 1) * c.max_blocks, kNegInf);
+        }
       }
     }
     if (p_.kept_mask != nullptr) {

@@ -8,9 +8,10 @@
 // this header with a dtype encoder; device: __float2half_rn / __float2bfloat16_rn).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
-#include "litetopk/fp8_e4m3.h"
+#include "litetopk/host_device.h"
 
 namespace litetopk::sparse_kv {
 
@@ -45,24 +46,39 @@ LITETOPK_HD void pack_code(uint8_t* row, int64_t c, uint32_t code) {
   row[c / kCodesPerByte] = static_cast<uint8_t>(kept | ((code & 3u) << shift));
 }
 
+// The residual: an int8 r (two's complement) for R = (r + 1/2) * 2^-8 in units of the scale, the
+// midpoints of the 256 cells of width 2^-8 that tile [-0.5, 0.5]: every |R| <= 0.5 is within
+// 2^-9 of its code.
+constexpr int kResidualShift = 8;
+
 struct QuantizedElement {
   uint32_t code;     // 0..3
-  uint8_t residual;  // e4m3 bits, in units of the scale
+  uint8_t residual;  // int8 r: R = (r + 1/2) * 2^-8
 };
 
 // One key element k (exact in fp32) with its channel's scale s (already rounded to the dtype,
-// >= 0): x = k / s (0 when s == 0), code = nearest level, residual = e4m3(x - level).
+// >= 0): x = k / s (0 when s == 0), code = nearest level, r = floor((x - level) * 2^8) clamped to
+// [-128, 127] (x - level and its product with 2^8 are exact in fp32). The clamp acts only beyond
+// |x - level| = 0.5, which rounding s to the dtype allows by at most 2^-10 (and subnormal scales
+// by up to 1).
 LITETOPK_HD QuantizedElement quantize_element(float k, float s) {
   const float x = s > 0.0f ? k / s : 0.0f;
   const uint32_t code = code_of(x);
-  const float r = x - code_level(code);
-  return {code, fp8::float_to_e4m3(r)};
+  const float cell = floorf((x - code_level(code)) * static_cast<float>(1 << kResidualShift));
+  const float r = cell > 127.0f ? 127.0f : (cell < -128.0f ? -128.0f : cell);
+  return {code, static_cast<uint8_t>(static_cast<int8_t>(r))};
 }
 
-// The rebuilt key s * (level + residual): exact in fp32 (level + residual is a multiple of 2^-9
-// below 4; s has at most 11 significant bits).
+// The residual R = (r + 1/2) * 2^-8 of a stored byte (exact).
+LITETOPK_HD float residual_value(uint8_t residual) {
+  return (static_cast<float>(static_cast<int8_t>(residual)) + 0.5f) *
+         (1.0f / static_cast<float>(1 << kResidualShift));
+}
+
+// The rebuilt key s * (level + R): exact in fp32 (level + R is an odd multiple of 2^-9 below 2.1
+// in magnitude; s has at most 11 significant bits).
 LITETOPK_HD float rebuild_element(float s, uint32_t code, uint8_t residual) {
-  return s * (code_level(code) + fp8::e4m3_to_float(residual));
+  return s * (code_level(code) + residual_value(residual));
 }
 
 // The 2-bit estimate of a key element: s * level.

@@ -345,7 +345,8 @@ TEST(SparseDecodeCpu, IdenticalHeadsGiveIdenticalOutputs) {
 
 // The pseudo-max comes from exact scores, not 2-bit estimates. Every channel has scale s = 1
 // (one token at -2 per block). Block 0 holds a token at +1 in every channel: code +1.5 with
-// residual -0.5, so its exact logit is A = scale * sum(q) and its 2-bit estimate 1.5 A. Block 1
+// residual -0.5 (stored as -0.5 + 2^-9, the nearest cell midpoint), so its exact logit is
+// A (1 + 2^-9) with A = scale * sum(q), and its 2-bit estimate 1.5 A. Block 1
 // holds a token at +0.5 (exact = estimate = A / 2); block 2 only -2s; block 3 is the last full
 // block (-2s) and the tail is 5 tokens of -2s. With delta = 6 and A = 8.49:
 //   exact pseudo-max A:        block 1 kept (A/2 = 4.24 >= A - 6 = 2.49)
@@ -390,7 +391,7 @@ TEST(SparseDecodeCpu, PseudoMaxComesFromExactScores) {
   p.out_dtype = DType::kFloat32;
   p.kept_mask = mask.data();
   ASSERT_TRUE(sparse_decode_cpu(p, diag).is_ok());
-  EXPECT_NEAR(pm, a, 1e-12);                 // exact, not 1.5 A
+  EXPECT_NEAR(pm, a * (1.0 + 1.0 / 512), 1e-12);  // exact scores of rebuilt keys, not 1.5 A
   EXPECT_NEAR(est[0], 1.5 * a, 1e-12);       // the 2-bit estimate overshoots
   EXPECT_NEAR(est[1], 0.5 * a, 1e-12);
   EXPECT_NEAR(est[2], -1.5 * a, 1e-12);

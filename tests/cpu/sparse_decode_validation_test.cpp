@@ -157,6 +157,26 @@ const BadSparse kBadSparse[] = {
     {"NanDelta",
      [](SparseDecodeProblem& p) { p.delta = std::numeric_limits<float>::quiet_NaN(); },
      "delta must be >= 0"},
+    {"NegativeMassTarget",
+     [](SparseDecodeProblem& p) {
+       p.selection = SparseSelection::kMass;
+       p.mass_target = -0.01f;
+     },
+     "mass_target must be in [0, 1) (0 keeps every block), got -0.01"},
+    {"MassTargetOne",
+     [](SparseDecodeProblem& p) {
+       p.selection = SparseSelection::kMass;
+       p.mass_target = 1.0f;
+     },
+     "mass_target must be in [0, 1)"},
+    {"NanMassTarget",
+     [](SparseDecodeProblem& p) {
+       p.selection = SparseSelection::kMass;
+       p.mass_target = std::numeric_limits<float>::quiet_NaN();
+     },
+     "mass_target must be in [0, 1)"},
+    {"BadSelection", [](SparseDecodeProblem& p) { p.selection = static_cast<SparseSelection>(5); },
+     "selection must be SparseSelection::kDelta (0) or kMass (1), got 5"},
     {"BadOutDtype", [](SparseDecodeProblem& p) { p.out_dtype = static_cast<DType>(7); },
      "out_dtype must be float32, float16 or bfloat16, got invalid"},
     {"NullQuery", [](SparseDecodeProblem& p) { p.q = nullptr; }, "q must not be null"},

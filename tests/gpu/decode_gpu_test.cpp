@@ -5,6 +5,9 @@
 //   fp64 oracle restricted to the blocks the GPU read (and against the CPU output where every
 //   decision agrees), with tolerances derived from the dtypes; delta = inf against dense
 //   attention over the rebuilt keys;
+// - the bounded-mass selection likewise: kept_mask equal except where some head's cumulative
+//   mass is within the estimation error of its budget, and every head's skipped mass (the CPU's
+//   fp64 masses) within the budget times that error; mass_target 0 reads every block;
 // - CUDA graphs: captured once, replayed after the cache grows on the device;
 // - *Small* suites for compute-sanitizer.
 // Several blocks_per_split values run each case, so splits that hold only skipped blocks, one
@@ -181,14 +184,22 @@ struct DeviceOutputs {
   }
 };
 
-SparseDecodeProblem sparse_problem(const DecodeWorkload& w, const SparseKvCache& cache, float delta,
-                                   const RunConfig& r, DeviceOutputs& dev) {
+using testkit::DecodeSelection;
+
+DecodeSelection by_delta(float delta) { return {SparseSelection::kDelta, delta}; }
+DecodeSelection by_mass(float target) { return {SparseSelection::kMass, target}; }
+
+SparseDecodeProblem sparse_problem(const DecodeWorkload& w, const SparseKvCache& cache,
+                                   const DecodeSelection& sel, const RunConfig& r,
+                                   DeviceOutputs& dev) {
   SparseDecodeProblem p;
   p.cache = cache;
   p.q = dev.q.data();
   p.num_q_heads = w.num_q_heads;
   p.softmax_scale = w.softmax_scale;
-  p.delta = delta;
+  p.selection = sel.rule;
+  p.delta = sel.value;
+  p.mass_target = sel.value;
   p.out = dev.out.data();
   p.out_dtype = r.out_dtype;
   p.lse = r.with_lse ? dev.lse.as<float>() : nullptr;
@@ -196,15 +207,22 @@ SparseDecodeProblem sparse_problem(const DecodeWorkload& w, const SparseKvCache&
   return p;
 }
 
-Status run_gpu_sparse(const DecodeWorkload& w, const SparseKvCache& cache, float delta,
-                      const RunConfig& r, GpuResult* g) {
+// The rule as asked at every size (no read-all dispatch).
+DecodeOptions selecting_options(int64_t blocks_per_split) {
+  DecodeOptions options;
+  options.blocks_per_split = blocks_per_split;
+  options.read_all_when_small = false;
+  return options;
+}
+
+Status run_gpu_sparse(const DecodeWorkload& w, const SparseKvCache& cache,
+                      const DecodeSelection& sel, const RunConfig& r, GpuResult* g) {
   const int64_t mask_entries = cache.batch * cache.num_kv_heads * cache.max_blocks;
   DeviceOutputs dev;
   Status s = dev.prepare(w, r, mask_entries);
   if (!s) return s;
-  const SparseDecodeProblem p = sparse_problem(w, cache, delta, r, dev);
-  DecodeOptions options;
-  options.blocks_per_split = r.blocks_per_split;
+  const SparseDecodeProblem p = sparse_problem(w, cache, sel, r, dev);
+  const DecodeOptions options = selecting_options(r.blocks_per_split);
   std::size_t bytes = 0;
   s = sparse_decode_workspace_size(p, &bytes, options);
   if (s) s = dev.workspace.allocate(bytes);
@@ -366,10 +384,10 @@ struct Prepared {
 struct CpuSparse {
   std::vector<float> out, lse;
   std::vector<uint8_t> mask;
-  std::vector<double> pm, estimate;
+  std::vector<double> pm, estimate, log_mass;
 };
 
-void run_cpu_sparse(Prepared& prep, float delta, CpuSparse* cpu) {
+void run_cpu_sparse(Prepared& prep, const DecodeSelection& sel, CpuSparse* cpu) {
   const SparseKvCache view = prep.host.view();
   const auto rows = static_cast<std::size_t>(prep.w.batch * prep.w.num_q_heads);
   cpu->out.assign(rows * kD, 0.0f);
@@ -378,11 +396,15 @@ void run_cpu_sparse(Prepared& prep, float delta, CpuSparse* cpu) {
                    kMaskPoison);
   cpu->pm.assign(rows, 0.0);
   cpu->estimate.assign(rows * static_cast<std::size_t>(view.max_blocks), 0.0);
-  SparseDecodeProblem p = prep.w.sparse_problem(view, delta, cpu->out.data(), cpu->mask.data());
+  cpu->log_mass.assign(cpu->estimate.size(), 0.0);
+  SparseDecodeProblem p = prep.w.sparse_problem(view, sel.value, cpu->out.data(), cpu->mask.data());
+  p.selection = sel.rule;
+  p.mass_target = sel.value;
   p.lse = cpu->lse.data();
   SparseDecodeCpuDiagnostics diag;
   diag.pseudo_max = cpu->pm.data();
   diag.block_estimate = cpu->estimate.data();
+  diag.block_log_mass = cpu->log_mass.data();
   const Status s = sparse_decode_cpu(p, diag);
   ASSERT_TRUE(s.is_ok()) << s.to_string();
 }
@@ -390,9 +412,9 @@ void run_cpu_sparse(Prepared& prep, float delta, CpuSparse* cpu) {
 // The GPU estimates with the query rounded to int8 per head and block (exact int32 dot products
 // with the codes): |e_gpu - e| <= 1.5 * 128 * 0.5 / 127 * max_c |q_c s_c| * scale < 0.8 * max_c
 // |q_c s_c| * scale; its pseudo-max (fp32 dot products) is within 1e-4 of 1 + |pm|. Returns how
-// far e_ij is from the threshold, in units of that tolerance.
-double decision_margin(Prepared& prep, const CpuSparse& cpu, float delta, int64_t b, int64_t hq,
-                       int64_t j) {
+// far e_ij is from the threshold, in units of that tolerance. estimate_error is the first term
+// (it also bounds the error of the GPU's block log-mass, a log-sum-exp of such estimates).
+double estimate_error(Prepared& prep, int64_t b, int64_t hq, int64_t j) {
   const SparseKvCache view = prep.host.view();
   const int64_t h = hq / (prep.w.num_q_heads / prep.w.num_kv_heads);
   const int64_t slot = sparse_kv::slot_index(view.block_table, view.num_kv_heads, view.max_blocks, b, h, j);
@@ -402,9 +424,15 @@ double decision_margin(Prepared& prep, const CpuSparse& cpu, float delta, int64_
                                                             (b * prep.w.num_q_heads + hq) * kD + c))) *
                           std::fabs(static_cast<double>(element(view.key_scales, view.dtype, slot * kD + c))));
   }
+  return 0.8 * prep.w.softmax_scale * qs;
+}
+
+double decision_margin(Prepared& prep, const CpuSparse& cpu, float delta, int64_t b, int64_t hq,
+                       int64_t j) {
+  const SparseKvCache view = prep.host.view();
   const int64_t row = b * prep.w.num_q_heads + hq;
   const double pm = cpu.pm[row];
-  const double tol = 0.8 * prep.w.softmax_scale * qs + 1e-4 * (1 + std::fabs(pm));
+  const double tol = estimate_error(prep, b, hq, j) + 1e-4 * (1 + std::fabs(pm));
   const double e = cpu.estimate[row * view.max_blocks + j];
   return (e - (pm - static_cast<double>(delta))) / tol;
 }
@@ -448,6 +476,76 @@ double decision_margin(Prepared& prep, const CpuSparse& cpu, float delta, int64_
   return ::testing::AssertionSuccess();
 }
 
+// The bounded-mass kept_mask: entries past ceil(len / BS) untouched, anchors and the open block 1.
+// Per head i, with the CPU's fp64 masses m_ij (relative to the row's heaviest) and E_i the row's
+// largest estimate_error (+ 1e-5 for fp32 exp2/log2): the GPU's masses are within a factor
+// e^(+-E_i), so (1) its skipped blocks hold at most e^(2 E_i) mass_target T_i of the CPU's mass,
+// and (2) a block decided unlike the CPU must have, for some head, C_ij within a factor e^(4 E_i)
+// of the budget.
+::testing::AssertionResult check_mass_mask(Prepared& prep, const CpuSparse& cpu,
+                                           const GpuResult& gpu, float target, int* ambiguous) {
+  const SparseKvCache view = prep.host.view();
+  const int64_t group = prep.w.num_q_heads / prep.w.num_kv_heads, mb = view.max_blocks;
+  for (int64_t b = 0; b < view.batch; ++b) {
+    const int64_t len = prep.w.lengths[b], nf = len / view.block_size;
+    const int64_t used = (len + view.block_size - 1) / view.block_size;
+    for (int64_t h = 0; h < view.num_kv_heads; ++h) {
+      const uint8_t* g = &gpu.mask[(b * view.num_kv_heads + h) * mb];
+      const uint8_t* c = &cpu.mask[(b * view.num_kv_heads + h) * mb];
+      std::vector<std::vector<double>> mass(static_cast<std::size_t>(group));
+      std::vector<double> budget(static_cast<std::size_t>(group)), slack(budget.size());
+      for (int64_t i = 0; i < group; ++i) {
+        const int64_t row = b * prep.w.num_q_heads + h * group + i;
+        double top = -kInf, total = 0, e = 1e-5;
+        for (int64_t j = 0; j < nf; ++j) top = std::max(top, cpu.log_mass[row * mb + j]);
+        for (int64_t j = 0; j < nf; ++j) {
+          mass[i].push_back(std::exp(cpu.log_mass[row * mb + j] - top));
+          total += mass[i].back();
+          e = std::max(e, estimate_error(prep, b, h * group + i, j) + 1e-5);
+        }
+        budget[i] = static_cast<double>(target) * total;
+        slack[i] = e;
+      }
+      std::vector<double> skipped(static_cast<std::size_t>(group), 0.0);
+      for (int64_t j = 0; j < mb; ++j) {
+        const bool must = j >= used || j == 0 || j == nf - 1 || j >= nf;
+        if (must ? g[j] != c[j] : g[j] > 1) {
+          return ::testing::AssertionFailure() << "kept_mask[" << b << ", " << h << ", " << j
+                                               << "] = " << int{g[j]} << ", want " << int{c[j]};
+        }
+        if (must) continue;
+        if (g[j] == 0) {
+          for (int64_t i = 0; i < group; ++i) skipped[i] += mass[i][j];
+        }
+        if (g[j] == c[j]) continue;
+        bool allowed = false;
+        for (int64_t i = 0; i < group; ++i) {
+          double cumulative = 0;
+          for (int64_t k = 1; k < nf - 1; ++k) {
+            if (mass[i][k] <= mass[i][j]) cumulative += mass[i][k];
+          }
+          const double band = std::exp(4 * slack[i]);
+          allowed = allowed || (cumulative <= budget[i] * band && cumulative * band >= budget[i]);
+        }
+        if (!allowed) {
+          return ::testing::AssertionFailure()
+                 << "kept_mask[" << b << ", " << h << ", " << j << "] = " << int{g[j]}
+                 << ", want " << int{c[j]} << " (not within the estimation tolerance)";
+        }
+        ++*ambiguous;
+      }
+      for (int64_t i = 0; i < group; ++i) {
+        if (skipped[i] > budget[i] * std::exp(2 * slack[i]) * (1 + 1e-9)) {
+          return ::testing::AssertionFailure()
+                 << "b " << b << " head " << h * group + i << " skipped mass " << skipped[i]
+                 << " over the budget " << budget[i] << " (slack " << slack[i] << ")";
+        }
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 class SparseDecodeGpu : public ::testing::TestWithParam<DecodeCase> {};
 
 const RunConfig kSparseConfigs[] = {
@@ -457,16 +555,21 @@ TEST_P(SparseDecodeGpu, MatchesCpuReference) {
   SKIP_WITHOUT_GPU();
   Prepared prep(GetParam());
   const DecodeCase& c = GetParam();
-  for (const float delta : {2.0f, 5.0f}) {
+  for (const DecodeSelection sel :
+       {by_delta(2.0f), by_delta(5.0f), by_mass(0.01f), by_mass(0.2f)}) {
     CpuSparse cpu;
-    run_cpu_sparse(prep, delta, &cpu);
+    run_cpu_sparse(prep, sel, &cpu);
     for (const RunConfig& r : kSparseConfigs) {
-      const std::string what = describe(r) + ", delta " + std::to_string(delta);
+      const std::string what = describe(r) + (sel.rule == SparseSelection::kMass ? ", mass " : ", delta ") +
+                               std::to_string(sel.value);
       GpuResult gpu;
-      const Status s = run_gpu_sparse(prep.w, prep.dev.view, delta, r, &gpu);
+      const Status s = run_gpu_sparse(prep.w, prep.dev.view, sel, r, &gpu);
       ASSERT_TRUE(s.is_ok()) << s.to_string();
       int ambiguous = 0;
-      ASSERT_TRUE(check_mask(prep, cpu, gpu, delta, &ambiguous)) << what;
+      ASSERT_TRUE(sel.rule == SparseSelection::kMass
+                      ? check_mass_mask(prep, cpu, gpu, sel.value, &ambiguous)
+                      : check_mask(prep, cpu, gpu, sel.value, &ambiguous))
+          << what;
       Oracle want;
       oracle(prep.rebuilt.cache, prep.rebuilt.q.data(), prep.w.num_q_heads, prep.w.softmax_scale,
              c.block_size, prep.host.shape.max_blocks, gpu.mask.data(), &want);
@@ -483,7 +586,7 @@ TEST_P(SparseDecodeGpu, MatchesCpuReference) {
   }
 }
 
-// delta = inf reads every block: dense attention over the rebuilt keys.
+// delta = inf and mass_target = 0 read every block: dense attention over the rebuilt keys.
 TEST_P(SparseDecodeGpu, DeltaInfinityEqualsDenseOverRebuiltKeys) {
   SKIP_WITHOUT_GPU();
   Prepared prep(GetParam());
@@ -491,18 +594,22 @@ TEST_P(SparseDecodeGpu, DeltaInfinityEqualsDenseOverRebuiltKeys) {
   Oracle want;
   oracle(prep.rebuilt.cache, prep.rebuilt.q.data(), prep.w.num_q_heads, prep.w.softmax_scale,
          c.block_size, prep.host.shape.max_blocks, nullptr, &want);
-  for (const RunConfig& r : kSparseConfigs) {
-    GpuResult gpu;
-    const Status s = run_gpu_sparse(prep.w, prep.dev.view, std::numeric_limits<float>::infinity(), r, &gpu);
-    ASSERT_TRUE(s.is_ok()) << s.to_string();
-    EXPECT_TRUE(check_against(gpu, want, c.spec.dtype, r.out_dtype, true, describe(r)));
-    const SparseKvCache view = prep.host.view();
-    for (int64_t b = 0; b < view.batch; ++b) {
-      const int64_t used = (prep.w.lengths[b] + view.block_size - 1) / view.block_size;
-      for (int64_t h = 0; h < view.num_kv_heads; ++h) {
-        for (int64_t j = 0; j < view.max_blocks; ++j) {
-          ASSERT_EQ(gpu.mask[(b * view.num_kv_heads + h) * view.max_blocks + j], j < used ? 1 : kMaskPoison)
-              << "b " << b << " h " << h << " j " << j;
+  const SparseKvCache view = prep.host.view();
+  for (const DecodeSelection sel :
+       {by_delta(std::numeric_limits<float>::infinity()), by_mass(0.0f)}) {
+    for (const RunConfig& r : kSparseConfigs) {
+      GpuResult gpu;
+      const Status s = run_gpu_sparse(prep.w, prep.dev.view, sel, r, &gpu);
+      ASSERT_TRUE(s.is_ok()) << s.to_string();
+      EXPECT_TRUE(check_against(gpu, want, c.spec.dtype, r.out_dtype, true, describe(r)));
+      for (int64_t b = 0; b < view.batch; ++b) {
+        const int64_t used = (prep.w.lengths[b] + view.block_size - 1) / view.block_size;
+        for (int64_t h = 0; h < view.num_kv_heads; ++h) {
+          for (int64_t j = 0; j < view.max_blocks; ++j) {
+            ASSERT_EQ(gpu.mask[(b * view.num_kv_heads + h) * view.max_blocks + j],
+                      j < used ? 1 : kMaskPoison)
+                << "b " << b << " h " << h << " j " << j;
+          }
         }
       }
     }
@@ -573,9 +680,10 @@ TEST(DenseDecodeGpuStrided, TokenMajorAndPadded) {
 // ---- CUDA graphs ----
 
 // Captured at one set of lengths, replayed after the cache grew (new contents and lengths written
-// on the device into the same buffers): results match the CPU for the new lengths.
-TEST(DecodeGpuGraph, ReplayAfterTheContextGrows) {
-  SKIP_WITHOUT_GPU();
+// on the device into the same buffers): results match the CPU for the new lengths. Once with the
+// default options, under which these small sizes read every block (the size dispatch), once
+// selecting as asked.
+void replay_after_the_context_grows(const DecodeSelection& sel, bool read_all_when_small) {
   DecodeCase c;
   c.name = "Graph";
   c.spec.num_kv_heads = 2;
@@ -591,8 +699,11 @@ TEST(DecodeGpuGraph, ReplayAfterTheContextGrows) {
   DecodeWorkload small = full;
   small.lengths = c.spec.lengths;
   Prepared prep(c, small);
-  const float delta = 5.0f;
   const RunConfig r{DType::kFloat32, 0, true, true};
+  DecodeOptions options = selecting_options(0);
+  options.read_all_when_small = read_all_when_small;
+  const DecodeSelection asked =
+      read_all_when_small ? by_delta(std::numeric_limits<float>::infinity()) : sel;
   const int64_t mask_entries = prep.host.shape.batch * prep.host.shape.num_kv_heads * prep.host.shape.max_blocks;
 
   // Sparse and dense in one graph; the dense cache is the workload at the grown lengths with
@@ -603,7 +714,7 @@ TEST(DecodeGpuGraph, ReplayAfterTheContextGrows) {
   DeviceOutputs sparse_out, dense_out;
   ASSERT_TRUE(sparse_out.prepare(prep.w, r, mask_entries).is_ok());
   ASSERT_TRUE(dense_out.prepare(prep.w, r, 0).is_ok());
-  const SparseDecodeProblem sp = sparse_problem(prep.w, prep.dev.view, delta, r, sparse_out);
+  const SparseDecodeProblem sp = sparse_problem(prep.w, prep.dev.view, sel, r, sparse_out);
   DenseDecodeProblem dp;
   dp.cache = dense.device;
   dp.q = dense_out.q.data();
@@ -613,7 +724,7 @@ TEST(DecodeGpuGraph, ReplayAfterTheContextGrows) {
   dp.out_dtype = DType::kFloat32;
   dp.lse = dense_out.lse.as<float>();
   std::size_t sparse_bytes = 0, dense_bytes = 0;
-  ASSERT_TRUE(sparse_decode_workspace_size(sp, &sparse_bytes).is_ok());
+  ASSERT_TRUE(sparse_decode_workspace_size(sp, &sparse_bytes, options).is_ok());
   ASSERT_TRUE(dense_decode_workspace_size(dp, &dense_bytes).is_ok());
   ASSERT_TRUE(sparse_out.workspace.allocate(sparse_bytes).is_ok());
   ASSERT_TRUE(dense_out.workspace.allocate(dense_bytes).is_ok());
@@ -623,7 +734,7 @@ TEST(DecodeGpuGraph, ReplayAfterTheContextGrows) {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-  const Status s1 = sparse_decode(sp, sparse_out.workspace.data(), sparse_bytes, stream);
+  const Status s1 = sparse_decode(sp, sparse_out.workspace.data(), sparse_bytes, stream, options);
   const Status s2 = dense_decode(dp, dense_out.workspace.data(), dense_bytes, stream);
   ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
   ASSERT_TRUE(s1.is_ok()) << s1.to_string();
@@ -647,9 +758,12 @@ TEST(DecodeGpuGraph, ReplayAfterTheContextGrows) {
     ASSERT_TRUE(sparse_out.download(prep.w, r, mask_entries, &gs).is_ok());
     ASSERT_TRUE(dense_out.download(prep.w, r, 0, &gd).is_ok());
     CpuSparse cpu;
-    run_cpu_sparse(prep, delta, &cpu);
+    run_cpu_sparse(prep, asked, &cpu);
     int ambiguous = 0;
-    EXPECT_TRUE(check_mask(prep, cpu, gs, delta, &ambiguous)) << "step " << step;
+    EXPECT_TRUE(asked.rule == SparseSelection::kMass
+                    ? check_mass_mask(prep, cpu, gs, asked.value, &ambiguous)
+                    : check_mask(prep, cpu, gs, asked.value, &ambiguous))
+        << "step " << step;
     Oracle want_sparse, want_dense;
     oracle(prep.rebuilt.cache, prep.rebuilt.q.data(), prep.w.num_q_heads, prep.w.softmax_scale,
            c.block_size, prep.host.shape.max_blocks, gs.mask.data(), &want_sparse);
@@ -664,6 +778,21 @@ TEST(DecodeGpuGraph, ReplayAfterTheContextGrows) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
+}
+
+TEST(DecodeGpuGraph, ReplayAfterTheContextGrows) {
+  SKIP_WITHOUT_GPU();
+  replay_after_the_context_grows(by_delta(5.0f), false);
+}
+
+TEST(DecodeGpuGraph, ReplayAfterTheContextGrowsBoundedMass) {
+  SKIP_WITHOUT_GPU();
+  replay_after_the_context_grows(by_mass(0.01f), false);
+}
+
+TEST(DecodeGpuGraph, ReplayAfterTheContextGrowsReadingAllWhenSmall) {
+  SKIP_WITHOUT_GPU();
+  replay_after_the_context_grows(by_delta(5.0f), true);
 }
 
 // ---- small cases for compute-sanitizer (memcheck, racecheck) ----
@@ -686,20 +815,31 @@ TEST(DecodeGpuSmall, SparseAndDense) {
   for (const DecodeCase& c : {small_case(DType::kFloat16, 4, true, 128), small_case(DType::kBFloat16, 16, false, 256)}) {
     Prepared prep(c);
     CpuSparse cpu;
-    run_cpu_sparse(prep, 3.0f, &cpu);
+    run_cpu_sparse(prep, by_delta(3.0f), &cpu);
     const RunConfig r{DType::kFloat16, 1, true, true};
     GpuResult gpu;
-    Status s = run_gpu_sparse(prep.w, prep.dev.view, 3.0f, r, &gpu);
+    Status s = run_gpu_sparse(prep.w, prep.dev.view, by_delta(3.0f), r, &gpu);
     ASSERT_TRUE(s.is_ok()) << s.to_string();
     int ambiguous = 0;
     EXPECT_TRUE(check_mask(prep, cpu, gpu, 3.0f, &ambiguous));
+    // The bounded-mass passes (scan, pick, attend).
+    CpuSparse cpu_mass;
+    run_cpu_sparse(prep, by_mass(0.05f), &cpu_mass);
+    GpuResult gpu_mass;
+    s = run_gpu_sparse(prep.w, prep.dev.view, by_mass(0.05f), r, &gpu_mass);
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    EXPECT_TRUE(check_mass_mask(prep, cpu_mass, gpu_mass, 0.05f, &ambiguous));
+    Oracle want_mass;
+    oracle(prep.rebuilt.cache, prep.rebuilt.q.data(), prep.w.num_q_heads, prep.w.softmax_scale,
+           c.block_size, prep.host.shape.max_blocks, gpu_mass.mask.data(), &want_mass);
+    EXPECT_TRUE(check_against(gpu_mass, want_mass, c.spec.dtype, r.out_dtype, true, "mass"));
     Oracle want;
     oracle(prep.rebuilt.cache, prep.rebuilt.q.data(), prep.w.num_q_heads, prep.w.softmax_scale,
            c.block_size, prep.host.shape.max_blocks, gpu.mask.data(), &want);
     EXPECT_TRUE(check_against(gpu, want, c.spec.dtype, r.out_dtype, true, "sparse"));
     // Without the optional outputs: the same output, bit for bit.
     GpuResult bare;
-    s = run_gpu_sparse(prep.w, prep.dev.view, 3.0f, RunConfig{DType::kFloat16, 1, false, false}, &bare);
+    s = run_gpu_sparse(prep.w, prep.dev.view, by_delta(3.0f), RunConfig{DType::kFloat16, 1, false, false}, &bare);
     ASSERT_TRUE(s.is_ok()) << s.to_string();
     EXPECT_EQ(bare.out, gpu.out);
     check_dense(prep.w, {}, "dense small");

@@ -1,5 +1,5 @@
 // The GPU writers of the sparse KV cache against the CPU reference, byte for byte over whole
-// arrays: both start from the same poisoned cache (HostSparseCache's NaN / 0xa5 / 0x7f fill), so
+// arrays: both start from the same poisoned cache (HostSparseCache's NaN / 0xa5 / 0x80 fill), so
 // every byte the contract defines must match and every byte it leaves alone must stay poisoned.
 //   SparseKvCacheFromDense  every case of decode_cases(): sparse_kv_from_dense vs
 //                           sparse_decode_quantize_cpu.

@@ -53,9 +53,31 @@ inline int anchor_chunks(int64_t block_size) {
 // tokens, -inf for a chunk with none.
 Status launch_sparse_anchors(const SparseDecodeProblem& problem, float* anchor_max,
                              cudaStream_t stream);
+// What one launch of the sparse kernel does (sparse_decode_kernel.cu): scan and attend (top-delta),
+// scan only (block masses for the pick), or attend only (the pick's blocks, or every block).
+enum class SparsePass : int { kScanDelta, kScanMass, kAttendPicked, kAttendAll };
+// The selection's workspace arrays a pass reads or writes (null when unused); rows = batch *
+// num_q_heads.
+struct SparseSelectionBuffers {
+  float* anchor_max = nullptr;        // the anchor kernel writes, kScanDelta reads [rows, chunks]
+  float* block_mass2 = nullptr;       // kScanMass writes, the pick reads [rows, max_blocks]: log2
+                                      // of the block's pseudo-logit mass
+  uint8_t* keep_rows = nullptr;       // the pick writes, kAttendPicked reads [rows, max_blocks]:
+                                      // 1 when the head keeps the block
+};
+// `dependent`: a programmatic dependent of the previous kernel (kScanDelta: the anchor kernel;
+// kAttendPicked: the pick kernel).
 Status launch_sparse_decode(const SparseDecodeProblem& problem, int blocks_per_split,
-                            const float* anchor_max, const SplitPartials& partials,
-                            cudaStream_t stream);
+                            SparsePass pass, const SparseSelectionBuffers& selection,
+                            const SplitPartials& partials, bool dependent, cudaStream_t stream);
+
+// ---- the bounded-mass pick (sparse_pick_kernel.cu) ----
+// Per (sequence, query head): keep_rows[row, j] for the full blocks j < nf from block_mass2 and
+// problem.mass_target (litetopk/sparse_decode.h, kMass). A programmatic dependent of the kScanMass
+// pass. Needs 4 * max_blocks bytes of shared memory: at most kMaxPickBlocks blocks.
+constexpr int64_t kMaxPickBlocks = 50 * 1024;
+Status launch_sparse_pick(const SparseDecodeProblem& problem, const SparseSelectionBuffers& selection,
+                          cudaStream_t stream);
 
 // ---- the merge of the splits (decode_merge_kernel.cu) ----
 // out [rows, D] of out_dtype and the optional natural-log lse [rows] from the active splits;

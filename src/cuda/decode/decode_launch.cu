@@ -6,10 +6,16 @@
 // stays valid as the context grows (splits past a length exit at once).
 //   dense:  tokens per split = 64 * blocks_per_split (a "block" is the kernel's 64-token tile);
 //           dense kernel -> merge.
-//   sparse: blocks_per_split KV blocks per split (at most 1024); anchor kernel (pseudo-max) ->
-//           sparse kernel (programmatic dependent: its code scan overlaps the anchors) -> merge.
+//   sparse: blocks_per_split KV blocks per split (at most 1024), by selection (SparsePass):
+//           top-delta: anchor kernel (pseudo-max) -> sparse kernel kScanDelta (programmatic
+//             dependent: its code scan overlaps the anchors) -> merge;
+//           bounded mass: sparse kernel kScanMass (block masses) -> pick kernel -> sparse kernel
+//             kAttendPicked -> merge (each a programmatic dependent of the one before);
+//           every block (delta = inf, mass_target = 0, or the plan's read-all dispatch from the
+//             sizes, heuristics/decode_heuristics.h): sparse kernel kAttendAll -> merge.
 // Workspace: the splits' partial outputs [rows, splits, D] fp32 and log2-sum-exps [rows, splits]
-// (rows = batch * num_q_heads); sparse adds the anchor maxima [rows, 3 * BS / 64].
+// (rows = batch * num_q_heads), the anchor maxima [rows, 3 * BS / 64] (whatever delta is), and for
+// bounded mass the block masses [rows, max_blocks] fp32 and the pick rows [rows, max_blocks] bytes.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -20,6 +26,7 @@
 #include "cuda/decode/decode_kernels.h"
 #include "cuda/common/device_shape.h"
 #include "cuda/common/workspace_carver.h"
+#include "heuristics/decode_heuristics.h"
 
 namespace litetopk::detail {
 namespace {
@@ -52,16 +59,22 @@ struct Plan {
   int64_t units_per_split = 1;  // dense: 64-token tiles; sparse: KV blocks
   int64_t split_tokens = 1;
   int64_t rows = 0;
-  int64_t anchor_chunks = 0;  // sparse only
+  decode::SparsePass pass = decode::SparsePass::kAttendAll;  // sparse only: the first pass
+  int64_t anchor_chunks = 0;  // sparse
+  int64_t pick_blocks = 0;    // sparse, bounded mass: max_blocks
 
-  std::size_t carve(void* base, decode::SplitPartials* partials, float** anchor_max) const {
+  std::size_t carve(void* base, decode::SplitPartials* partials,
+                    decode::SparseSelectionBuffers* selection) const {
     cuda_common::WorkspaceCarver carver(base);
     partials->o = carver.take<float>(static_cast<std::size_t>(rows * splits * kSparseDecodeHeadDim));
     partials->lse2 = carver.take<float>(static_cast<std::size_t>(rows * splits));
     partials->splits = static_cast<int>(splits);
     partials->split_tokens = split_tokens;
-    float* anchors = carver.take<float>(static_cast<std::size_t>(rows * anchor_chunks));
-    if (anchor_max != nullptr) *anchor_max = anchors;
+    decode::SparseSelectionBuffers buffers;
+    buffers.anchor_max = carver.take<float>(static_cast<std::size_t>(rows * anchor_chunks));
+    buffers.block_mass2 = carver.take<float>(static_cast<std::size_t>(rows * pick_blocks));
+    buffers.keep_rows = carver.take<uint8_t>(static_cast<std::size_t>(rows * pick_blocks));
+    if (selection != nullptr) *selection = buffers;
     return carver.bytes();
   }
 };
@@ -86,7 +99,14 @@ Plan sparse_plan(const SparseDecodeProblem& p, const DecodeOptions& options) {
   plan.splits = ceil_div(c.max_blocks, plan.units_per_split);
   plan.split_tokens = plan.units_per_split * c.block_size;
   plan.rows = c.batch * p.num_q_heads;
-  plan.anchor_chunks = decode::anchor_chunks(c.block_size);
+  plan.anchor_chunks = decode::anchor_chunks(c.block_size);  // so that every delta plans alike
+  if (p.selection == SparseSelection::kMass) plan.pick_blocks = c.max_blocks;
+  if (heuristics::sparse_decode_plan_reads_all(p, options)) {
+    plan.pass = decode::SparsePass::kAttendAll;
+  } else {
+    plan.pass = p.selection == SparseSelection::kDelta ? decode::SparsePass::kScanDelta
+                                                       : decode::SparsePass::kScanMass;
+  }
   return plan;
 }
 
@@ -104,13 +124,47 @@ Status cuda_sparse_decode(const SparseDecodeProblem& problem, void* workspace, c
   if (c.batch == 0) return Status::ok();
   const Plan plan = sparse_plan(problem, options);
   decode::SplitPartials partials;
-  float* anchor_max = nullptr;
-  plan.carve(workspace, &partials, &anchor_max);
-  if (Status s = decode::launch_sparse_anchors(problem, anchor_max, stream); !s) return s;
-  if (Status s = decode::launch_sparse_decode(problem, static_cast<int>(plan.units_per_split),
-                                              anchor_max, partials, stream);
-      !s) {
-    return s;
+  decode::SparseSelectionBuffers selection;
+  plan.carve(workspace, &partials, &selection);
+  const int bps = static_cast<int>(plan.units_per_split);
+  using decode::SparsePass;
+  switch (plan.pass) {
+    case SparsePass::kScanDelta:
+      if (Status s = decode::launch_sparse_anchors(problem, selection.anchor_max, stream); !s) {
+        return s;
+      }
+      if (Status s = decode::launch_sparse_decode(problem, bps, SparsePass::kScanDelta, selection,
+                                                  partials, true, stream);
+          !s) {
+        return s;
+      }
+      break;
+    case SparsePass::kScanMass:
+      if (c.max_blocks > decode::kMaxPickBlocks) {
+        return Status(StatusCode::kUnsupported,
+                      concat("sparse_decode with selection kMass on the GPU takes at most ",
+                             decode::kMaxPickBlocks, " blocks per sequence, got cache.max_blocks ",
+                             c.max_blocks));
+      }
+      if (Status s = decode::launch_sparse_decode(problem, bps, SparsePass::kScanMass, selection,
+                                                  partials, false, stream);
+          !s) {
+        return s;
+      }
+      if (Status s = decode::launch_sparse_pick(problem, selection, stream); !s) return s;
+      if (Status s = decode::launch_sparse_decode(problem, bps, SparsePass::kAttendPicked,
+                                                  selection, partials, true, stream);
+          !s) {
+        return s;
+      }
+      break;
+    default:
+      if (Status s = decode::launch_sparse_decode(problem, bps, SparsePass::kAttendAll, selection,
+                                                  partials, false, stream);
+          !s) {
+        return s;
+      }
+      break;
   }
   return decode::launch_decode_merge(partials, c.lengths, c.batch, problem.num_q_heads,
                                      problem.out, problem.out_dtype, problem.lse, stream);

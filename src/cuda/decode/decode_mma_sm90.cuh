@@ -1,11 +1,10 @@
 // Register-level building blocks of the decode attention kernels over the mma.sync wrappers of
 // cuda/common/mma_sync_sm80.cuh (whose fragment conventions they follow): the mma of a cache's
-// element type, packing and e4m3 pair conversion, key-row fragments and score masking.
+// element type, packing and int8 pair conversion, key-row fragments and score masking.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cuda_fp8.h>
 
 #include <cmath>
 #include <cstdint>
@@ -49,11 +48,9 @@ __device__ __forceinline__ float to_float(T x) {
   }
 }
 
-// Two e4m3 bytes (low byte -> low half) to two exact fp16 values.
-__device__ __forceinline__ uint32_t e4m3x2_to_half2(uint32_t two_bytes) {
-  const __half2_raw h =
-      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_bytes), __NV_E4M3);
-  return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+// Two int8 bytes b (low byte -> low half) as fp16 1152 + b (exact: 0x6400 | (b ^ 0x80)).
+__device__ __forceinline__ uint32_t int8x2_biased_half2(uint32_t two_bytes) {
+  return __byte_perm(two_bytes ^ 0x8080u, 0x6464u, 0x5140u);
 }
 
 __device__ __forceinline__ uint32_t half2_bits(__half2 h) {

@@ -1,17 +1,24 @@
-// Sparse decode (litetopk/sparse_decode.h): scan 2-bit key codes, keep the blocks within delta
-// of the pseudo-maximum, exact attention over the kept blocks only.
+// Sparse decode (litetopk/sparse_decode.h): scan 2-bit key codes, keep the blocks that can matter,
+// exact attention over the kept blocks only. One kernel, four passes (SparsePass, decode_kernels.h):
+// kScanDelta scans, decides and attends; kScanMass only scans (block masses for the pick kernel);
+// kAttendPicked and kAttendAll only attend (the pick kernel's rows, or every block).
 //
 // Grid (splits, kv_heads, batch); a CTA owns blocks [split * bps, (split + 1) * bps) of one
 // (sequence, KV head) (block nf is the open block) and all G query heads of the group.
 // 1. Reads the length on the device; a split past the last block exits (after waiting for the
-//    anchor kernel, so that this grid's end implies that one's).
+//    prerequisite grid, so that this grid's end implies that one's).
 // 2. Scan: a producer warp streams each full block's codes (BS * 32 B) and scales into a deep
 //    ring (cp.async.bulk + mbarriers). Consumer warp w takes blocks w, w+4, ...: folds the scales
 //    into the query and rounds it to int8 (u = rint(127 q s / max|q s|)), takes the codes as int8
 //    bytes (one shift-and-mask per 4 channels), runs S = codes u^T on int8 tensor cores (exact
-//    int32) and keeps the max per head (sparse_key_fragments_sm90.cuh). Before its first decision it waits for the anchor kernel (programmatic dependent
-//    launch) and reads the pseudo-max pm2 per head. Keep = anchor (0, nf-1) or some head of the
-//    group has estimate >= pm2 - delta * log2(e) (log2 units), or delta = inf.
+//    int32) and keeps the max per head (sparse_key_fragments_sm90.cuh).
+//    kScanDelta: before its first decision the warp waits for the anchor kernel (programmatic
+//    dependent launch) and reads the pseudo-max pm2 per head. Keep = anchor (0, nf-1) or some head
+//    of the group has estimate >= pm2 - delta * log2(e) (log2 units).
+//    kScanMass: also the log2 of the block's pseudo-logit mass per head (an online log-sum-exp of
+//    the same int32 scores), written to block_mass2; the CTA then exits.
+//    kAttendPicked / kAttendAll: no scan; keep = anchor, or some head's pick row (after waiting
+//    for the pick kernel), or every block.
 // 3. Attend: the producer streams, for each kept block in order and then the open block, 64-token
 //    chunks of residuals + codes + scales + values (tail keys + values for the open block) into a
 //    3-stage ring: residuals and values of skipped blocks are never read.
@@ -52,10 +59,12 @@ constexpr int kAttendStageBytes = kScalesOffset + kHeadDim * 2;
 
 struct SparseParams : SparseCacheView {
   int blocks_per_split;
-  float delta2;  // delta * log2(e)
-  bool keep_all;
+  SparsePass pass;
+  float delta2;  // kScanDelta: delta * log2(e)
   const float* anchor_max;
   int anchor_chunks;
+  float* block_mass2;        // kScanMass: [rows, max_blocks]
+  const uint8_t* keep_rows;  // kAttendPicked: [rows, max_blocks]
   uint8_t* kept_mask;
   PartialOut partial;
 };
@@ -81,12 +90,15 @@ __device__ __forceinline__ int scan_stage_bytes(int block_size) {
 // The 2-bit estimate (log2 units) of head 8n+g for every n, in lanes (g, *): the max over the
 // block's tokens of (sum_c code_c u_c - 1.5 sum_c u_c) * dequant. Four 16-token tiles at a time
 // keep four independent mma chains in flight.
-template <typename T, int NT>
+// kMass: also mass2[n][i], the log2 of sum over the block's tokens of exp2(estimate) of head
+// 8n + 2t + i, in the lanes (0, t) (an online log-sum-exp over the tiles, then over g).
+template <typename T, int NT, bool kMass>
 __device__ __forceinline__ void scan_block(const unsigned char* codes, const T* scales,
                                            const float (&q)[NT][32], int block_size,
-                                           float scale_log2, float (&estimate)[NT]) {
+                                           float scale_log2, float (&estimate)[NT],
+                                           float (&mass2)[NT][2]) {
   constexpr int kTiles = 4;
-  const int lane = threadIdx.x & 31, g = lane >> 2;
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   uint32_t bf[NT][4][2];
   int sum[NT];
   float dequant[NT];
@@ -95,6 +107,22 @@ __device__ __forceinline__ void scan_block(const unsigned char* codes, const T* 
   int best[NT][2];
 #pragma unroll
   for (int n = 0; n < NT; ++n) best[n][0] = best[n][1] = INT_MIN;
+  // kMass: the sum and dequantization factor of the C columns' heads 8n + 2t + i, and the
+  // running max and sum of exp2 per column.
+  int col_sum[NT][2];
+  float col_dequant[NT][2], run_max[NT][2], run_sum[NT][2];
+  if constexpr (kMass) {
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        col_sum[n][i] = __shfl_sync(0xffffffffu, sum[n], 4 * (2 * t + i));
+        col_dequant[n][i] = __shfl_sync(0xffffffffu, dequant[n], 4 * (2 * t + i));
+        run_max[n][i] = -INFINITY;
+        run_sum[n][i] = 0.0f;
+      }
+    }
+  }
   for (int row0 = 0; row0 < block_size; row0 += 16 * kTiles) {
     uint32_t w[kTiles][2][2];
 #pragma unroll
@@ -124,6 +152,47 @@ __device__ __forceinline__ void scan_block(const unsigned char* codes, const T* 
       for (int n = 0; n < NT; ++n) {
         best[n][0] = max(best[n][0], max(acc[m][n][0], acc[m][n][2]));
         best[n][1] = max(best[n][1], max(acc[m][n][1], acc[m][n][3]));
+      }
+    }
+    if constexpr (kMass) {
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          float v[2 * kTiles];
+          float top = run_max[n][i];
+#pragma unroll
+          for (int m = 0; m < kTiles; ++m) {
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+              v[2 * m + r] = static_cast<float>(2 * acc[m][n][2 * r + i] - 3 * col_sum[n][i]) *
+                             0.5f * col_dequant[n][i];
+              top = fmaxf(top, v[2 * m + r]);
+            }
+          }
+          run_sum[n][i] *= exp2f(run_max[n][i] - top);
+          run_max[n][i] = top;
+#pragma unroll
+          for (int k = 0; k < 2 * kTiles; ++k) run_sum[n][i] += exp2f(v[k] - top);
+        }
+      }
+    }
+  }
+  if constexpr (kMass) {
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        float m = run_max[n][i], sm = run_sum[n][i];
+#pragma unroll
+        for (int k = 4; k < 32; k *= 2) {
+          const float om = __shfl_xor_sync(0xffffffffu, m, k);
+          const float os = __shfl_xor_sync(0xffffffffu, sm, k);
+          const float top = fmaxf(m, om);
+          sm = sm * exp2f(m - top) + os * exp2f(om - top);
+          m = top;
+        }
+        mass2[n][i] = m + log2f(sm);
       }
     }
   }
@@ -253,6 +322,7 @@ template <typename T, int NT>
 __global__ void __launch_bounds__(kThreads, 2) sparse_decode_kernel(const SparseParams p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   SparseShared& sh = *reinterpret_cast<SparseShared*>(smem_raw);
+  if (p.pass == SparsePass::kScanMass) sm90::allow_dependent_grids();  // the pick kernel waits
   const int split = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int bs = p.block_size;
   const int len = p.lengths[b];
@@ -289,9 +359,13 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_decode_kernel(const Sparse
   }
   __syncthreads();  // the barriers are initialized; the producer starts at once
 
-  // ---- 2. scan ----
+  // ---- 2. scan (or the keep flags without one) ----
+  const bool scan = p.pass == SparsePass::kScanDelta || p.pass == SparsePass::kScanMass;
+  uint8_t* mask_row =
+      p.kept_mask != nullptr ? p.kept_mask + (static_cast<int64_t>(b) * p.num_kv_heads + h) * p.max_blocks
+                             : nullptr;
   if (warp == kConsumerWarps) {
-    if (lane == 0) {
+    if (lane == 0 && scan) {
       for (int i = 0; i < full; ++i) {
         const int stage = i % stages1;
         if (i >= stages1) sm90::mbarrier_wait(&sh.scan_empty[stage], ((i / stages1) - 1) & 1);
@@ -311,49 +385,79 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_decode_kernel(const Sparse
       const int row = i / kHeadDim;
       sh.q[row][i % kHeadDim] = row < p.group ? q[i] : uint16_t{0};
     }
-    sm90::wait_for_prerequisite_grids();  // the anchor kernel's pseudo-max
-    if (threadIdx.x < p.group) {
-      const float* am = p.anchor_max + (first_row + threadIdx.x) * p.anchor_chunks;
-      float m = -INFINITY;
-      for (int c = 0; c < p.anchor_chunks; ++c) m = fmaxf(m, am[c]);
-      sh.pm2[threadIdx.x] = m;
+    if (p.pass == SparsePass::kScanDelta) {
+      sm90::wait_for_prerequisite_grids();  // the anchor kernel's pseudo-max
+      if (threadIdx.x < p.group) {
+        const float* am = p.anchor_max + (first_row + threadIdx.x) * p.anchor_chunks;
+        float m = -INFINITY;
+        for (int c = 0; c < p.anchor_chunks; ++c) m = fmaxf(m, am[c]);
+        sh.pm2[threadIdx.x] = m;
+      }
     }
     consumer_barrier();
-    const int g = lane >> 2, t = lane & 3;
-    float qv[NT][32];  // this lane's 32 channels (32t ..) of heads 8n+g, natural order
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-#pragma unroll
-      for (int i = 0; i < 32; ++i) qv[n][i] = to_float(reinterpret_cast<const T*>(sh.q[8 * n + g])[32 * t + i]);
-    }
-    for (int i = warp; i < full; i += kConsumerWarps) {
-      const int stage = i % stages1;
-      sm90::mbarrier_wait(&sh.scan_full[stage], (i / stages1) & 1);
-      const unsigned char* base = sh.ring.scan + stage * stage1_bytes;
-      float estimate[NT];
-      scan_block<T, NT>(base, reinterpret_cast<const T*>(base + bs * kCodeRowBytes), qv, bs,
-                        p.scale_log2, estimate);
-      const int j = j0 + i;
-      bool keep_head = false;
+    if (scan) {
+      const int g = lane >> 2, t = lane & 3;
+      float qv[NT][32];  // this lane's 32 channels (32t ..) of heads 8n+g, natural order
 #pragma unroll
       for (int n = 0; n < NT; ++n) {
-        const int head = 8 * n + g;
-        keep_head = keep_head || (head < p.group && estimate[n] >= sh.pm2[head] - p.delta2);
+#pragma unroll
+        for (int i = 0; i < 32; ++i) qv[n][i] = to_float(reinterpret_cast<const T*>(sh.q[8 * n + g])[32 * t + i]);
       }
-      const bool keep = p.keep_all || j == 0 || j == nf - 1 || __any_sync(0xffffffffu, keep_head);
-      __syncwarp();
-      if (lane == 0) {
-        sh.keep[i] = keep ? 1 : 0;
-        if (p.kept_mask != nullptr) {
-          p.kept_mask[(static_cast<int64_t>(b) * p.num_kv_heads + h) * p.max_blocks + j] = keep ? 1 : 0;
+      for (int i = warp; i < full; i += kConsumerWarps) {
+        const int stage = i % stages1;
+        sm90::mbarrier_wait(&sh.scan_full[stage], (i / stages1) & 1);
+        const unsigned char* base = sh.ring.scan + stage * stage1_bytes;
+        const T* scales = reinterpret_cast<const T*>(base + bs * kCodeRowBytes);
+        float estimate[NT], mass2[NT][2];
+        const int j = j0 + i;
+        if (p.pass == SparsePass::kScanMass) {
+          scan_block<T, NT, true>(base, scales, qv, bs, p.scale_log2, estimate, mass2);
+          __syncwarp();
+          if (g == 0) {
+#pragma unroll
+            for (int n = 0; n < NT; ++n) {
+#pragma unroll
+              for (int k = 0; k < 2; ++k) {
+                const int head = 8 * n + 2 * t + k;
+                if (head < p.group) p.block_mass2[(first_row + head) * p.max_blocks + j] = mass2[n][k];
+              }
+            }
+          }
+          if (lane == 0) sm90::mbarrier_arrive_expect_bytes(&sh.scan_empty[stage], 0);
+          continue;
         }
-        sm90::mbarrier_arrive_expect_bytes(&sh.scan_empty[stage], 0);
+        scan_block<T, NT, false>(base, scales, qv, bs, p.scale_log2, estimate, mass2);
+        bool keep_head = false;
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+          const int head = 8 * n + g;
+          keep_head = keep_head || (head < p.group && estimate[n] >= sh.pm2[head] - p.delta2);
+        }
+        const bool keep = j == 0 || j == nf - 1 || __any_sync(0xffffffffu, keep_head);
+        __syncwarp();
+        if (lane == 0) {
+          sh.keep[i] = keep ? 1 : 0;
+          if (mask_row != nullptr) mask_row[j] = keep ? 1 : 0;
+          sm90::mbarrier_arrive_expect_bytes(&sh.scan_empty[stage], 0);
+        }
+      }
+    } else {
+      if (p.pass == SparsePass::kAttendPicked) sm90::wait_for_prerequisite_grids();  // the picks
+      for (int i = threadIdx.x; i < full; i += kConsumerWarps * 32) {
+        const int j = j0 + i;
+        bool keep = p.pass == SparsePass::kAttendAll || j == 0 || j == nf - 1;
+        for (int head = 0; head < p.group && !keep; ++head) {
+          keep = p.keep_rows[(first_row + head) * p.max_blocks + j] != 0;
+        }
+        sh.keep[i] = keep ? 1 : 0;
+        if (mask_row != nullptr) mask_row[j] = keep ? 1 : 0;
       }
     }
-    if (has_tail && threadIdx.x == 0 && p.kept_mask != nullptr) {
-      p.kept_mask[(static_cast<int64_t>(b) * p.num_kv_heads + h) * p.max_blocks + nf] = 1;
+    if (has_tail && threadIdx.x == 0 && mask_row != nullptr && p.pass != SparsePass::kScanMass) {
+      mask_row[nf] = 1;
     }
   }
+  if (p.pass == SparsePass::kScanMass) return;  // no attend; the pick kernel waits for this grid
   __syncthreads();  // the keep flags are complete; the scan ring is free
 
   // ---- 3. attend: producer ----
@@ -460,23 +564,25 @@ SparseCacheView sparse_cache_view(const SparseDecodeProblem& problem) {
 }
 
 Status launch_sparse_decode(const SparseDecodeProblem& problem, int blocks_per_split,
-                            const float* anchor_max, const SplitPartials& partials,
-                            cudaStream_t stream) {
+                            SparsePass pass, const SparseSelectionBuffers& selection,
+                            const SplitPartials& partials, bool dependent, cudaStream_t stream) {
   const SparseKvCache& c = problem.cache;
   SparseParams params{};
   static_cast<SparseCacheView&>(params) = sparse_cache_view(problem);
   params.blocks_per_split = blocks_per_split;
-  params.keep_all = std::isinf(problem.delta);
-  params.delta2 = params.keep_all ? 0.0f : problem.delta * kLog2e;
-  params.anchor_max = anchor_max;
+  params.pass = pass;
+  params.delta2 = pass == SparsePass::kScanDelta ? problem.delta * kLog2e : 0.0f;
+  params.anchor_max = selection.anchor_max;
   params.anchor_chunks = anchor_chunks(c.block_size);
+  params.block_mass2 = selection.block_mass2;
+  params.keep_rows = selection.keep_rows;
   params.kept_mask = problem.kept_mask;
   params.partial = PartialOut{partials.o, partials.lse2, partials.splits};
   const dim3 grid(static_cast<unsigned>(partials.splits), static_cast<unsigned>(c.num_kv_heads),
                   static_cast<unsigned>(c.batch));
   return dispatch_cache_type(c.dtype, params.group, [&](auto element, auto width) {
     return launch_kernel(sparse_decode_kernel<decltype(element), decltype(width)::value>, grid,
-                         dim3(kThreads), sizeof(SparseShared), true, stream, params);
+                         dim3(kThreads), sizeof(SparseShared), dependent, stream, params);
   });
 }
 

@@ -11,11 +11,12 @@
 //   chan(t, ks, r, half) = 32t + 16 (ks >> 2) + 2 (ks & 3) + r + 8 half,
 // and the B fragments of the queries use the same order.
 //
-// Exact scores: A = code + R in fp16 (exact: both are multiples of 2^-9 below 4.5), B = u split
-// into fp16 hi + lo (22 bits), minus 1.5 * sum u. u = q * s * softmax_scale * log2(e) * 2^-F per
-// head and block, F chosen so that max |u| is in [2^13, 2^14): no fp16 overflow whatever the key
-// range (bf16 caches too), nothing near fp16's subnormals that matters, and S = 2^F (acc - bias)
-// in log2 units.
+// Exact scores: A = code + r 2^-8 in fp16 (r the int8 residual byte; exact: a multiple of 2^-8
+// below 4), B = u split into fp16 hi + lo (22 bits), minus (1.5 - 2^-9) * sum u (the levels'
+// offset less the residual's half cell). u = q * s * softmax_scale * log2(e) * 2^-F per head and
+// block, F chosen so that max |u| is in [2^13, 2^14): no fp16 overflow whatever the key range
+// (bf16 caches too), nothing near fp16's subnormals that matters, and S = 2^F (acc - bias) in
+// log2 units.
 //
 // Scan (2-bit estimate): int8 tensor cores (m16n8k32). A = the codes themselves, one byte each:
 // (w >> 2j) & 0x03030303 holds the codes of channels m + 4b + j (b = 0..3) of a code word, so a
@@ -82,7 +83,8 @@ __device__ __forceinline__ float group_sum(float x) {
   return x;
 }
 
-// Exact B fragments (fp16 hi and lo of u) and the bias 1.5 * sum_c (hi + lo) of head 8n+g.
+// Exact B fragments (fp16 hi and lo of u) and the bias (1.5 - 2^-9) * sum_c (hi + lo) of head
+// 8n+g: q . key = sum_c u_c (code_c + r_c 2^-8) - (1.5 - 2^-9) sum_c u_c.
 template <typename T>
 __device__ __forceinline__ float exact_query_fragments(const BlockQuery<T>& bq, uint32_t (&hi)[8][2],
                                                        uint32_t (&lo)[8][2]) {
@@ -101,7 +103,7 @@ __device__ __forceinline__ float exact_query_fragments(const BlockQuery<T>& bq, 
       bias += (hf.x + lf.x) + (hf.y + lf.y);
     }
   }
-  return 1.5f * group_sum(bias);
+  return (1.5f - 1.0f / 512.0f) * group_sum(bias);  // level offset minus the residual's half cell
 }
 
 // The scan's int8 query of head 8n+g for lane (g, t) and one block: b[ks][h] (the B fragments),
@@ -167,20 +169,25 @@ __device__ __forceinline__ void load_code_words(const unsigned char* code_row, u
   w[1] = v.y;
 }
 
-// Exact A registers (k-step ks, r = 0 and 1) of one token: fp16x2 code + R.
+// Exact A registers (k-step ks, r = 0 and 1) of one token: fp16x2 code + r * 2^-8 for the int8
+// residual byte r ((1152 + r) - 1152 and the fma are exact: a multiple of 2^-8 in [-0.5, 3.5]);
+// the residual's half cell, 2^-9, is in the bias (exact_query_fragments).
 __device__ __forceinline__ void exact_key_registers(const uint32_t (&w)[2], const uint32_t (&res)[8],
                                                     int ks, uint32_t (&out)[2]) {
   const int wsel = ks >> 2, upper = (ks & 3) >= 2 ? 1 : 0;
   const uint32_t pairs = __byte_perm(res[4 * wsel + upper], res[4 * wsel + 2 + upper],
                                      (ks & 1) ? 0x7362u : 0x5140u);
   const __half2 k1024 = __float2half2_rn(1024.0f);
+  const __half2 k1152 = __float2half2_rn(1152.0f);
+  const __half2 unit = __float2half2_rn(1.0f / 256.0f);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int p = 2 * (ks & 3) + r;
     const uint32_t code = ((w[wsel] >> (2 * p)) & 0x00030003u) | kMagic1024;
     const __half2 c = __hsub2(bits_half2(code), k1024);
-    const __half2 rr = bits_half2(e4m3x2_to_half2(r == 0 ? (pairs & 0xffffu) : (pairs >> 16)));
-    out[r] = half2_bits(__hadd2(c, rr));
+    const __half2 b = __hsub2(
+        bits_half2(int8x2_biased_half2(r == 0 ? (pairs & 0xffffu) : (pairs >> 16))), k1152);
+    out[r] = half2_bits(__hfma2(b, unit, c));
   }
 }
 

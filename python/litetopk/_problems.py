@@ -229,7 +229,7 @@ def sparse_cache_args(key_codes, key_scales, key_residuals, values, tail_keys, l
         lead = (num_pages, heads)
     check("key_codes", key_codes, lead + (block, dim // 4), ("uint8",), device=device)
     check("key_scales", key_scales, lead + (dim,), (dtype,), device=device)
-    check("key_residuals", key_residuals, lead + (block, dim), FP8_DTYPES, device=device)
+    check("key_residuals", key_residuals, lead + (block, dim), ("int8", "uint8"), device=device)
     check("values", values, lead + (block, dim), (dtype,), device=device)
     lib = ext()
     cache = lib.SparseKvCache()

@@ -344,7 +344,7 @@ def sparse_attention(q, kv, indices, sm_scale, d_v=512, out_dtype=np.float32):
 
 class SparseKvCache(P.SparseKvCacheArrays):
     """A sparse decoding cache in host memory (include/litetopk/sparse_decode.h): numpy arrays
-    key_codes, key_scales, key_residuals (e4m3 bytes), values, tail_keys, lengths and, when paged,
+    key_codes, key_scales, key_residuals (int8 bytes), values, tail_keys, lengths and, when paged,
     block_table. `empty` allocates a contiguous (or paged, with num_pages) zero cache."""
 
     @classmethod

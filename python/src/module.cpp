@@ -420,13 +420,18 @@ NB_MODULE(_C, m) {
   address_field(dense_cache, "values", &DenseKvCache::values);
   address_field(dense_cache, "lengths", &DenseKvCache::lengths);
 
+  nb::enum_<litetopk::SparseSelection>(m, "SparseSelection")
+      .value("delta", litetopk::SparseSelection::kDelta)
+      .value("mass", litetopk::SparseSelection::kMass);
   using litetopk::SparseDecodeProblem;
   nb::class_<SparseDecodeProblem> sparse_problem(m, "SparseDecodeProblem");
   sparse_problem.def(nb::init<>())
       .def_rw("cache", &SparseDecodeProblem::cache)
       .def_rw("num_q_heads", &SparseDecodeProblem::num_q_heads)
       .def_rw("softmax_scale", &SparseDecodeProblem::softmax_scale)
+      .def_rw("selection", &SparseDecodeProblem::selection)
       .def_rw("delta", &SparseDecodeProblem::delta)
+      .def_rw("mass_target", &SparseDecodeProblem::mass_target)
       .def_rw("out_dtype", &SparseDecodeProblem::out_dtype);
   address_field(sparse_problem, "q", &SparseDecodeProblem::q);
   address_field(sparse_problem, "out", &SparseDecodeProblem::out);
@@ -447,6 +452,7 @@ NB_MODULE(_C, m) {
   nb::class_<litetopk::SparseDecodePlan>(m, "SparseDecodePlan")
       .def_ro("problem", &litetopk::SparseDecodePlan::problem)
       .def_ro("paged", &litetopk::SparseDecodePlan::paged)
+      .def_ro("reads_all", &litetopk::SparseDecodePlan::reads_all)
       .def_ro("workspace_bytes", &litetopk::SparseDecodePlan::workspace_bytes);
   nb::class_<litetopk::DenseDecodePlan>(m, "DenseDecodePlan")
       .def_ro("problem", &litetopk::DenseDecodePlan::problem)
@@ -467,12 +473,14 @@ NB_MODULE(_C, m) {
       "dense"_a, "cache"_a, "stream"_a, ReleaseGil());
   m.def(
       "sparse_decode_plan",
-      [](const SparseDecodeProblem& problem, int64_t blocks_per_split) {
+      [](const SparseDecodeProblem& problem, int64_t blocks_per_split, bool read_all_when_small) {
         litetopk::SparseDecodePlan plan;
-        check(litetopk::sparse_decode_plan(problem, decode_options(blocks_per_split), &plan));
+        litetopk::DecodeOptions options = decode_options(blocks_per_split);
+        options.read_all_when_small = read_all_when_small;
+        check(litetopk::sparse_decode_plan(problem, options, &plan));
         return plan;
       },
-      "problem"_a, "blocks_per_split"_a, ReleaseGil());
+      "problem"_a, "blocks_per_split"_a, "read_all_when_small"_a = true, ReleaseGil());
   // The hot path: addresses in, one launch; the GIL stays held (the launch only enqueues).
   m.def(
       "sparse_decode_launch",

@@ -138,7 +138,8 @@ def quantize_blocks(keys, block_size, dtype=np.float16):
     with np.errstate(divide="ignore", invalid="ignore"):
         x = np.where(sf > 0, k / sf, np.float32(0)).astype(np.float32)
     q = (x >= -1).astype(np.uint8) + (x >= 0) + (x >= 1)
-    residual = fp8.to_e4m3((x - (q.astype(np.float32) - np.float32(1.5))).astype(np.float32))
+    cell = np.floor((x - (q.astype(np.float32) - np.float32(1.5))) * np.float32(256))
+    residual = np.clip(cell, -128, 127).astype(np.int8).view(np.uint8)
     q4 = q.reshape(B, H, nf, block_size, D // 4, 4).astype(np.uint8)
     codes = q4[..., 0] | (q4[..., 1] << 2) | (q4[..., 2] << 4) | (q4[..., 3] << 6)
     return codes.astype(np.uint8), s, residual

@@ -16,7 +16,7 @@ def library():
 
 _NAMES = {
     torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16",
-    torch.int32: "int32", torch.uint8: "uint8", torch.bool: "bool",
+    torch.int32: "int32", torch.uint8: "uint8", torch.int8: "int8", torch.bool: "bool",
     torch.float8_e4m3fn: "float8_e4m3fn",
 }
 

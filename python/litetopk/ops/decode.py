@@ -81,30 +81,36 @@ def _sparse_decode_launch(plan, device, q, cache_tensors, out, lse, kept_mask):
 
 
 def _sparse_decode_select(q, tensors, out, lse, kept_mask, delta, softmax_scale,
-                          blocks_per_split, outputs):
+                          blocks_per_split, outputs, mass_target=-1.0, read_all_when_small=True):
     """sparse_decode into out/lse (kept_mask); `outputs` is their part of the signature ("new"
-    and the dtype for outputs _decode_fake made)."""
+    and the dtype for outputs _decode_fake made). mass_target >= 0 selects by bounded mass
+    (SparseSelection.mass), else by delta; read_all_when_small is DecodeOptions' (GPU only)."""
     device = q.get_device()
     key = (("sparse_decode", _meta(q)) + tuple(_meta(t) for t in tensors)
-           + (outputs, _meta(kept_mask), delta, softmax_scale, blocks_per_split))
+           + (outputs, _meta(kept_mask), delta, softmax_scale, blocks_per_split, mass_target,
+              read_all_when_small))
     plan = None if device < 0 else _plan_of(key)
     if plan is None:
         problem = P.decode_problem(_cache(*tensors), _view(q), device, _view(out), _opt(lse),
                                    softmax_scale, delta, _opt(kept_mask))
         lib = library()
+        if mass_target >= 0:
+            problem.selection, problem.mass_target = lib.SparseSelection.mass, float(mass_target)
         if device < 0:
             lib.sparse_decode_cpu(problem)
             return
-        plan = _remember(key, _launch(device, lib.sparse_decode_plan, problem, blocks_per_split))
+        plan = _remember(key, _launch(device, lib.sparse_decode_plan, problem, blocks_per_split,
+                                      read_all_when_small))
     _launch(device, _sparse_decode_launch, plan, device, q, tensors, out, lse, kept_mask)
 
 
 def _sparse_decode_out(q, key_codes, key_scales, key_residuals, values, tail_keys, lengths,
                        block_table, out, lse=None, kept_mask=None, delta=5.0, softmax_scale=0.0,
-                       blocks_per_split=0):
+                       blocks_per_split=0, mass_target=-1.0, read_all_when_small=True):
     _sparse_decode_select(
         q, (key_codes, key_scales, key_residuals, values, tail_keys, lengths, block_table), out,
-        lse, kept_mask, delta, softmax_scale, blocks_per_split, (_meta(out), _meta(lse)))
+        lse, kept_mask, delta, softmax_scale, blocks_per_split, (_meta(out), _meta(lse)),
+        mass_target, read_all_when_small)
 
 
 def _decode_fake(q, *args, out_dtype=None, **kwargs):
@@ -114,26 +120,28 @@ def _decode_fake(q, *args, out_dtype=None, **kwargs):
 
 def _sparse_decode(q, key_codes, key_scales, key_residuals, values, tail_keys, lengths,
                    block_table=None, delta=5.0, softmax_scale=0.0, out_dtype=None,
-                   blocks_per_split=0):
+                   blocks_per_split=0, mass_target=-1.0, read_all_when_small=True):
     out, lse = _decode_fake(q, out_dtype=out_dtype)
     _sparse_decode_select(
         q, (key_codes, key_scales, key_residuals, values, tail_keys, lengths, block_table), out,
-        lse, None, delta, softmax_scale, blocks_per_split, ("new", out_dtype))
+        lse, None, delta, softmax_scale, blocks_per_split, ("new", out_dtype), mass_target,
+        read_all_when_small)
     return out, lse
 
 
 def _sparse_decode_fake(q, key_codes, key_scales, key_residuals, values, tail_keys, lengths,
                         block_table=None, delta=5.0, softmax_scale=0.0, out_dtype=None,
-                        blocks_per_split=0):
+                        blocks_per_split=0, mass_target=-1.0, read_all_when_small=True):
     return _decode_fake(q, out_dtype=out_dtype)
 
 
 _register(f"sparse_decode(Tensor q, {_CACHE_ARGS}=None, float delta=5.0, "
-          "float softmax_scale=0.0, ScalarType? out_dtype=None, int blocks_per_split=0) "
+          "float softmax_scale=0.0, ScalarType? out_dtype=None, int blocks_per_split=0, "
+          "float mass_target=-1.0, bool read_all_when_small=True) "
           "-> (Tensor out, Tensor lse)", _sparse_decode, _sparse_decode_fake)
 _register(f"sparse_decode_out(Tensor q, {_CACHE_ARGS}, Tensor(a!) out, Tensor(b!)? lse=None, "
           "Tensor(c!)? kept_mask=None, float delta=5.0, float softmax_scale=0.0, "
-          "int blocks_per_split=0) -> ()",
+          "int blocks_per_split=0, float mass_target=-1.0, bool read_all_when_small=True) -> ()",
           _sparse_decode_out, lambda *args, **kwargs: None)
 
 
@@ -193,7 +201,7 @@ _register("dense_decode_out(Tensor q, Tensor keys, Tensor values, Tensor lengths
 
 class SparseKvCache(P.SparseKvCacheArrays):
     """A sparse decoding cache of torch tensors (include/litetopk/sparse_decode.h): key_codes,
-    key_scales, key_residuals (float8_e4m3fn), values, tail_keys, lengths and, when paged,
+    key_scales, key_residuals (int8), values, tail_keys, lengths and, when paged,
     block_table. `empty` allocates a zeroed contiguous one (or paged, with num_pages and a
     block_table)."""
 
@@ -201,7 +209,7 @@ class SparseKvCache(P.SparseKvCacheArrays):
     def empty(cls, batch, kv_heads, max_blocks, block_size=128, dtype=torch.float16,
               device=None, num_pages=None, block_table=None):
         shapes = P.sparse_cache_shapes(batch, kv_heads, max_blocks, block_size, num_pages)
-        dtypes = (torch.uint8, dtype, torch.float8_e4m3fn, dtype, dtype, torch.int32)
+        dtypes = (torch.uint8, dtype, torch.int8, dtype, dtype, torch.int32)
         tensors = [torch.zeros(shape, dtype=dt, device=device) for shape, dt in zip(shapes, dtypes)]
         if num_pages is not None and block_table is None:
             raise ValueError("a paged cache (num_pages given) needs its block_table")
@@ -217,17 +225,37 @@ class SparseKvCache(P.SparseKvCacheArrays):
         torch.ops.litetopk.sparse_kv_from_dense(keys, values, lengths, *self.arrays())
 
     def decode(self, q, delta=5.0, softmax_scale=0.0, out_dtype=None, out=None,
-               blocks_per_split=0):
+               blocks_per_split=0, mass_target=None, read_all_when_small=True):
         """Sparse decoding of q [B, Hq, D]: (out, lse); out=(out, lse or None, kept_mask or
-        None) writes there. blocks_per_split: KV blocks per split on the GPU (0: the kernel's
-        choice)."""
+        None) writes there. Blocks by top-delta, or by bounded mass when mass_target (in
+        [0, 1)) is given. blocks_per_split: KV blocks per split on the GPU (0: the kernel's
+        choice); read_all_when_small: DecodeOptions' dispatch from sizes (GPU)."""
         direct = _direct(q, self.key_codes, *(out or ()))
+        mass = -1.0 if mass_target is None else float(mass_target)
+        if mass_target is not None and not 0.0 <= mass < 1.0:
+            raise ValueError(f"mass_target must be in [0, 1) (0 keeps every block), got {mass}")
         if out is None:
             op = _sparse_decode if direct else torch.ops.litetopk.sparse_decode
-            return op(q, *self.arrays(), delta, softmax_scale, out_dtype, blocks_per_split)
+            return op(q, *self.arrays(), delta, softmax_scale, out_dtype, blocks_per_split, mass,
+                      read_all_when_small)
         op = _sparse_decode_out if direct else torch.ops.litetopk.sparse_decode_out
-        op(q, *self.arrays(), *out, delta, softmax_scale, blocks_per_split)
+        op(q, *self.arrays(), *out, delta, softmax_scale, blocks_per_split, mass,
+           read_all_when_small)
         return out
+
+
+    def reads_all(self, q, delta=5.0, mass_target=None, read_all_when_small=True):
+        """Whether decode(q, ...) on the GPU reads every block without selecting: delta = inf,
+        mass_target 0, or the plan's dispatch from sizes (DecodeOptions::read_all_when_small)."""
+        problem = P.decode_problem(_cache(*self.arrays()), _view(q), q.get_device(),
+                                   _view(torch.empty(q.shape, dtype=torch.float32,
+                                                     device=q.device)),
+                                   None, 0.0, delta, None)
+        lib = library()
+        if mass_target is not None:
+            problem.selection, problem.mass_target = lib.SparseSelection.mass, float(mass_target)
+        return _launch(q.get_device(), lib.sparse_decode_plan, problem, 0,
+                       read_all_when_small).reads_all
 
 
 def sparse_kv_append(cache, new_keys, new_values):
@@ -240,8 +268,9 @@ def sparse_kv_from_dense(keys, values, lengths, cache):
 
 
 def sparse_decode(cache, q, delta=5.0, softmax_scale=0.0, out_dtype=None, out=None,
-                  blocks_per_split=0):
-    return cache.decode(q, delta, softmax_scale, out_dtype, out, blocks_per_split)
+                  blocks_per_split=0, mass_target=None, read_all_when_small=True):
+    return cache.decode(q, delta, softmax_scale, out_dtype, out, blocks_per_split, mass_target,
+                        read_all_when_small)
 
 
 def dense_decode(q, keys, values, lengths, softmax_scale=0.0, out_dtype=None, out=None,

@@ -1,16 +1,28 @@
 // select_topk's dispatch rule. Sample-filter reads the scores once; radix reads them 4 to 7 times
-// but spreads a row over many blocks in every pass. Sample-filter wins whenever each row gets a
-// block of its own; when the batch is too small for that and rows are split, its last-block merge
-// of up to segments * k candidates runs on one SM, and radix was faster on every such shape
-// measured (docs/select.md, "Dispatch"; docs/BENCHMARKS.md). Grid-radix runs radix's passes in one
-// launch, with no host round trip between passes, where the rows' blocks fit on the device at once.
+// but spreads a row over many blocks in every pass, and grid-radix runs radix's passes in one
+// launch where the rows' blocks fit on the device at once. Sample-filter wins whenever each row
+// gets a block of its own. When rows are split, its last-block merge of up to segments * k
+// candidates runs on one SM: with a few long segments (at most kMaxMergedSegments, each of at
+// least kMinSegmentElements scores, or 16-bit scores, which grid-radix reads at a quarter of its
+// fp32 rate) the single read still wins; with many short segments grid-radix does (docs/select.md,
+// "Dispatch"; the measurements in docs/BENCHMARKS.md).
 #include "heuristics/select_heuristics.h"
 
 namespace litetopk::heuristics {
 
+namespace {
+constexpr int32_t kMaxMergedSegments = 4;
+constexpr int64_t kMinSegmentElements = 65536;
+}  // namespace
+
 SelectAlgo choose_select_algo(const SelectShapeFacts& facts) {
-  if (facts.k <= kSampleFilterMaxK && facts.sample_filter_segments == 1) {
-    return SelectAlgo::kSampleFilter;
+  if (facts.k <= kSampleFilterMaxK) {
+    const int32_t segments = facts.sample_filter_segments;
+    if (segments == 1) return SelectAlgo::kSampleFilter;
+    const bool long_segments = segments > 0 && facts.n / segments >= kMinSegmentElements;
+    if (segments <= kMaxMergedSegments && (long_segments || facts.element_bytes < 4)) {
+      return SelectAlgo::kSampleFilter;
+    }
   }
   if (facts.grid_radix_segments > 0) return SelectAlgo::kGridRadix;
   return SelectAlgo::kRadix;

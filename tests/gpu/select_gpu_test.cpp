@@ -110,7 +110,7 @@ INSTANTIATE_TEST_SUITE_P(Sanitizer, SelectGpuSmall, ::testing::ValuesIn(with_alg
 std::vector<SelectCase> large_cases() {
   std::vector<SelectCase> cases;
   auto add = [&](std::string name, int64_t batch, int64_t n, int64_t k, Pattern pattern,
-                 bool deterministic) {
+                 bool deterministic, DType dtype = DType::kFloat32, bool largest = true) {
     SelectCase c;
     c.name = std::move(name);
     c.batch = batch;
@@ -118,6 +118,8 @@ std::vector<SelectCase> large_cases() {
     c.k = k;
     c.pattern = pattern;
     c.deterministic = deterministic;
+    c.dtype = dtype;
+    c.largest = largest;
     c.seed = 11;
     cases.push_back(c);
   };
@@ -132,6 +134,18 @@ std::vector<SelectCase> large_cases() {
   add("K2048LowMantissa", 64, 131072, 2048, Pattern::kLowMantissaBits, false);
   add("KBeyondBuffer", 2, 100000, 20000, Pattern::kRandomNormal, false);
   add("KEqualsN", 3, 9000, 9000, Pattern::kUniform, true);
+  // A block per row (batch above the device's slots): sample-filter's estimated gate, and its
+  // second pass when the estimate leaves fewer than k candidates (descending rows, NaN rows).
+  add("ManyRowsNormal", 300, 30000, 1024, Pattern::kRandomNormal, false);
+  add("ManyRowsNormalBf16", 300, 30001, 2048, Pattern::kRandomNormal, false, DType::kBFloat16);
+  add("ManyRowsDescendingF16", 300, 20000, 512, Pattern::kDescending, false, DType::kFloat16);
+  add("ManyRowsAscendingSmallest", 300, 30000, 700, Pattern::kAscending, true, DType::kFloat32,
+      false);
+  add("ManyRowsTiesDet", 300, 30000, 1000, Pattern::kTiesAtKth, true, DType::kBFloat16);
+  add("ManyRowsNanInf", 300, 30000, 900, Pattern::kNanInfSprinkled, false, DType::kFloat32,
+      false);
+  add("ManyRowsLowMantissa", 300, 40000, 2048, Pattern::kLowMantissaBits, false);
+  add("ManyRowsK8192", 140, 60000, 8192, Pattern::kRandomNormal, false, DType::kBFloat16);
   return cases;
 }
 

@@ -212,8 +212,9 @@ struct CandidateBuffer {
 
   // Range select of the k-th best entry among the first `count` (count > k): 2048 equal-width
   // bins over [min, max] of the values, then over the bin holding the k-th entry, until the bin
-  // is one value wide or is taken whole.
-  __device__ RangePivot select_pivot(uint32_t count) {
+  // is one value wide or is taken whole, or after `max_levels` levels (then the bin [lo, hi] only
+  // holds the k-th entry: at least k entries are at or above lo).
+  __device__ RangePivot select_pivot(uint32_t count, int max_levels = 64) {
     const int shift = value_shift();
     if (threadIdx.x == 0) {
       s.range_min = ~uint64_t{0};
@@ -257,6 +258,7 @@ struct CandidateBuffer {
       hi = bin_hi < hi ? bin_hi : hi;
       __syncthreads();  // histogram and finder are reused by the next level
       if (in_bin == rank) break;  // the whole bin is selected: no ties to resolve further
+      if (--max_levels == 0) break;
     }
     return {lo, hi, shift, greater};
   }
@@ -319,6 +321,51 @@ struct CandidateBuffer {
     }
     __syncthreads();
     return pivot;
+  }
+
+  // Keeps the entries at or above `bound` (count <= kPerThread * kThreads, between steps: after
+  // finish_steps) and makes `bound` the gate. All threads call it.
+  template <int kPerThread>
+  __device__ void keep_at_or_above(uint64_t bound) {
+    static_assert(kPerThread <= 32, "one pass mask per thread");
+    const uint32_t count = s.count;
+    uint64_t held[kPerThread];
+    uint32_t pass = 0;
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const uint32_t e = threadIdx.x + i * kThreads;
+      held[i] = e < count ? s.entries[e] : keys::kEmptyComposite;
+      if (e < count && held[i] >= bound) pass |= 1u << i;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) s.count = 0;
+    __syncthreads();
+    uint32_t before = 0;
+    uint32_t at = reserve(pass, &s.count, &before) + before;
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      if ((pass >> i) & 1u) s.entries[at++] = held[i];
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      s.gate = max_u64(s.gate, bound);
+      s.step_count[0] = s.count;
+    }
+    __syncthreads();
+  }
+
+  // How many of the first count entries are at or above `bound`. All threads call it and get it.
+  __device__ uint32_t count_at_or_above(uint64_t bound) {
+    if (threadIdx.x == 0) s.hole_counter = 0;
+    __syncthreads();
+    uint32_t mine = 0;
+    for (uint32_t e = threadIdx.x; e < s.count; e += kThreads) mine += s.entries[e] >= bound;
+    mine = __reduce_add_sync(0xffffffffu, mine);
+    if (threadIdx.x % 32 == 0 && mine != 0) atomicAdd(&s.hole_counter, mine);
+    __syncthreads();
+    const uint32_t total = s.hole_counter;
+    __syncthreads();
+    return total;
   }
 
   // Writes the best min(k, count) entries of row `row` to its output slots, then -1 padding.

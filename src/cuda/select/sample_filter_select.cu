@@ -2,20 +2,28 @@
 //
 // Pipeline of sample_filter_kernel (one block per row segment):
 // 1. Sample: the segment is cut into 16 KB tiles visited in a spread order (0, 8, 16, ..., then
-//    1, 9, ...), so the first buffer fill is a sample of the whole segment; its k-th best entry is
-//    a lower bound of the row's k-th score and becomes the gate.
+//    1, 9, ...), one tile per step (four 16-byte vectors per thread: 16 fp32 or 32 16-bit
+//    scores). The first step is admitted whole; its entry of rank
+//    r = kEstimateMargin * k * step / segment becomes an estimated gate, which leaves about
+//    kEstimateMargin * k candidates in the whole segment.
 // 2. Filter: thread 0 keeps three tiles in flight with the bulk copy engine (cp.async.bulk into
-//    shared memory, completing on mbarriers). Every tile's elements are turned into keys and only
-//    those at or above the gate enter the shared-memory candidate buffer. A full buffer is
-//    compacted to its best k, which raises the gate; the blocks of one row share their bounds
-//    through global memory (atomicMax).
-// 3. Select: one block per row ends with a radix select over its buffer. With several blocks per
-//    row, each appends its survivors above the row's bound to a candidate list, and the last block
-//    to finish streams that list through its buffer and selects from it.
-// Exact by construction: an entry is dropped only when k entries at least as good are held.
+//    shared memory, completing on mbarriers). Each thread compares its elements of a step, as
+//    floats at their own width, with the gate's value; only the few candidates are keyed (the
+//    decode picks them out of the registers by position) and written behind the buffer's count,
+//    with one shared atomic per warp and one barrier per step. A step that would overflow the
+//    buffer is appended in halves, compacting the buffer to its best k first, which raises the
+//    gate; the blocks of one row share their compaction bounds through global memory (atomicMax).
+// 3. Select: one block per row ends with a range select over its buffer. With several blocks per
+//    row, each compacts its buffer to its best k (publishing that bound) and appends the entries
+//    at or above the row's bound to a candidate list; the last block to finish takes that list
+//    into its buffer (streaming it through, when it is longer) and selects from it.
+// Exact by construction: an entry is dropped only when k entries at least as good are held, or
+// when it is below the estimated gate and the segment ends with k entries at or above that gate;
+// a segment that ends with fewer is streamed again with no estimate.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "cuda/common/async_copy_sm90.cuh"
 #include "cuda/common/cuda_check.h"
@@ -26,16 +34,19 @@
 namespace litetopk::cuda_select {
 namespace {
 
-constexpr int kThreads = 512;
-constexpr int kItemsPerThread = 8;     // elements each thread offers per step
-constexpr int kOfferElements = kThreads * kItemsPerThread;
-constexpr int kStageVectors = 1024;    // 16-byte vectors per tile (16 KB)
-constexpr int kStages = 3;             // tiles in flight per block
-constexpr int kSpread = 8;             // tile visiting stride (the sample)
-constexpr int kListItemsPerThread = 4; // composites per thread per step of the merge
+constexpr int kThreads = 256;
+constexpr int kVectorsPerThread = 4;    // 16-byte vectors each thread offers per step (a tile)
+constexpr int kStageVectors = kThreads * kVectorsPerThread;  // 16-byte vectors per tile (16 KB)
+constexpr int kHalfStep = kThreads * 16;  // 4-byte elements per step; 16-bit ones: twice that
+constexpr int kStages = 3;              // tiles in flight per block
+constexpr int kSpread = 8;              // tile visiting stride (the sample)
+constexpr int kListItemsPerThread = 4;  // composites per thread per step of the merge
+constexpr uint32_t kEstimateMargin = 2; // estimated gate: about this many times k candidates
+constexpr int64_t kEstimateMinRank = 32; // and at least this rank in the sample (its spread)
 
-using SmallBuffer = CandidateBuffer<kThreads, 2048 + kOfferElements, 2048>;
-using LargeBuffer = CandidateBuffer<kThreads, 8192 + kOfferElements, 8192>;
+// Room for a step of 4-byte elements (half a step of 16-bit ones) after a compaction.
+using SmallBuffer = CandidateBuffer<kThreads, 2048 + kHalfStep, 2048>;
+using LargeBuffer = CandidateBuffer<kThreads, 8192 + kHalfStep, 8192>;
 
 template <typename Buffer>
 struct KernelStorage {
@@ -53,31 +64,249 @@ struct RowShared {
   int64_t batch;
 };
 
-// Next tile in spread order within [0, m), or -1 after the last.
-__device__ __forceinline__ int next_tile(int tile, int m) {
-  const int spread = min(kSpread, m);
-  if (tile + spread < m) return tile + spread;
-  const int lane = tile % spread + 1;
-  return lane < spread ? lane : -1;
-}
+// Tiles [0, m) in spread order (0, kSpread, 2 kSpread, ..., then 1, kSpread + 1, ...); -1 after
+// the last.
+struct SpreadOrder {
+  int tile;
+  int lane;
+  int spread;
+  int m;
 
-// One step's 16-byte vectors of scores, decoded into (key, index) pairs only on demand.
-template <typename Traits, int kVectors>
-struct RowVectorItems {
-  static constexpr int kCount = kVectors * Traits::kPerVector;
-  uint4 raw[kVectors];
-  uint32_t first_index[kVectors];  // row position of each vector's first element
-  uint32_t definite;               // bit i: pair i passes (ValueGate)
-  uint32_t tie;                    // bit i: pair i equals the gate's value (checked exactly)
-  bool largest;
-
-  __device__ __forceinline__ void get(int i, uint32_t* key, uint32_t* index) const {
-    const int j = i / Traits::kPerVector;
-    const int e = i % Traits::kPerVector;
-    *key = Traits::key(element_bits<Traits>(raw[j], e), largest);
-    *index = first_index[j] + static_cast<uint32_t>(e);
+  __device__ __forceinline__ explicit SpreadOrder(int m_)
+      : tile(m_ > 0 ? 0 : -1), lane(0), spread(min(kSpread, m_)), m(m_) {}
+  __device__ __forceinline__ void advance() {
+    tile += spread;
+    if (tile >= m) {
+      ++lane;
+      tile = lane < spread ? lane : -1;
+    }
   }
 };
+
+// One thread's elements of a step (16 of fp32, 32 of 16-bit scores: one 32-bit mask): kVectors
+// 16-byte vectors, kThreads vectors apart in the tile. Bit b of the step's masks is, for fp32,
+// element b % 4 of vector b / 4; for 16-bit scores, 32-bit word p = b % 16 (word p % 4 of vector
+// p / 4) and its low (b < 16) or high half, so that one paired comparison of a word fills both of
+// its bits.
+template <typename Traits>
+struct StepElements {
+  static constexpr int kPer = Traits::kPerVector;
+  static constexpr int kVectors = kVectorsPerThread;
+  static constexpr int kCount = kVectors * kPer;
+  static_assert(kVectors == 4 && kCount <= 32, "four vectors of fp32 or 16-bit scores");
+  uint4 raw[kVectors];
+  uint32_t first_index;  // row position of element 0 of vector 0
+
+  // The mask bits of vector j.
+  static __device__ __forceinline__ constexpr uint32_t vector_bits(int j) {
+    return kPer == 4 ? 0xfu << (4 * j) : (0xfu << (4 * j)) | (0xfu << (4 * j + 16));
+  }
+  // The vector and the element in it of bit b.
+  static __device__ __forceinline__ int vector_of(int b) { return (b % 16) / 4; }
+  static __device__ __forceinline__ int element_of(int b) {
+    return kPer == 4 ? b % 4 : 2 * (b % 4) + b / 16;
+  }
+
+  // Bits of element b (a runtime position: picked out of the registers with selects).
+  __device__ __forceinline__ uint32_t bits(int b) const {
+    const int j = vector_of(b);
+    const uint4 low = (j & 1) ? raw[1] : raw[0];
+    const uint4 high = (j & 1) ? raw[3] : raw[2];
+    const uint4 v = (j & 2) ? high : low;
+    const int word = b % 4;
+    const uint32_t even = (word & 2) ? v.z : v.x;
+    const uint32_t odd = (word & 2) ? v.w : v.y;
+    const uint32_t w = (word & 1) ? odd : even;
+    if constexpr (kPer == 4) {
+      return w;
+    } else {
+      return b < 16 ? (w & 0xffffu) : (w >> 16);
+    }
+  }
+  __device__ __forceinline__ uint32_t index(int b) const {
+    return first_index + static_cast<uint32_t>(vector_of(b) * (kThreads * kPer) + element_of(b));
+  }
+  __device__ __forceinline__ uint32_t key(int b, bool largest) const {
+    return Traits::key(bits(b), largest);
+  }
+};
+
+// 0xffffffff when a >= b (ordered: false with NaN), else 0.
+__device__ __forceinline__ uint32_t set_ge(float a, float b) {
+  uint32_t d;
+  asm("set.ge.u32.f32 %0, %1, %2;" : "=r"(d) : "f"(a), "f"(b));
+  return d;
+}
+
+// Per 16-bit half of a and b: 0xffff when a >= b (a <= b with kLess), ordered (false with NaN).
+template <typename Traits, bool kLess>
+__device__ __forceinline__ uint32_t set_pair(uint32_t a, uint32_t b) {
+  uint32_t d;
+  if constexpr (std::is_same_v<Traits, BFloat16Scores>) {
+    if constexpr (kLess) {
+      asm("set.le.u32.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    } else {
+      asm("set.ge.u32.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    }
+  } else {
+    if constexpr (kLess) {
+      asm("set.le.u32.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    } else {
+      asm("set.ge.u32.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    }
+  }
+  return d;
+}
+
+// The gate as a threshold on the scores' values: every element whose composite passes the gate
+// has v >= T (largest-first; v <= T smallest-first), compared at the scores' own width (16-bit
+// scores two at a time), so the comparison admits a superset of the passing elements: the extras
+// are ties with T's value (-0 against +0, or deterministic ties at the gate's key with larger
+// indices), ordinary candidates that the buffer may hold. NaN fails it. A gate below the worst
+// value's key admits every non-NaN value; one above the best decodes to NaN and admits nothing.
+template <typename Traits>
+struct CandidateGate {
+  uint64_t gate;
+  bool largest;
+  float threshold;      // fp32: oriented, T for largest-first, -T otherwise
+  uint32_t pair_bits;   // 16-bit scores: T's bits in both halves
+
+  __device__ __forceinline__ void set(uint64_t g, bool largest_first) {
+    gate = g;
+    largest = largest_first;
+    const ValueGate<Traits> value_gate(g, largest_first);
+    threshold = value_gate.threshold;
+    const auto gate_key = static_cast<uint32_t>(g >> 32);
+    const uint32_t worst_bits = largest_first ? Traits::kNegInfBits : Traits::kPosInfBits;
+    const uint32_t t = gate_key <= Traits::key(worst_bits, largest_first)
+                           ? worst_bits
+                           : Traits::bits_of_key(gate_key, largest_first);
+    pair_bits = t | (t << 16);
+  }
+
+  // Bit b of the result (StepElements' layout): element b is a candidate.
+  template <typename Elements>
+  __device__ __forceinline__ uint32_t candidates(const Elements& el) const {
+    return largest ? oriented_candidates<false>(el) : oriented_candidates<true>(el);
+  }
+
+  template <bool kSmallest, typename Elements>
+  __device__ __forceinline__ uint32_t oriented_candidates(const Elements& el) const {
+    uint32_t mask = 0;
+#pragma unroll
+    for (int j = 0; j < Elements::kVectors; ++j) {
+      const uint32_t words[4] = {el.raw[j].x, el.raw[j].y, el.raw[j].z, el.raw[j].w};
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        const int p = 4 * j + w;
+        if constexpr (Traits::kPerVector == 4) {
+          const float v = __uint_as_float(words[w]);
+          mask |= set_ge(kSmallest ? -v : v, threshold) & (1u << p);
+        } else {
+          mask |= set_pair<Traits, kSmallest>(words[w], pair_bits) & ((1u << p) | (1u << (p + 16)));
+        }
+      }
+    }
+    return mask;
+  }
+};
+
+// The elements among `candidates` (bit mask) whose composite passes `gate`.
+template <typename Buffer, typename Elements>
+__device__ __forceinline__ uint32_t exact_passes(const Elements& el, uint32_t candidates,
+                                                 uint64_t gate, bool largest) {
+  uint32_t result = 0;
+  for (uint32_t c = candidates; c != 0; c &= c - 1) {
+    const int b = __ffs(c) - 1;
+    if (Buffer::passes(el.key(b, largest), el.index(b), gate)) result |= 1u << b;
+  }
+  return result;
+}
+
+template <typename Elements>
+__device__ __forceinline__ void write_elements(uint64_t* entries, const Elements& el,
+                                               uint32_t pass, uint32_t at, bool largest) {
+  if constexpr (Elements::kCount == 16) {
+    if (pass == 0xffffu) {  // fp32's sample step: every position known at compile time
+#pragma unroll
+      for (int b = 0; b < 16; ++b) {
+        entries[at + b] = keys::make_composite(el.key(b, largest), el.index(b));
+      }
+      return;
+    }
+  }
+  for (; pass != 0; pass &= pass - 1) {
+    const int b = __ffs(pass) - 1;
+    entries[at++] = keys::make_composite(el.key(b, largest), el.index(b));
+  }
+}
+
+// Appends the elements among `mask` that pass the gate exactly, at most kHalfStep of them, after
+// the last step (s.count current): compacts first when they do not fit, which raises the gate.
+// Returns the bound of that compaction, or 0. All threads call it.
+template <typename Buffer, typename Elements>
+__device__ __forceinline__ uint64_t append_exact(Buffer& buffer, const Elements& el,
+                                                 uint32_t mask, bool largest, uint64_t& gate) {
+  auto& s = buffer.s;
+  uint64_t bound = 0;
+  uint32_t pass = exact_passes<Buffer>(el, mask, gate, largest);
+  for (;;) {
+    if (threadIdx.x == 0) s.hole_counter = 0;
+    __syncthreads();
+    uint32_t before = 0;
+    const uint32_t warp_base = Buffer::reserve(pass, &s.hole_counter, &before);
+    __syncthreads();
+    const uint32_t count = s.count;
+    const uint32_t total = s.hole_counter;
+    if (count + total <= Buffer::kCapacity) {
+      write_elements(s.entries, el, pass, count + warp_base + before, largest);
+      __syncthreads();
+      if (threadIdx.x == 0) s.count = count + total;
+      __syncthreads();
+      return bound;
+    }
+    // count > kCapacity - kHalfStep >= k: the compaction keeps k, and the rest then fits.
+    bound = Buffer::shared_bound(buffer.compact());
+    gate = max_u64(gate, s.gate);
+    pass = exact_passes<Buffer>(el, pass, gate, largest);
+  }
+}
+
+// CandidateBuffer::offer_step for one step of tile elements (`pass`: the CandidateGate's
+// candidates). The same step protocol (triple-buffered counters, one barrier), with the elements
+// decoded by position. A step that would overflow the buffer is appended exactly instead, in
+// halves of at most kHalfStep elements (append_exact compacts as needed).
+template <typename Buffer, typename Elements, typename AfterBarrier>
+__device__ __forceinline__ uint64_t offer_elements(Buffer& buffer, uint32_t step,
+                                                   const Elements& el, uint32_t pass,
+                                                   bool largest, uint64_t& gate,
+                                                   AfterBarrier&& after_barrier) {
+  constexpr int kHalfBits = Elements::kCount > 16 ? Elements::kCount / 2 : Elements::kCount;
+  constexpr uint32_t kLowHalf = kHalfBits >= 32 ? ~0u : (1u << kHalfBits) - 1;
+  auto& s = buffer.s;
+  const uint32_t slot = step % 3;
+  uint32_t before = 0;
+  const uint32_t warp_base = Buffer::reserve(pass, &s.step_pending[slot], &before);
+  __syncthreads();
+  if (threadIdx.x == 0) after_barrier();
+  const uint32_t base = s.step_count[slot];
+  const uint32_t total = s.step_pending[slot];
+  uint64_t bound = 0;
+  if (base + total > Buffer::kCapacity) {
+    if (threadIdx.x == 0) s.count = base;
+    __syncthreads();
+    bound = max_u64(bound, append_exact(buffer, el, pass & kLowHalf, largest, gate));
+    if (Elements::kCount > kHalfBits) {
+      bound = max_u64(bound, append_exact(buffer, el, pass & ~kLowHalf, largest, gate));
+    }
+    if (threadIdx.x == 0) s.step_count[(slot + 1) % 3] = s.count;
+  } else {
+    write_elements(s.entries, el, pass, base + warp_base + before, largest);
+    if (threadIdx.x == 0) s.step_count[(slot + 1) % 3] = base + total;
+  }
+  if (threadIdx.x == 0) s.step_pending[(slot + 2) % 3] = 0;
+  return bound;
+}
 
 template <typename Buffer>
 __device__ __forceinline__ KernelStorage<Buffer>& kernel_storage() {
@@ -85,85 +314,130 @@ __device__ __forceinline__ KernelStorage<Buffer>& kernel_storage() {
   return *reinterpret_cast<KernelStorage<Buffer>*>(shared_raw);
 }
 
-// One offer_step with the row's shared bound folded into the thread's gate (several blocks per
-// row) and, after a compaction, the new bound published to the row.
-template <typename Buffer, typename Items, typename AfterBarrier>
-__device__ __forceinline__ void offer_shared(Buffer& buffer, const RowShared& shared, int64_t row,
-                                             uint32_t step, const Items& items, uint64_t& gate,
-                                             AfterBarrier&& after_barrier) {
+// The row's shared bound folded into the thread's gate (several blocks per row).
+__device__ __forceinline__ void adopt_row_bound(const RowShared& shared, int64_t row,
+                                                uint64_t& gate) {
   if (shared.segments > 1) {
     uint64_t bound = 0;
     if (threadIdx.x % 32 == 0) bound = *reinterpret_cast<volatile uint64_t*>(&shared.bounds[row]);
     gate = max_u64(gate, __shfl_sync(0xffffffffu, bound, 0));
   }
-  const uint64_t bound = buffer.offer_step(step, items, gate, after_barrier);
+}
+
+// After a compaction, its bound published to the row's other blocks.
+__device__ __forceinline__ void publish_bound(const RowShared& shared, int64_t row,
+                                              uint64_t bound) {
   if (bound != 0 && threadIdx.x == 0 && shared.segments > 1) {
     atomicMax(reinterpret_cast<unsigned long long*>(&shared.bounds[row]),
               static_cast<unsigned long long>(bound));
   }
 }
 
-// Streams this block's share of the row through the buffer (steps 1 and 2).
+// One offer_step of decoded pairs (the merge, the row's head and tail) with the row's bound.
+template <typename Buffer, typename Items, typename AfterBarrier>
+__device__ __forceinline__ void offer_shared(Buffer& buffer, const RowShared& shared, int64_t row,
+                                             uint32_t step, const Items& items, uint64_t& gate,
+                                             AfterBarrier&& after_barrier) {
+  adopt_row_bound(shared, row, gate);
+  publish_bound(shared, row, buffer.offer_step(step, items, gate, after_barrier));
+}
+
+// Step 1's estimate: the entry of rank r among the `seen` sampled elements (the buffer holds their
+// best k, or all of them), r set so that about kEstimateMargin * k entries of the segment's
+// `length` reach it (r at least kEstimateMinRank, so that the estimate is rarely too high).
+// Keeps the entries at or above it and makes it the gate. Returns whether it did (r must be below
+// k and count).
+template <typename Buffer>
+__device__ bool estimate_gate(Buffer& buffer, int64_t seen, int64_t length) {
+  const uint32_t count = buffer.s.count;
+  const int64_t wanted = (int64_t{kEstimateMargin} * buffer.k * seen + length - 1) / length;
+  const int64_t rank = wanted > kEstimateMinRank ? wanted : kEstimateMinRank;
+  if (rank < 1 || rank >= buffer.k || rank >= count) return false;
+  Buffer ranked(buffer.s, static_cast<uint32_t>(rank), buffer.deterministic);
+  // Two levels of bins place the rank-r entry closely enough for a gate.
+  const RangePivot pivot = ranked.select_pivot(count, 2);
+  // At most one step's elements (32 per thread) or the whole buffer are held.
+  constexpr int kHeld = Buffer::kCapacity / kThreads < 32 ? Buffer::kCapacity / kThreads : 32;
+  buffer.template keep_at_or_above<kHeld>(Buffer::shared_bound(pivot));
+  return true;
+}
+
+// Streams this block's share of the row through the buffer (steps 1 and 2), with the sample's
+// estimate when `estimate`. Returns the estimated gate, or 0 when none was used. `sequence`
+// counts the tiles this block has consumed (the stage barriers' phases).
 template <typename Traits, typename Buffer>
-__device__ void filter_segment(KernelStorage<Buffer>& st, Buffer& buffer, const SelectArgs& args,
-                               const RowShared& shared, int64_t row, int segment) {
+__device__ uint64_t filter_segment(KernelStorage<Buffer>& st, Buffer& buffer,
+                                   const SelectArgs& args, const RowShared& shared, int64_t row,
+                                   int segment, bool estimate, uint32_t& sequence) {
+  using Elements = StepElements<Traits>;
   constexpr int kPer = Traits::kPerVector;
-  constexpr int kVectorsPerStep = kOfferElements / kPer;
-  constexpr int kStepVectorsPerThread = kVectorsPerStep / kThreads;
-  constexpr int kStepsPerTile = kStageVectors / kVectorsPerStep;
   const RowLayout<Traits> layout(args, row);
   const uint4* body = reinterpret_cast<const uint4*>(layout.base + layout.head);
 
   const int num_tiles = (layout.num_vectors + kStageVectors - 1) / kStageVectors;
   const int first = static_cast<int>(int64_t{num_tiles} * segment / shared.segments);
   const int m = static_cast<int>(int64_t{num_tiles} * (segment + 1) / shared.segments) - first;
+  const int64_t segment_vectors =
+      min(int64_t{first + m} * kStageVectors, int64_t{layout.num_vectors}) -
+      int64_t{first} * kStageVectors;
+  estimate = estimate && segment_vectors * kPer > Buffer::kCapacity;
 
   // Thread 0 issues tiles in visiting order, kStages ahead of the consumers.
-  int issue_tile = m > 0 ? 0 : -1;
-  auto issue_next = [&](int stage) {
-    if (issue_tile < 0) return;
-    const int v0 = (first + issue_tile) * kStageVectors;
+  SpreadOrder issue_order(m);
+  uint32_t issued = sequence;
+  auto issue_next = [&]() {
+    if (issue_order.tile < 0) return;
+    const int stage = static_cast<int>(issued % kStages);
+    const int v0 = (first + issue_order.tile) * kStageVectors;
     const auto bytes = static_cast<uint32_t>(min(kStageVectors, layout.num_vectors - v0) * 16);
     sm90::mbarrier_arrive_expect_bytes(&st.stage_full[stage], bytes);
     sm90::bulk_copy_global_to_shared(st.stages[stage], body + v0, bytes, &st.stage_full[stage]);
-    issue_tile = next_tile(issue_tile, m);
+    issue_order.advance();
+    ++issued;
   };
   if (threadIdx.x == 0) {
-    for (int stage = 0; stage < kStages; ++stage) issue_next(stage);
+    for (int stage = 0; stage < kStages; ++stage) issue_next();
   }
 
   uint64_t gate = buffer.s.gate;
+  CandidateGate<Traits> candidate_gate;
+  candidate_gate.set(gate, args.largest);
   uint32_t step = 0;
-  int i = 0;
-  for (int tile = m > 0 ? 0 : -1; tile >= 0; tile = next_tile(tile, m), ++i) {
-    const int stage = i % kStages;
-    sm90::mbarrier_wait(&st.stage_full[stage], static_cast<uint32_t>(i / kStages) & 1u);
-    const int tile_vector = (first + tile) * kStageVectors;
+  uint64_t estimated = 0;
+  for (SpreadOrder order(m); order.tile >= 0; order.advance(), ++sequence) {
+    const int stage = static_cast<int>(sequence % kStages);
+    sm90::mbarrier_wait(&st.stage_full[stage], (sequence / kStages) & 1u);
+    const int tile_vector = (first + order.tile) * kStageVectors;
+      const int tile_vectors = min(kStageVectors, layout.num_vectors - tile_vector);
+    // A float comparison per element marks the few candidates; only those become keys.
+    adopt_row_bound(shared, row, gate);
+    if (gate != candidate_gate.gate) candidate_gate.set(gate, args.largest);
+    Elements el;
+    const int thread_vector = static_cast<int>(threadIdx.x);
+    el.first_index = static_cast<uint32_t>(layout.head + (tile_vector + thread_vector) * kPer);
 #pragma unroll
-    for (int part = 0; part < kStepsPerTile; ++part, ++step) {
-      // A float comparison per element marks the few that pass; only those become keys.
-      RowVectorItems<Traits, kStepVectorsPerThread> items;
-      items.largest = args.largest;
-      items.definite = 0;
-      items.tie = 0;
-      const ValueGate<Traits> value_gate(gate, args.largest);
+    for (int j = 0; j < Elements::kVectors; ++j) {
+      el.raw[j] = st.stages[stage][thread_vector + j * kThreads];
+    }
+    uint32_t pass = candidate_gate.candidates(el);
+    if (tile_vectors < kStageVectors) {  // the segment's last, partial tile
 #pragma unroll
-      for (int j = 0; j < kStepVectorsPerThread; ++j) {
-        const int in_tile = part * kVectorsPerStep + j * kThreads + static_cast<int>(threadIdx.x);
-        const int v = tile_vector + in_tile;
-        items.raw[j] = st.stages[stage][in_tile];
-        items.first_index[j] = static_cast<uint32_t>(layout.head + v * kPer);
-        if (v < layout.num_vectors) {
-          uint32_t above, equal;
-          value_gate.classify(items.raw[j], &above, &equal);
-          items.definite |= above << (j * kPer);
-          items.tie |= equal << (j * kPer);
-        }
+      for (int j = 0; j < Elements::kVectors; ++j) {
+        if (thread_vector + j * kThreads >= tile_vectors) pass &= ~Elements::vector_bits(j);
       }
-      // After the barrier of the tile's last step every thread is done with this stage.
-      offer_shared(buffer, shared, row, step, items, gate, [&] {
-        if (part == kStepsPerTile - 1) issue_next(stage);
-      });
+    }
+    // After the step's barrier every thread is done with this stage.
+    const uint64_t bound =
+        offer_elements(buffer, step++, el, pass, args.largest, gate, issue_next);
+    publish_bound(shared, row, bound);
+    if (estimate) {
+      buffer.finish_steps(step);
+      step = 0;
+      estimate = false;
+      if (estimate_gate(buffer, int64_t{tile_vectors} * kPer, segment_vectors * kPer)) {
+        estimated = buffer.s.gate;
+      }
+      gate = max_u64(gate, buffer.s.gate);
     }
   }
 
@@ -180,6 +454,7 @@ __device__ void filter_segment(KernelStorage<Buffer>& st, Buffer& buffer, const 
     offer_shared(buffer, shared, row, step++, items, gate, [] {});
   }
   buffer.finish_steps(step);
+  return estimated;
 }
 
 // Several blocks per row: append survivors to the row's list; the last block merges (step 3).
@@ -188,6 +463,10 @@ template <typename Buffer>
 __device__ bool gather_row(Buffer& buffer, const RowShared& shared, int64_t row) {
   __shared__ uint64_t bound;
   __shared__ bool last;
+  // The block's best k only (its k-th is a bound for the whole row): a short merge list.
+  if (buffer.s.count > buffer.k) {
+    publish_bound(shared, row, Buffer::shared_bound(buffer.compact()));
+  }
   if (threadIdx.x == 0) {
     bound = max_u64(*reinterpret_cast<volatile uint64_t*>(&shared.bounds[row]),
                     keys::kAdmitAllValid);
@@ -219,13 +498,22 @@ __device__ bool gather_row(Buffer& buffer, const RowShared& shared, int64_t row)
   if (!last) return false;
   __threadfence();
 
-  // Merge: every other block of the row has published; stream the list through the buffer.
+  // Merge: every other block of the row has published. A list that fits is the buffer; a longer
+  // one streams through it.
   if (threadIdx.x == 0) {
     buffer.reset(*reinterpret_cast<volatile uint64_t*>(&shared.bounds[row]));
   }
   __syncthreads();
   uint64_t gate = buffer.s.gate;
   const uint32_t length = *reinterpret_cast<volatile uint32_t*>(list_length);
+  if (length <= static_cast<uint32_t>(Buffer::kCapacity)) {
+    for (uint32_t e = threadIdx.x; e < length; e += kThreads) {
+      buffer.s.entries[e] = __ldcg(reinterpret_cast<const unsigned long long*>(list + e));
+    }
+    if (threadIdx.x == 0) buffer.s.count = length;
+    __syncthreads();
+    return true;
+  }
   constexpr uint32_t kStep = kThreads * kListItemsPerThread;
   uint32_t step = 0;
   for (uint32_t base = 0; base < length; base += kStep, ++step) {
@@ -258,7 +546,17 @@ __global__ void __launch_bounds__(kThreads, 2)
     sm90::fence_barrier_init();
   }
   __syncthreads();
-  filter_segment<Traits>(st, buffer, args, shared, row, segment);
+  uint32_t sequence = 0;
+  const uint64_t estimated =
+      filter_segment<Traits>(st, buffer, args, shared, row, segment, true, sequence);
+  // The float test also admits a few entries below the gate (ties with its value): only those at
+  // or above the estimate count.
+  if (estimated != 0 && buffer.count_at_or_above(estimated) < buffer.k) {
+    // The estimate was too high for this segment: stream it again with the exact gates only.
+    if (threadIdx.x == 0) buffer.reset(keys::kAdmitAllValid);
+    __syncthreads();
+    filter_segment<Traits>(st, buffer, args, shared, row, segment, false, sequence);
+  }
   if (shared.segments > 1 && !gather_row(buffer, shared, row)) return;
   buffer.template emit<Traits>(args, row);
 }

@@ -52,6 +52,8 @@ Status lay_out(const SelectProblem& problem, const SelectPlan& plan, void* base,
 Status shape_facts(const SelectProblem& problem, const cuda_common::DeviceShape& device,
                    heuristics::SelectShapeFacts* facts) {
   facts->k = problem.k;
+  facts->n = problem.n;
+  facts->element_bytes = problem.dtype == DType::kFloat32 ? 4 : 2;
   facts->sample_filter_segments = plan_sample_filter(problem, device).segments;
   GridRadixPlan grid{};
   if (Status s = plan_grid_radix(problem, &grid); !s) return s;

@@ -1,0 +1,47 @@
+// select_topk's dispatch rule (src/heuristics/select_heuristics.cpp) on the shape classes it
+// separates, from the planners' facts (no device needed).
+#include <gtest/gtest.h>
+
+#include "heuristics/select_heuristics.h"
+
+namespace litetopk::heuristics {
+namespace {
+
+SelectShapeFacts facts(int64_t n, int64_t k, int32_t segments, int32_t grid_segments,
+                       int32_t element_bytes = 4) {
+  SelectShapeFacts f;
+  f.n = n;
+  f.k = k;
+  f.element_bytes = element_bytes;
+  f.sample_filter_segments = segments;
+  f.grid_radix_segments = grid_segments;
+  return f;
+}
+
+TEST(SelectDispatch, ABlockPerRowStreamsOnce) {
+  EXPECT_EQ(choose_select_algo(facts(200000, 1024, 1, 0)), SelectAlgo::kSampleFilter);
+  EXPECT_EQ(choose_select_algo(facts(524288, 256, 1, 1)), SelectAlgo::kSampleFilter);
+}
+
+TEST(SelectDispatch, AFewLongSegmentsStillStreamOnce) {
+  // 128 x 131072 (2 segments of 65536), 64 x 2^20 (4 of 262144).
+  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 2, 4)), SelectAlgo::kSampleFilter);
+  EXPECT_EQ(choose_select_algo(facts(1 << 20, 2048, 4, 8)), SelectAlgo::kSampleFilter);
+  // 64 x 131072: 4 short fp32 segments go to grid-radix, 16-bit ones stream.
+  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 4, 8)), SelectAlgo::kGridRadix);
+  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 4, 8, 2)), SelectAlgo::kSampleFilter);
+}
+
+TEST(SelectDispatch, ManySegmentsGoToTheRadixPaths) {
+  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 33, 64)), SelectAlgo::kGridRadix);
+  EXPECT_EQ(choose_select_algo(facts(1 << 20, 4096, 16, 32, 2)), SelectAlgo::kGridRadix);
+  EXPECT_EQ(choose_select_algo(facts(1 << 24, 1024, 264, 0)), SelectAlgo::kRadix);
+}
+
+TEST(SelectDispatch, KBeyondSampleFilterNeverPicksIt) {
+  EXPECT_EQ(choose_select_algo(facts(100000, 20000, 1, 0)), SelectAlgo::kRadix);
+  EXPECT_EQ(choose_select_algo(facts(100000, 20000, 1, 2)), SelectAlgo::kGridRadix);
+}
+
+}  // namespace
+}  // namespace litetopk::heuristics

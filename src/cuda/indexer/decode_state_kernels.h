@@ -20,10 +20,13 @@ struct DecodeBuffers {
   int32_t* next = nullptr;            // the same memory: this step's positions are written there
   uint32_t* partial_keys = nullptr;   // [rows, bound_splits] min key of the re-scored history
   uint32_t* partial_counts = nullptr; // [rows, bound_splits] distinct valid re-scored positions
-  uint32_t* counts = nullptr;         // [rows] candidates admitted by the gate
-  float* candidate_scores = nullptr;  // [rows, capacity]
-  int32_t* candidate_positions = nullptr;  // [rows, capacity]
-  int32_t capacity = 0;               // candidates per row: max_context (the gate loses none)
+  // The gated kernel's candidates: block x of request b appends row r's to region x of the row,
+  // [x * span, x * span + counts[r, x]), so a region never overflows (a block has span tokens).
+  uint32_t* counts = nullptr;              // [rows, splits]
+  float* candidate_scores = nullptr;       // [rows, splits * span]
+  int32_t* candidate_positions = nullptr;  // [rows, splits * span]
+  int32_t splits = 0;                 // blocks per request of the gated kernel
+  int32_t span = 0;                   // tokens of a gated block: tiles_per_split * 64
   int32_t bound_splits = 0;           // blocks per request of the bound kernel
   int32_t bound_tiles = 0;            // history tiles (64 slots) per row and bound block
 };
@@ -32,14 +35,13 @@ struct DecodeBuffers {
 constexpr int64_t kDecodeMaxK = 4096;
 
 // 1. Re-scores the previous step's positions of each row (distinct, visible, in the cache) and
-// writes each bound block's minimum and count. row_map: the cache's key rows (128 bytes, 66 per
-// block: make_row_tile_map over num_blocks * 66 rows, boxes of one row).
-Status launch_decode_bound(const PagedLaunch& launch, const CUtensorMap& row_map,
-                           const PagedIndexerProblem& problem, const DecodeBuffers& buffers,
-                           cudaStream_t stream);
+// writes each bound block's minimum and count.
+Status launch_decode_bound(const PagedLaunch& launch, const PagedIndexerProblem& problem,
+                           const DecodeBuffers& buffers, cudaStream_t stream);
 // 2. The paged scoring core with the gate in its epilogue: appends every visible score at or above
-// its row's bound (the history's minimum once k positions count, else -inf) to the row's
-// candidates. A dependent launch (PDL) of the bound kernel.
+// its row's bound (the history's minimum once k positions count, else -inf) to the block's
+// region of the row's candidates, and writes the region's count. A dependent launch (PDL) of the
+// bound kernel; `launch` has buffers.splits blocks per request.
 Status launch_decode_gated(const PagedLaunch& launch, const PagedIndexerProblem& problem,
                            const DecodeBuffers& buffers, cudaStream_t stream);
 // The gated kernel's blocks the current device holds at once (one wave).

@@ -1,25 +1,31 @@
 #!/usr/bin/env python3
-"""Decode attention on Llama-3.1-8B shapes: litetopk sparse decode (2-bit key scan + top-delta
-blocks), litetopk dense flash-decoding and torch SDPA, measured in the same run.
+"""Decode attention on Llama-3.1-8B shapes: litetopk sparse decode (2-bit key scan; top-delta or
+bounded-mass blocks), litetopk dense flash-decoding and torch SDPA, measured in the same run.
 
-Shapes: 32 query heads, 8 KV heads, d = 128, fp16; B in {1, 8}; context in {16K, 32K, 128K,
-256K} (the sequence holds context - 50 tokens, so the open block of the sparse cache is not
-empty); sparse at delta in {5, 7}, BS = 128 (--block-size). The workload is pattern (a) of
-src/cpu/sparse_decode_workload.cpp made on the GPU with torch (sinks, a local window, needles, a
-heavy tail; the same constants, torch's random numbers). The sparse cache comes from litetopk's
-GPU converter (litetopk.ops.SparseKvCache.fill_from_dense), checked bit for bit against a torch
-implementation of the exact quantization rule of include/litetopk/sparse_decode.h in this file.
-litetopk runs through its torch ops (litetopk.ops), from the installed package (`pip install .`)
-or python/ of this repository.
+Shapes: 32 query heads, 8 KV heads, d = 128, fp16, BS = 128 (--block-size). The sequence holds
+context - 50 tokens, so the open block of the sparse cache is not empty. Workloads (--patterns),
+made on the GPU with torch after the generators of testkit/decode_workload.h (the same constants,
+torch's random numbers): synthetic (sinks, a local window, needles, a heavy tail) at B in {1, 8}
+x context in {16K, 32K, 128K, 256K}; spread (mass over a quarter of the tokens), passages (8 hot
+passages) and rope (synthetic with RoPE-rotated keys) at 1 x {32K, 128K, 256K} and 8 x 128K.
+Sparse rows: top-delta at delta in {5, 7, 9}, bounded mass at mass_target in {0.01, 0.005}
+(each selecting as asked: read_all_when_small off), and "every block" (delta = inf: no scan, the
+in-kernel dense fallback that DecodeOptions::read_all_when_small dispatches to on small sizes);
+the "dispatch" column says what the default options would run. The sparse cache comes from
+litetopk's GPU converter (litetopk.ops.SparseKvCache.fill_from_dense), checked bit for bit at
+B = 1 against a torch implementation of the quantization rule of include/litetopk/sparse_decode.h
+in this file. litetopk runs through its torch ops (litetopk.ops), from the installed package
+(`pip install .`) or python/ of this repository.
 
-Timing: CUDA events, median of --iters after --warmup; for B = 1 each of the three is captured in
-a CUDA graph and the graph is replayed (launch overhead matters at tens of microseconds). torch
-SDPA: scaled_dot_product_attention(q [B, 32, 1, D], k/v [B, 8, S, D], enable_gqa=True) (no
-repeat_interleave copy), backend chosen by torch. Reports ms, GB/s (bytes the kernel must read
-over time: dense 512 B per token per KV head; sparse every code and scale, plus codes, residuals,
-values and scales of the kept blocks and the open block's keys and values), the kept fraction of
-full blocks (from kept_mask), speed-up vs SDPA, and the relative L2 error of each output against
-an fp32 torch reference over the original keys. Writes JSON (--out) and a markdown table (--md).
+Timing: every path (SDPA, dense, each sparse row) is captured once in a CUDA graph and the graph
+is replayed; CUDA events, median of --iters after --warmup. torch SDPA:
+scaled_dot_product_attention(q [B, 32, 1, D], k/v [B, 8, S, D], enable_gqa=True), backend chosen
+by torch. Reports ms, GB/s (bytes the kernel must read over time: dense 512 B per token per KV
+head; sparse every code and scale, plus codes, residuals, values and scales of the kept blocks
+and the open block's keys and values), the kept fraction of full blocks (from kept_mask),
+speed-up vs SDPA, and the relative L2 error of each output against an fp32 torch reference over
+the original keys. Writes JSON (--out) and a markdown table (--md), and prints the table last.
+The default run is sized to finish within three minutes on an H200.
 """
 import argparse
 import math
@@ -37,21 +43,77 @@ D = 128
 KI = 1024
 Q_HEADS, KV_HEADS = 32, 8
 TAIL_SHORTFALL = 50  # tokens = context - 50
-DEFAULT_SHAPES = [(b, s * KI) for b in (1, 8) for s in (16, 32, 128, 256)]
-DELTAS = (5.0, 7.0)
+PATTERNS = ("synthetic", "spread", "passages", "rope")
+SYNTHETIC_SHAPES = [(b, s * KI) for b in (1, 8) for s in (16, 32, 128, 256)]
+OTHER_SHAPES = [(1, 32 * KI), (1, 128 * KI), (1, 256 * KI), (8, 128 * KI)]
+SELECTIONS = (("delta", 5.0), ("delta", 7.0), ("delta", 9.0), ("mass", 0.01), ("mass", 0.005),
+              ("delta", math.inf))
 
-# Pattern (a) constants (src/cpu/sparse_decode_workload.cpp).
+# testkit/decode_workload.cpp's constants.
 BULK_LOGIT_STD = 1.5
 QUERY_NOISE = 0.25
-SINK_OFFSETS = (16.0, 15.0, 14.0, 13.5)
-LOCAL_WINDOW, LOCAL_NEWEST, LOCAL_OLDEST = 64, 14.0, 9.0
+SINK_OFFSETS = {"synthetic": (16.0, 15.0, 14.0, 13.5), "spread": (8.0, 7.5, 7.0, 6.5),
+                "passages": (11.0, 10.0, 9.0, 9.0)}
+LOCAL_WINDOW = 64
+LOCAL_RANGE = {"synthetic": (14.0, 9.0), "spread": (6.0, 3.0), "passages": (10.0, 6.0)}
 NEEDLES, NEEDLE_LOW, NEEDLE_HIGH = 6, 14.5, 16.5
 HEAVY_RATE, HEAVY_MEAN, HEAVY_CAP = 1.0 / 32.0, 2.5, 13.0
+WARM_RATE, WARM_LOW, WARM_HIGH = 0.25, 2.0, 6.0
+PASSAGES, PASSAGE_TOKENS, PASSAGE_MEAN, PASSAGE_STD = 8, 512, 8.0, 1.0
+ROPE_THETA, ROPE_RELEVANT_PAIRS = 500000.0, 16
 OUTLIER_CHANNELS, OUTLIER_FACTOR = 4, 5.0
 
 
-def make_workload(batch, tokens, seed):
-    """Pattern (a) on the GPU: q [B, 32, D], keys and values [B, 8, tokens, D] fp16."""
+def logit_offsets(pattern, pairs, tokens, gen):
+    """[pairs, tokens] logit offsets above the bulk (testkit/decode_workload.h's patterns)."""
+    dev = "cuda"
+    offset = torch.zeros(pairs, tokens, device=dev)
+    kind = "synthetic" if pattern == "rope" else pattern
+    sinks = min(4, tokens)
+    local_begin = max(sinks, tokens - LOCAL_WINDOW)
+    if kind == "synthetic":
+        heavy = torch.rand(pairs, tokens, device=dev, generator=gen) < HEAVY_RATE
+        exp = torch.empty(pairs, tokens, device=dev).exponential_(1.0 / HEAVY_MEAN, generator=gen)
+        offset = torch.where(heavy, exp.clamp(max=HEAVY_CAP), offset)
+        needles = min(NEEDLES, (local_begin - sinks) // 16)
+        if needles > 0:
+            pos = torch.randint(sinks, local_begin, (pairs, needles), device=dev, generator=gen)
+            val = NEEDLE_LOW + (NEEDLE_HIGH - NEEDLE_LOW) * torch.rand(
+                pairs, needles, device=dev, generator=gen)
+            offset.scatter_(1, pos, val)
+    elif kind == "spread":
+        warm = torch.rand(pairs, tokens, device=dev, generator=gen) < WARM_RATE
+        val = WARM_LOW + (WARM_HIGH - WARM_LOW) * torch.rand(pairs, tokens, device=dev,
+                                                             generator=gen)
+        offset = torch.where(warm, val, offset)
+    else:
+        span = min(PASSAGE_TOKENS, tokens // (4 * PASSAGES))
+        if span > 0:
+            starts = torch.randint(0, tokens - span + 1, (pairs, PASSAGES), device=dev,
+                                   generator=gen)
+            pos = (starts[:, :, None] + torch.arange(span, device=dev)).reshape(pairs, -1)
+            val = PASSAGE_MEAN + PASSAGE_STD * torch.randn(pos.shape, device=dev, generator=gen)
+            offset.scatter_(1, pos, val)
+    newest, oldest = LOCAL_RANGE[kind]
+    t = torch.arange(local_begin, tokens, device=dev, dtype=torch.float32)
+    age = (tokens - 1 - t) / (LOCAL_WINDOW - 1)
+    offset[:, local_begin:] = newest - (newest - oldest) * age
+    offset[:, :sinks] = torch.tensor(SINK_OFFSETS[kind][:sinks], device=dev)
+    return offset
+
+
+def rope(x, positions):
+    """x [..., n, D] rotated at positions [n] (pairs (i, i + D/2), theta_i = 500000^(-2i/D))."""
+    half = D // 2
+    inv = ROPE_THETA ** (-2.0 * torch.arange(half, device=x.device, dtype=torch.float64) / D)
+    angle = positions.double()[:, None] * inv[None, :]
+    c, s = torch.cos(angle).float(), torch.sin(angle).float()
+    a, b = x[..., :half], x[..., half:]
+    return torch.cat((a * c - b * s, a * s + b * c), dim=-1)
+
+
+def make_workload(pattern, batch, tokens, seed):
+    """q [B, 32, D], keys and values [B, 8, tokens, D] fp16 of one pattern, on the GPU."""
     gen = torch.Generator(device="cuda").manual_seed(seed)
     dev = "cuda"
     scale = 1.0 / math.sqrt(D)
@@ -61,30 +123,19 @@ def make_workload(batch, tokens, seed):
     outliers = torch.randint(0, D, (pairs, OUTLIER_CHANNELS), device=dev, generator=gen)
     for i in range(OUTLIER_CHANNELS):
         c.scatter_(1, outliers[:, i:i + 1], c.gather(1, outliers[:, i:i + 1]) * OUTLIER_FACTOR)
-    u = F.normalize(torch.randn(pairs, D, device=dev, generator=gen), dim=1)
+    u = torch.randn(pairs, D, device=dev, generator=gen)
+    if pattern == "rope":  # the relevance direction on the lowest-frequency rotary pairs only
+        keep = torch.zeros(D, device=dev)
+        keep[D // 2 - ROPE_RELEVANT_PAIRS:D // 2] = 1
+        keep[D - ROPE_RELEVANT_PAIRS:] = 1
+        u = u * keep
+    u = F.normalize(u, dim=1)
     eps = torch.randn(pairs, group, D, device=dev, generator=gen) / math.sqrt(D)
     direction = F.normalize(u[:, None, :] + QUERY_NOISE * eps, dim=2)
     beta = BULK_LOGIT_STD / (scale * torch.sqrt((direction ** 2 * c[:, None, :] ** 2).sum(2)))
     q = (beta[:, :, None] * direction)
     gain = (scale * beta * (direction * u[:, None, :]).sum(2)).mean(1)  # [pairs]
-    # Logit offsets per token.
-    offset = torch.zeros(pairs, tokens, device=dev)
-    heavy = torch.rand(pairs, tokens, device=dev, generator=gen) < HEAVY_RATE
-    exp = torch.empty(pairs, tokens, device=dev).exponential_(1.0 / HEAVY_MEAN, generator=gen)
-    offset = torch.where(heavy, exp.clamp(max=HEAVY_CAP), offset)
-    sinks = min(4, tokens)
-    local_begin = max(sinks, tokens - LOCAL_WINDOW)
-    needles = min(NEEDLES, (local_begin - sinks) // 16)
-    if needles > 0:
-        pos = torch.randint(sinks, local_begin, (pairs, needles), device=dev, generator=gen)
-        val = NEEDLE_LOW + (NEEDLE_HIGH - NEEDLE_LOW) * torch.rand(pairs, needles, device=dev,
-                                                                 generator=gen)
-        offset.scatter_(1, pos, val)
-    t = torch.arange(local_begin, tokens, device=dev, dtype=torch.float32)
-    age = (tokens - 1 - t) / (LOCAL_WINDOW - 1)
-    offset[:, local_begin:] = LOCAL_NEWEST - (LOCAL_NEWEST - LOCAL_OLDEST) * age
-    offset[:, :sinks] = torch.tensor(SINK_OFFSETS[:sinks], device=dev)
-    a = offset / gain[:, None]  # [pairs, tokens]
+    a = logit_offsets(pattern, pairs, tokens, gen) / gain[:, None]  # [pairs, tokens]
     keys = torch.empty(pairs, tokens, D, dtype=torch.float16, device=dev)
     values = torch.empty_like(keys)
     step = 16 * KI
@@ -92,8 +143,13 @@ def make_workload(batch, tokens, seed):
         for t0 in range(0, tokens, step):
             t1 = min(tokens, t0 + step)
             n = torch.randn(t1 - t0, D, device=dev, generator=gen)
-            keys[p0, t0:t1] = (c[p0] * n + a[p0, t0:t1, None] * u[p0]).half()
+            k = c[p0] * n + a[p0, t0:t1, None] * u[p0]
+            if pattern == "rope":
+                k = rope(k, torch.arange(t0, t1, device=dev))
+            keys[p0, t0:t1] = k.half()
             values[p0, t0:t1] = torch.randn(t1 - t0, D, device=dev, generator=gen).half()
+    if pattern == "rope":
+        q = rope(q, torch.full((group,), float(tokens), device=dev))
     q = q.reshape(batch, Q_HEADS, D).half()
     return q, keys.view(batch, KV_HEADS, tokens, D), values.view(batch, KV_HEADS, tokens, D)
 
@@ -111,7 +167,8 @@ def torch_quantize(keys, values, block_size, max_blocks):
     sf = s.float()[:, :, :, None, :]
     x = torch.where(sf > 0, k / sf, torch.zeros_like(k))
     q = (x >= -1).to(torch.uint8) + (x >= 0).to(torch.uint8) + (x >= 1).to(torch.uint8)
-    residual = (x - (q.float() - 1.5)).to(torch.float8_e4m3fn)
+    cell = torch.floor((x - (q.float() - 1.5)) * 256.0).clamp(-128, 127)
+    residual = cell.to(torch.int8)
     q4 = q.view(B, H, nf, block_size, D // 4, 4)
     packed = q4[..., 0] | (q4[..., 1] << 2) | (q4[..., 2] << 4) | (q4[..., 3] << 6)
     codes = torch.zeros(B, H, max_blocks, block_size, D // 4, dtype=torch.uint8, device=keys.device)
@@ -149,24 +206,29 @@ def rel_l2(out, ref):
     return (torch.linalg.vector_norm(out.float() - ref) / torch.linalg.vector_norm(ref)).item()
 
 
-def timed(run, batch, args):
-    """Median ms of run(): replayed from a CUDA graph for B = 1, launched directly otherwise."""
+def timed(run, args):
+    """Median ms of run() replayed from a CUDA graph."""
     run()
     torch.cuda.synchronize()
-    if batch == 1:
-        graph = capture_graph(run)
-        median, _ = time_cuda(lambda i: graph.replay(), args.warmup, args.iters)
-        return median
-    median, _ = time_cuda(lambda i: run(), args.warmup, args.iters)
+    graph = capture_graph(run)
+    median, _ = time_cuda(lambda i: graph.replay(), args.warmup, args.iters)
     return median
 
 
-def bench_shape(shape, args, progress, state):
+def selection_label(rule, value):
+    if math.isinf(value):
+        return "every block"
+    return f"delta {value:g}" if rule == "delta" else f"mass {value:g}"
+
+
+def bench_shape(pattern, shape, args, progress, state):
     batch, context = shape
     tokens = context - TAIL_SHORTFALL
     bs = args.block_size
-    progress(f"B={batch} context={context // KI}K: workload")
-    q, keys, values = make_workload(batch, tokens, args.seed + batch * 1000 + context)
+    where = f"{pattern} B={batch} context={context // KI}K"
+    progress(f"{where}: workload")
+    q, keys, values = make_workload(pattern, batch, tokens,
+                                    args.seed + batch * 1000 + context + PATTERNS.index(pattern))
     ref = reference(q, keys, values)
     rows = []
     lengths = torch.full((batch,), tokens, dtype=torch.int32, device="cuda")
@@ -175,9 +237,9 @@ def bench_shape(shape, args, progress, state):
 
     # torch SDPA.
     out_sdpa = sdpa(q, keys, values)
-    sdpa_ms = timed(lambda: sdpa(q, keys, values), batch, args)
-    base = dict(batch=batch, context=context, tokens=tokens, sdpa_ms=sdpa_ms)
-    rows.append(dict(base, kernel="torch SDPA (enable_gqa)", delta=None, ms=sdpa_ms,
+    sdpa_ms = timed(lambda: sdpa(q, keys, values), args)
+    base = dict(pattern=pattern, batch=batch, context=context, tokens=tokens, sdpa_ms=sdpa_ms)
+    rows.append(dict(base, kernel="torch SDPA (enable_gqa)", selection=None, ms=sdpa_ms,
                      gbps=dense_bytes / sdpa_ms / 1e6, kept_fraction=1.0, speedup=1.0,
                      rel_l2=rel_l2(out_sdpa, ref)))
 
@@ -186,66 +248,69 @@ def bench_shape(shape, args, progress, state):
     split = args.blocks_per_split
     run_dense = lambda: litetopk.ops.dense_decode(  # noqa: E731
         q, keys, values, lengths, scale, out=(out_dense, None), blocks_per_split=split)
-    run_dense()
-    dense_ms = timed(run_dense, batch, args)
-    rows.append(dict(base, kernel="litetopk dense", delta=None, ms=dense_ms,
+    dense_ms = timed(run_dense, args)
+    rows.append(dict(base, kernel="litetopk dense", selection=None, ms=dense_ms,
                      gbps=dense_bytes / dense_ms / 1e6, kept_fraction=1.0,
                      speedup=sdpa_ms / dense_ms, rel_l2=rel_l2(out_dense, ref)))
-    progress(f"B={batch} context={context // KI}K: SDPA {sdpa_ms:.4f} ms, dense {dense_ms:.4f} ms")
+    progress(f"{where}: SDPA {sdpa_ms:.4f} ms, dense {dense_ms:.4f} ms")
 
-    # The sparse cache: litetopk's GPU converter, checked against the torch rule on every shape.
+    # The sparse cache: litetopk's GPU converter, checked against the torch rule at B = 1.
     max_blocks = (tokens + bs - 1) // bs
-    codes, scales, residuals, vals, tail = torch_quantize(keys, values, bs, max_blocks)
     cache = litetopk.ops.SparseKvCache.empty(batch, KV_HEADS, max_blocks, bs, torch.float16,
                                              "cuda")
     cache.fill_from_dense(keys, values, lengths)
     torch.cuda.synchronize()
     nf, nt = tokens // bs, tokens % bs
-    flat = lambda x: x.view(batch, KV_HEADS, max_blocks * bs, D)  # noqa: E731
-    same = (torch.equal(cache.key_codes[:, :, :nf], codes[:, :, :nf])
-            and torch.equal(cache.key_scales[:, :, :nf], scales[:, :, :nf])
-            and torch.equal(cache.key_residuals.view(torch.uint8)[:, :, :nf],
-                            residuals[:, :, :nf])
-            and torch.equal(flat(cache.values)[:, :, :tokens], flat(vals)[:, :, :tokens])
-            and torch.equal(cache.tail_keys[:, :, :nt], tail[:, :, :nt]))
-    state.setdefault("converter_matches_torch", []).append(same)
-    converter = "litetopk sparse_kv_from_dense"
-    sparse_fixed = (batch * KV_HEADS * tokens * D // 4 + batch * KV_HEADS * (tokens // bs) * D * 2)
-    for delta in DELTAS:
+    if batch == 1:
+        codes, scales, residuals, vals, tail = torch_quantize(keys, values, bs, max_blocks)
+        flat = lambda x: x.view(batch, KV_HEADS, max_blocks * bs, D)  # noqa: E731
+        same = (torch.equal(cache.key_codes[:, :, :nf], codes[:, :, :nf])
+                and torch.equal(cache.key_scales[:, :, :nf], scales[:, :, :nf])
+                and torch.equal(cache.key_residuals.view(torch.uint8)[:, :, :nf],
+                                residuals.view(torch.uint8)[:, :, :nf])
+                and torch.equal(flat(cache.values)[:, :, :tokens], flat(vals)[:, :, :tokens])
+                and torch.equal(cache.tail_keys[:, :, :nt], tail[:, :, :nt]))
+        state.setdefault("converter_matches_torch", []).append(same)
+        del codes, scales, residuals, vals, tail
+    sparse_fixed = (batch * KV_HEADS * tokens * D // 4 + batch * KV_HEADS * nf * D * 2)
+    # What the default options (read_all_when_small) would run at this size.
+    dispatch = cache.reads_all(q)
+    for rule, value in SELECTIONS:
         out_sparse = torch.empty(batch, Q_HEADS, D, dtype=torch.float16, device="cuda")
         mask = torch.zeros(batch, KV_HEADS, max_blocks, dtype=torch.uint8, device="cuda")
+        delta = value if rule == "delta" else 5.0
+        mass = value if rule == "mass" else None
         run_sparse = lambda: cache.decode(  # noqa: E731
-            q, delta, scale, out=(out_sparse, None, mask), blocks_per_split=split)
+            q, delta, scale, out=(out_sparse, None, mask), blocks_per_split=split,
+            mass_target=mass, read_all_when_small=False)
         run_sparse()
         torch.cuda.synchronize()
-        nf = tokens // bs
         kept = mask[:, :, :nf].sum().item()
         kept_fraction = kept / max(1, batch * KV_HEADS * nf)
-        nt = tokens - nf * bs
-        read = (sparse_fixed + kept * bs * (D + 2 * D + D // 4) + kept * D * 2
+        read = (sparse_fixed * (0 if math.isinf(value) else 1)
+                + kept * bs * (D + 2 * D + D // 4) + kept * D * 2
                 + batch * KV_HEADS * nt * 4 * D)
         error = rel_l2(out_sparse, ref)
-        sparse_ms = timed(run_sparse, batch, args)
-        rows.append(dict(base, kernel="litetopk sparse", delta=delta, ms=sparse_ms,
+        sparse_ms = timed(run_sparse, args)
+        label = selection_label(rule, value)
+        rows.append(dict(base, kernel="litetopk sparse", selection=label, ms=sparse_ms,
                          gbps=read / sparse_ms / 1e6, kept_fraction=kept_fraction,
                          speedup=sdpa_ms / sparse_ms, rel_l2=error, bytes_read=read,
-                         converter=converter))
-        progress(f"B={batch} context={context // KI}K delta={delta}: {sparse_ms:.4f} ms, kept "
-                 f"{kept_fraction:.3f}, rel L2 {error:.2e}")
+                         dispatch="every block" if dispatch else "as asked"))
+        progress(f"{where} {label}: {sparse_ms:.4f} ms, kept {kept_fraction:.3f}, "
+                 f"rel L2 {error:.2e}")
     return rows
 
 
-def fmt(value, digits=3):
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
 def markdown_table(rows):
-    lines = ["| B | context | kernel | delta | ms | GB/s | kept | vs SDPA | rel L2 |",
-             "|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| workload | B | context | kernel | selection | ms | GB/s | kept | vs SDPA | rel L2 |"
+             " default options |",
+             "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---|"]
     for r in rows:
-        lines.append(f"| {r['batch']} | {r['context'] // KI}K | {r['kernel']} | "
-                     f"{fmt(r['delta'], 0)} | {r['ms']:.4f} | {r['gbps']:.0f} | "
-                     f"{r['kept_fraction']:.3f} | {r['speedup']:.2f}x | {r['rel_l2']:.2e} |")
+        lines.append(f"| {r['pattern']} | {r['batch']} | {r['context'] // KI}K | {r['kernel']} | "
+                     f"{r['selection'] or '-'} | {r['ms']:.4f} | {r['gbps']:.0f} | "
+                     f"{r['kept_fraction']:.3f} | {r['speedup']:.2f}x | {r['rel_l2']:.2e} | "
+                     f"{r.get('dispatch', '-')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -255,17 +320,25 @@ def main():
     parser.add_argument("--block-size", type=int, default=128, choices=(128, 256))
     parser.add_argument("--blocks-per-split", type=int, default=0,
                         help="DecodeOptions.blocks_per_split (0: the kernel chooses)")
+    parser.add_argument("--patterns", default=",".join(PATTERNS),
+                        help="workloads, comma-separated: " + ", ".join(PATTERNS))
     args = parser.parse_args()
     require_cuda("decode_bench.py")
-    shapes = ([] if args.only_shapes else DEFAULT_SHAPES) + list(args.shapes)
-    progress = Progress(len(shapes) * 4)
+    runs = []
+    for pattern in args.patterns.split(","):
+        if pattern not in PATTERNS:
+            sys.exit(f"unknown pattern {pattern!r} (one of {', '.join(PATTERNS)})")
+        shapes = [] if args.only_shapes else (SYNTHETIC_SHAPES if pattern == "synthetic"
+                                              else OTHER_SHAPES)
+        runs += [(pattern, shape) for shape in shapes + list(args.shapes)]
+    progress = Progress(len(runs) * (2 + len(SELECTIONS)))
     rows, state = [], {}
-    for shape in shapes:
+    for pattern, shape in runs:
         try:
-            rows.extend(bench_shape(shape, args, progress, state))
+            rows.extend(bench_shape(pattern, shape, args, progress, state))
         except Exception:  # noqa: BLE001 (report the row, run the others)
             traceback.print_exc()
-            print(f"shape {shape} failed; continuing", file=sys.stderr)
+            print(f"{pattern} shape {shape} failed; continuing", file=sys.stderr)
         torch.cuda.empty_cache()
     table = markdown_table(rows)
     record = result_record("decode attention (sparse, dense, torch SDPA)", args, rows,

@@ -212,8 +212,8 @@ Status validate_paged_indexer_problem(const PagedIndexerProblem& problem);
 // Caller-owned device memory of paged_indexer_state_bytes(batch, next_n, k) bytes (4-byte
 // aligned), one per layer, passed as options.state (an IndexerState) with the same batch, next_n
 // and k every step: row r = b * next_n + j holds the k token positions request slot b's query j
-// selected at the previous step. With a state, the fused path (kFused, or kAuto where
-// indexer_topk_paged_dispatch picks it) re-scores those positions with this step's query (they
+// selected at the previous step. With a state, the fused path (kFused; kAuto runs unfused, see
+// indexer_topk_paged_dispatch) re-scores those positions with this step's query (they
 // are visible keys of the row, so the smallest of their new scores, once k distinct selectable
 // ones count, is a lower bound of the row's k-th best), keeps only the scores at or above it
 // while scoring, selects the top-k among those, and writes it into the state. Any content is
@@ -274,9 +274,9 @@ Status indexer_topk_paged_workspace_size(const PagedIndexerProblem& problem,
 Status indexer_topk_paged(const PagedIndexerProblem& problem, void* workspace,
                           std::size_t workspace_bytes, cudaStream_t stream,
                           const IndexerOptions& options = {});
-// kAuto's choice; `has_state`: a decode state is passed.
-IndexerAlgo indexer_topk_paged_dispatch(const PagedIndexerProblem& problem,
-                                        bool has_state = false);
+// kAuto's choice: unfused on every shape, with or without a decode state (measured on the H200:
+// docs/BENCHMARKS.md).
+IndexerAlgo indexer_topk_paged_dispatch(const PagedIndexerProblem& problem);
 
 // The unfused path's first half, public for engines that want the logits (DeepGEMM's
 // fp8_paged_mqa_logits): writes logits[r * logits_stride + p] for every visible position p of

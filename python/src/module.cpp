@@ -360,10 +360,10 @@ NB_MODULE(_C, m) {
       "state_bytes"_a = std::size_t{0});
   m.def(
       "indexer_topk_paged_dispatch",
-      [](const PagedIndexerProblem& problem, bool has_state) {
-        return litetopk::indexer_topk_paged_dispatch(problem, has_state);
+      [](const PagedIndexerProblem& problem) {
+        return litetopk::indexer_topk_paged_dispatch(problem);
       },
-      "problem"_a, "has_state"_a = false, ReleaseGil());
+      "problem"_a, ReleaseGil());
   m.def(
       "indexer_logits_paged",
       [](const PagedIndexerProblem& problem, Address logits, int64_t logits_stride,

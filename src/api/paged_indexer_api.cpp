@@ -15,8 +15,8 @@
 
 namespace litetopk {
 
-IndexerAlgo indexer_topk_paged_dispatch(const PagedIndexerProblem& problem, bool has_state) {
-  return heuristics::choose_paged_indexer_algo(problem, has_state);
+IndexerAlgo indexer_topk_paged_dispatch(const PagedIndexerProblem& problem) {
+  return heuristics::choose_paged_indexer_algo(problem);
 }
 
 std::size_t paged_indexer_state_bytes(int64_t batch, int64_t next_n, int64_t k) {
@@ -84,8 +84,7 @@ Status indexer_topk_paged_plan(const PagedIndexerProblem& problem, const Indexer
     if (Status s = check_paged_state(problem, *options.state, "options.state"); !s) return s;
   }
   if (Status s = resolve_indexer_algo(
-          options.algo, [&] { return indexer_topk_paged_dispatch(problem, planned.has_state); },
-          &planned.algo);
+          options.algo, [&] { return indexer_topk_paged_dispatch(problem); }, &planned.algo);
       !s) {
     return s;
   }

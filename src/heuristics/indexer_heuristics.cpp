@@ -29,11 +29,14 @@ FusedKernel choose_fused_kernel(const IndexerProblem& problem, const IndexerOpti
   return cold && options.state == nullptr ? FusedKernel::kGated : FusedKernel::kLists;
 }
 
-IndexerAlgo choose_paged_indexer_algo(const PagedIndexerProblem& problem, bool has_state) {
-  // Without a decode state the fused kernel was slower than unfused on every shape measured
-  // (docs/BENCHMARKS.md, paged decode indexer). With one, the gated path (docs/indexer.md).
-  if (!has_state || problem.k > kPagedDecodeStateMaxK) return IndexerAlgo::kUnfused;
-  return IndexerAlgo::kFused;
+IndexerAlgo choose_paged_indexer_algo(const PagedIndexerProblem&) {
+  // docs/BENCHMARKS.md, paged decode indexer: without a decode state the fused kernel was slower
+  // than unfused on every shape it runs (1 x 128K 0.034 vs 0.026 ms, 32 x 128K 0.225 vs 0.191).
+  // With a state (the gated path), slower than unfused on every shape of the decode table, on
+  // coherent steps (1 x 128K 0.039 vs 0.024, 128 x 128K 0.638 vs 0.589) and far slower on iid
+  // ones, where auto must stay within 3% of unfused (1 x 128K 0.150, 128 x 128K 2.88): a plan
+  // cannot tell the two apart, so auto takes unfused with or without a state.
+  return IndexerAlgo::kUnfused;
 }
 
 int32_t cold_sample_tiles(const IndexerProblem& problem, int tile_keys, int32_t requested) {

@@ -18,10 +18,10 @@ enum class FusedKernel { kGated, kLists };
 // kGated with the cold sample and no state; kLists otherwise.
 FusedKernel choose_fused_kernel(const IndexerProblem& problem, const IndexerOptions& options);
 
-// The paged decode indexer's kAuto: without a decode state unfused on every shape (its one-launch
-// grid-radix select after the logits beat the fused kernel on every shape measured on the H200);
-// with one (has_state), the gated fused path where it was measured faster.
-IndexerAlgo choose_paged_indexer_algo(const PagedIndexerProblem& problem, bool has_state);
+// The paged decode indexer's kAuto: unfused on every shape, with or without a decode state (its
+// grid-radix select after the logits beat both fused paths on every shape measured on the H200,
+// the gated one on coherent and on iid decode steps).
+IndexerAlgo choose_paged_indexer_algo(const PagedIndexerProblem& problem);
 
 // The fused kernel's cold sample: key tiles of `tile_keys` keys per query block, `requested`
 // (IndexerOptions::cold_sample_tiles) when nonzero, else the model's count.

@@ -718,8 +718,8 @@ TEST(PagedIndexerDecodeState, GraphReplayCarriesTheStateWhileContextsGrow) {
   const PagedIndexerProblem p = steps.d.problem(host);
   IndexerState decode_state{steps.state.data(), steps.state.size()};
   IndexerOptions options;
+  options.algo = IndexerAlgo::kFused;
   options.state = &decode_state;
-  ASSERT_EQ(indexer_topk_paged_dispatch(p, true), IndexerAlgo::kFused);
   std::size_t bytes = 0;
   ASSERT_TRUE(indexer_topk_paged_workspace_size(p, &bytes, options).is_ok());
   ASSERT_TRUE(steps.d.workspace.allocate(std::max<std::size_t>(bytes, 1)).is_ok());
@@ -768,20 +768,22 @@ TEST(PagedIndexerDecodeState, LimitsAndBadStates) {
   options.state = &unaligned;
   EXPECT_EQ(indexer_topk_paged_workspace_size(p, &bytes, options).code(),
             StatusCode::kInvalidArgument);
-  // k past the state's limit: auto runs unfused, fused is refused.
+  // k past the state's limit: fused is refused.
   p.k = 8192;
   IndexerState big{state.data(), state.size()};
   options.state = &big;
-  EXPECT_EQ(indexer_topk_paged_dispatch(p, true), IndexerAlgo::kUnfused);
   options.algo = IndexerAlgo::kFused;
   EXPECT_EQ(indexer_topk_paged_workspace_size(p, &bytes, options).code(),
             StatusCode::kUnsupported);
-  // A plan with a state needs one at launch.
+  // A plan with a state needs one at launch (auto, which runs unfused, and fused alike).
   p.k = 64;
   options.algo = IndexerAlgo::kAuto;
   PagedIndexerPlan plan;
   ASSERT_TRUE(indexer_topk_paged_plan(p, options, &plan).is_ok());
   EXPECT_TRUE(plan.has_state);
+  EXPECT_EQ(plan.algo, IndexerAlgo::kUnfused);
+  options.algo = IndexerAlgo::kFused;
+  ASSERT_TRUE(indexer_topk_paged_plan(p, options, &plan).is_ok());
   EXPECT_EQ(plan.algo, IndexerAlgo::kFused);
   ASSERT_TRUE(d.workspace.allocate(plan.workspace_bytes).is_ok());
   PagedIndexerAddresses addresses{p.q,           p.kv_cache,  p.weights, p.context_lens,

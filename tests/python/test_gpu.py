@@ -245,15 +245,16 @@ def test_paged_state_steps_are_exact():
     max_context = 4800
     state = paged_indexer_state(len(contexts), next_n, k)
     row_ends = paged_row_ends(inputs[3].cpu(), next_n, max_context)
-    plan = fp8_paged_mqa_topk_plan(*inputs, max_context, k, state=state)
+    plan = fp8_paged_mqa_topk_plan(*inputs, max_context, k, algo="fused", state=state)
     assert plan["algo"] == "fused" and plan["has_state"]
+    assert fp8_paged_mqa_topk_plan(*inputs, max_context, k, state=state)["algo"] == "unfused"
     for step in range(5):
         if step == 2:
             state.random_(-10, 6000)
         if step == 3:
             flip_low_bits(inputs[0], step)
         logits = fp8_paged_mqa_logits(*inputs, max_context)
-        indices, values = fp8_paged_mqa_topk(*inputs, max_context, k, state=state)
+        indices, values = fp8_paged_mqa_topk(*inputs, max_context, k, algo="fused", state=state)
         check_paged_selection(indices, values, logits, row_ends, k)
         unfused, _ = fp8_paged_mqa_topk(*inputs, max_context, k, algo="unfused")
         assert same_selection(indices.cpu(), unfused.cpu(), logits.cpu()), step
@@ -263,16 +264,16 @@ def test_paged_state_steps_are_exact():
 def test_paged_state_bad_arguments():
     inputs = paged_inputs("cuda", contexts=[300, 20], next_n=1, seed=52)
     with pytest.raises(ValueError, match="int32"):
-        fp8_paged_mqa_topk(*inputs, 320, 64, state=torch.zeros(2, 64, dtype=torch.int64,
-                                                                device="cuda"))
+        fp8_paged_mqa_topk(*inputs, 320, 64, algo="fused",
+                           state=torch.zeros(2, 64, dtype=torch.int64, device="cuda"))
     with pytest.raises(ValueError, match="paged_indexer_state_bytes"):
-        fp8_paged_mqa_topk(*inputs, 320, 64, state=paged_indexer_state(1, 1, 64))
+        fp8_paged_mqa_topk(*inputs, 320, 64, algo="fused", state=paged_indexer_state(1, 1, 64))
     with pytest.raises(ValueError):
         paged_indexer_state(2, 0, 64)
     # CPU tensors run the reference and leave the state alone.
     host = [x.cpu() for x in inputs]
     state = paged_indexer_state(2, 1, 64, device="cpu")
-    fp8_paged_mqa_topk(*host, 320, 64, state=state)
+    fp8_paged_mqa_topk(*host, 320, 64, algo="fused", state=state)
     assert (state == 0).all()
 
 
@@ -290,7 +291,7 @@ def test_paged_state_graph_replay_and_compile():
     values = torch.empty(indices.shape, dtype=torch.float32, device="cuda")
 
     def run():
-        fp8_paged_mqa_topk(q, kv_cache, weights, lens, table, max_context, k,
+        fp8_paged_mqa_topk(q, kv_cache, weights, lens, table, max_context, k, algo="fused",
                            out=(indices, values), state=state)
 
     graph, _ = capture(run)
@@ -309,7 +310,7 @@ def test_paged_state_graph_replay_and_compile():
 
     def select(q, kv_cache, weights, lens, table, state):
         return fp8_paged_mqa_topk(q, kv_cache, weights, lens, table, max_context, k,
-                                  state=state)[0]
+                                  algo="fused", state=state)[0]
 
     compiled = torch.compile(select, fullgraph=True)
     got = compiled(q, kv_cache, weights, lens, table, state)

@@ -225,7 +225,7 @@ def fp8_paged_mqa_topk(q, kv_cache, weights, context_lens, block_table, *args, a
     "fused" (the scores stay on chip; with state, the previous step's top-k gates them); CPU
     tensors run the reference whatever algo says. out=(indices, values or None) writes there.
     state: paged_indexer_state(B, next_n, k), carried from step to step (read, then rewritten
-    with this step's positions, by the fused path; auto takes that path with a state)."""
+    with this step's positions, by algo "fused"; "auto" runs unfused, which leaves it alone)."""
     tail = _paged_tail(args, kwargs, ("max_context_len", "k"))
     max_context, k = int(tail["max_context_len"]), int(tail["k"])
     q = _paged_q(q)

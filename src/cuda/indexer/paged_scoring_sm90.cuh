@@ -15,6 +15,8 @@
 // 3. Epilogue per bank: the prefill core's head_sums (relu keeping NaN, head weights, head sum
 //    times the key's scale from the stage), then Epilogue::consume_bank with the scores of
 //    the thread's key rows row0 and row0 + 8 for the bank's queries.
+// run_scoring runs steps 1-3 over a range of the context's tiles; run_scoring_with takes another
+// producer for step 1 (decode_bound_kernel.cu fills the stages with gathered keys).
 #pragma once
 
 #include <cuda.h>

@@ -31,13 +31,8 @@ namespace {
 using paged::PagedArgs;
 
 constexpr int kMaxNextN = 4;
-// The logits kernel's ring: two blocks of 12 stages per SM for 64 columns, one of 16 otherwise.
-template <int kColumns>
-constexpr int kGatedBlocksPerSm = kColumns == 64 ? 2 : 1;
-template <int kColumns>
-constexpr int kGatedStages = kColumns == 64 ? 12 : 16;
 template <int kHeads, int kColumns>
-using GatedStorage = paged::PagedScoringStorage<kHeads, kColumns, kGatedStages<kColumns>>;
+using GatedStorage = paged::PagedScoringStorage<kHeads, kColumns, kLogitsStages<kColumns>>;
 
 struct GatedParams {
   const uint32_t* partial_keys;
@@ -123,7 +118,7 @@ struct GateEpilogue {
 };
 
 template <int kHeads, int kColumns>
-__global__ void __launch_bounds__(paged::kThreads, kGatedBlocksPerSm<kColumns>)
+__global__ void __launch_bounds__(paged::kThreads, kLogitsBlocksPerSm<kColumns>)
     decode_gated_kernel(const __grid_constant__ CUtensorMap q_map,
                         const __grid_constant__ CUtensorMap kv_map, const PagedArgs args,
                         const GatedParams params) {
@@ -144,7 +139,7 @@ __global__ void __launch_bounds__(paged::kThreads, kGatedBlocksPerSm<kColumns>)
   if (static_cast<int>(threadIdx.x) < paged::kMathThreads) {
     epilogue.prepare(static_cast<int>(threadIdx.x) % 32);
   }
-  paged::run_scoring<kHeads, kColumns, kGatedStages<kColumns>>(&q_map, &kv_map, args, storage, b,
+  paged::run_scoring<kHeads, kColumns, kLogitsStages<kColumns>>(&q_map, &kv_map, args, storage, b,
                                                                range, epilogue);
   // 6.
   __syncthreads();

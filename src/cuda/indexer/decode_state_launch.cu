@@ -11,7 +11,6 @@
 #include <algorithm>
 
 #include "cuda/common/cuda_check.h"
-#include "cuda/common/device_shape.h"
 #include "cuda/common/workspace_carver.h"
 #include "cuda/indexer/decode_state_kernels.h"
 
@@ -63,13 +62,6 @@ Status lay_out(const PagedIndexerProblem& problem, int sms, void* base, DecodeBu
   return Status::ok();
 }
 
-Status sm_count(int* sms) {
-  cuda_common::DeviceShape device{};
-  if (Status s = cuda_common::current_device_shape(&device); !s) return s;
-  *sms = device.sm_count;
-  return Status::ok();
-}
-
 }  // namespace
 
 Status launch_decode_kernel(const void* kernel, dim3 grid, int threads, int smem, bool dependent,
@@ -95,7 +87,7 @@ namespace litetopk::detail {
 Status cuda_paged_decode_workspace_size(const PagedIndexerProblem& problem,
                                         std::size_t* workspace_bytes) {
   int sms = 0;
-  if (Status s = cuda_indexer::sm_count(&sms); !s) return s;
+  if (Status s = cuda_indexer::paged_sm_count(&sms); !s) return s;
   cuda_indexer::DecodeBuffers buffers;
   return cuda_indexer::lay_out(problem, sms, nullptr, &buffers, workspace_bytes);
 }
@@ -103,7 +95,7 @@ Status cuda_paged_decode_workspace_size(const PagedIndexerProblem& problem,
 Status cuda_paged_decode_topk(const PagedIndexerProblem& problem, void* state, void* workspace,
                               cudaStream_t stream) {
   int sms = 0;
-  if (Status s = cuda_indexer::sm_count(&sms); !s) return s;
+  if (Status s = cuda_indexer::paged_sm_count(&sms); !s) return s;
   cuda_indexer::DecodeBuffers buffers;
   std::size_t bytes = 0;
   if (Status s = cuda_indexer::lay_out(problem, sms, workspace, &buffers, &bytes); !s) return s;

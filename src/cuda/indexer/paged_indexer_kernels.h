@@ -52,6 +52,18 @@ inline int64_t paged_max_tiles(const PagedIndexerProblem& problem) {
   return (problem.max_context + paged::kTileKeys - 1) / paged::kTileKeys;
 }
 
+// The logits kernel's ring, shared by the gated decode kernel (the same core over every tile):
+// each key tile is used once, so the bytes in flight set the bandwidth: 16 stages per SM, in one
+// block, or in two blocks of 12 when the registers allow two (64 columns: twice the warps to hide
+// the epilogue).
+template <int kColumns>
+constexpr int kLogitsBlocksPerSm = kColumns == 64 ? 2 : 1;
+template <int kColumns>
+constexpr int kLogitsStages = kColumns == 64 ? 12 : 16;
+
+// The current device's SMs.
+Status paged_sm_count(int* sms);
+
 // Fills `launch` for `splits` blocks per request (each taking ceil(max tiles / splits) tiles).
 Status prepare_paged_launch(const PagedIndexerProblem& problem, int64_t splits,
                             PagedLaunch* launch);

@@ -57,6 +57,13 @@ Status prepare_paged_launch(const PagedIndexerProblem& problem, int64_t splits,
   return Status::ok();
 }
 
+Status paged_sm_count(int* sms) {
+  cuda_common::DeviceShape device{};
+  if (Status s = cuda_common::current_device_shape(&device); !s) return s;
+  *sms = device.sm_count;
+  return Status::ok();
+}
+
 }  // namespace litetopk::cuda_indexer
 
 namespace litetopk::detail {
@@ -146,13 +153,6 @@ Status fill_empty(const PagedIndexerProblem& problem, cudaStream_t stream) {
   return Status::ok();
 }
 
-Status sm_count(int* sms) {
-  cuda_common::DeviceShape device{};
-  if (Status s = cuda_common::current_device_shape(&device); !s) return s;
-  *sms = device.sm_count;
-  return Status::ok();
-}
-
 }  // namespace
 
 Status cuda_paged_indexer_workspace_size(const PagedIndexerProblem& problem, IndexerAlgo algo,
@@ -173,7 +173,7 @@ Status cuda_paged_indexer_topk(const PagedIndexerProblem& problem, IndexerAlgo a
   cuda_indexer::PagedLaunch launch;
   if (algo == IndexerAlgo::kFused) {
     int sms = 0;
-    if (Status s = sm_count(&sms); !s) return s;
+    if (Status s = cuda_indexer::paged_sm_count(&sms); !s) return s;
     int64_t splits = 0;
     if (Status s = fused_splits(problem, sms, &splits); !s) return s;
     if (splits == 0) {

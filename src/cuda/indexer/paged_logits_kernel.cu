@@ -25,13 +25,6 @@ namespace {
 
 using paged::PagedArgs;
 
-// Each key tile is used once, so the bytes in flight set the bandwidth: 16 stages per SM, in one
-// block, or in two blocks of 12 when the registers allow two (64 columns: twice the warps to hide
-// the epilogue).
-template <int kColumns>
-constexpr int kLogitsBlocksPerSm = kColumns == 64 ? 2 : 1;
-template <int kColumns>
-constexpr int kLogitsStages = kColumns == 64 ? 12 : 16;
 template <int kHeads, int kColumns>
 using LogitsStorage = paged::PagedScoringStorage<kHeads, kColumns, kLogitsStages<kColumns>>;
 

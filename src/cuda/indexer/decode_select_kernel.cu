@@ -6,7 +6,8 @@
 // kernel):
 // 1. The row's candidates lie in the gated blocks' regions: their counts' prefix sums (one warp)
 //    give n and each region's first rank; the loops below go region by region (a warp per
-//    region). At most k: all are selected.
+//    region, or the whole block per region when there are fewer regions than warps). At most k:
+//    all are selected.
 // 2. Otherwise the keys (order-preserving, formats/score_keys.h) are staged in shared memory when
 //    n fits there (a few thousand on coherent steps; else they are read from the candidate
 //    buffer each pass), with their smallest and largest key.
@@ -111,15 +112,20 @@ __global__ void __launch_bounds__(kSelectThreads)
   const int32_t* positions = p.candidate_positions;
   const bool select = n > p.k;
   const bool cached = select && n <= kCachedKeys;
-  // fn(rank i among the row's candidates, its offset in the buffers), region by region: warp w
-  // takes regions w, w + 32, ..., its lanes a region's candidates.
+  // fn(rank i among the row's candidates, its offset in the buffers), region by region: with at
+  // least a region per warp, warp w takes regions w, w + 32, ..., its lanes a region's
+  // candidates; with fewer (large batches: a few gated blocks per request), every thread takes
+  // part in each region in turn.
   const int warp = tid / 32;
+  constexpr int kWarps = kSelectThreads / 32;
   auto for_each = [&](auto&& fn) {
-    for (int x = warp; x < p.splits; x += kSelectThreads / 32) {
+    const bool by_warp = p.splits >= kWarps;
+    const int step = by_warp ? 32 : kSelectThreads;
+    for (int x = by_warp ? warp : 0; x < p.splits; x += by_warp ? kWarps : 1) {
       const int32_t first = static_cast<int32_t>(s.starts[x]);
       const int32_t count = static_cast<int32_t>(s.starts[x + 1]) - first;
       const int64_t base = row_base + int64_t{x} * p.span;
-      for (int32_t i = lane; i < count; i += 32) fn(first + i, base + i);
+      for (int32_t i = by_warp ? lane : tid; i < count; i += step) fn(first + i, base + i);
     }
   };
   auto key_at = [&](int32_t i, int64_t at) {

@@ -27,8 +27,9 @@ strides, dtypes, devices, scalars); later calls of the signature only read addre
       -> logits [B * next_n, max_context_len] fp32: DeepGEMM's fp8_paged_mqa_logits (decode over
       a paged cache), -inf past each row's tokens.
   fp8_paged_mqa_topk(q, kv_cache, weights, context_lens, block_table, max_context_len, k,
-                     algo="auto") -> (indices [B * next_n, k] int32 token positions, values)
-      the decode indexer fused with exact top-k; graph-safe as contexts grow.
+                     algo="auto", state=None) -> (indices [B * next_n, k] int32 token positions,
+      values): the decode indexer with exact top-k; graph-safe as contexts grow. state (from
+      paged_indexer_state) carries each row's top-k between steps for the gated fused path.
   sparse_kv_append, sparse_kv_from_dense: the sparse decoding cache writers.
   sparse_decode(q, <cache>, block_table=None, delta=5.0, softmax_scale=0.0, out_dtype=None)
       -> (out [B, Hq, D], lse [B, Hq]);  dense_decode(q, keys, values, lengths, ...) likewise.
@@ -65,14 +66,15 @@ from .decode import (SparseKvCache, dense_decode, sparse_decode, sparse_kv_appen
 from .dsa import dsa_prefill
 from .indexer import IndexerState, fp8_mqa_topk, fp8_mqa_topk_plan
 from .merge import merge_topk
-from .paged import fp8_paged_mqa_topk, fp8_paged_mqa_topk_plan
+from .paged import fp8_paged_mqa_topk, fp8_paged_mqa_topk_plan, paged_indexer_state
 from .retrieval import (retrieval_corpus_norms, retrieval_pack_bitmap, retrieval_topk,
                         retrieval_topk_plan)
 from .select import topk, topk_plan
 
 __all__ = [
     "topk", "topk_plan", "fp8_mqa_logits", "fp8_mqa_topk", "fp8_mqa_topk_plan",
-    "fp8_paged_mqa_logits", "fp8_paged_mqa_topk", "fp8_paged_mqa_topk_plan", "IndexerState",
+    "fp8_paged_mqa_logits", "fp8_paged_mqa_topk", "fp8_paged_mqa_topk_plan",
+    "paged_indexer_state", "IndexerState",
     "SparseKvCache", "sparse_kv_append", "sparse_kv_from_dense", "sparse_decode", "dense_decode",
     "sparse_attention", "flash_mla_sparse_fwd", "dsa_prefill", "merge_topk", "retrieval_topk",
     "retrieval_topk_plan", "retrieval_corpus_norms", "retrieval_pack_bitmap",

@@ -108,6 +108,17 @@ struct CandidateBuffer {
     __syncthreads();
   }
 
+  // After appends that moved s.count directly (not through offer_step): a barrier, then the
+  // step counters start again from s.count.
+  __device__ void resume_steps() {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      s.step_count[0] = s.count;
+      for (int i = 0; i < 3; ++i) s.step_pending[i] = 0;
+    }
+    __syncthreads();
+  }
+
   // Offers one step of pairs. `items` (ArrayItems below, RowVectorItems in
   // sample_filter_select.cu) holds kCount pairs per thread, decoded on demand by get(i), and two
   // bit masks: `definite` (pairs known to pass the gate) and `tie` (pairs to check exactly). Step

@@ -3,14 +3,17 @@
 // Pipeline of sample_filter_kernel (one block per row segment):
 // 1. Sample: the segment is cut into 16 KB tiles visited in a spread order (0, 8, 16, ..., then
 //    1, 9, ...), one tile per step (four 16-byte vectors per thread: 16 fp32 or 32 16-bit
-//    scores). The first step is admitted whole; its entry of rank
-//    r = kEstimateMargin * k * step / segment becomes an estimated gate, which leaves about
-//    kEstimateMargin * k candidates in the whole segment.
+//    scores). Four elements of each of the first step's vectors are admitted whole (the sample:
+//    S = 4096); their entry of rank r = kEstimateMargin * k * S / segment becomes an estimated
+//    gate, which leaves about kEstimateMargin * k candidates in the whole segment.
 // 2. Filter: thread 0 keeps three tiles in flight with the bulk copy engine (cp.async.bulk into
 //    shared memory, completing on mbarriers). Each thread compares its elements of a step, as
 //    floats at their own width, with the gate's value; only the few candidates are keyed (the
-//    decode picks them out of the registers by position) and written behind the buffer's count,
-//    with one shared atomic per warp and one barrier per step. A step that would overflow the
+//    decode picks them out of the registers by position) and written behind the buffer's count
+//    with one shared atomic per warp. Behind the estimated gate the warps stream without block
+//    barriers: a stage is refilled once every warp holds its part of the tile in registers, and
+//    a buffer that overflows sends the segment to a second pass. Otherwise (no estimate: short
+//    segments, the second pass) each step ends in one barrier, and a step that would overflow the
 //    buffer is appended in halves, compacting the buffer to its best k first, which raises the
 //    gate; the blocks of one row share their compaction bounds through global memory (atomicMax).
 // 3. Select: one block per row ends with a range select over its buffer. With several blocks per
@@ -18,8 +21,8 @@
 //    at or above the row's bound to a candidate list; the last block to finish takes that list
 //    into its buffer (streaming it through, when it is longer) and selects from it.
 // Exact by construction: an entry is dropped only when k entries at least as good are held, or
-// when it is below the estimated gate and the segment ends with k entries at or above that gate;
-// a segment that ends with fewer is streamed again with no estimate.
+// when it is below the estimated gate and the segment ends with k entries at or above that gate
+// and no overflow; any other segment is streamed again with no estimate.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -42,7 +45,8 @@ constexpr int kStages = 3;              // tiles in flight per block
 constexpr int kSpread = 8;              // tile visiting stride (the sample)
 constexpr int kListItemsPerThread = 4;  // composites per thread per step of the merge
 constexpr uint32_t kEstimateMargin = 2; // estimated gate: about this many times k candidates
-constexpr int64_t kEstimateMinRank = 32; // and at least this rank in the sample (its spread)
+constexpr int64_t kEstimateMinRank = 32; // and this rank in the sample at least (its spread),
+                                         // unless that expects more than half the buffer
 
 // Room for a step of 4-byte elements (half a step of 16-bit ones) after a compaction.
 using SmallBuffer = CandidateBuffer<kThreads, 2048 + kHalfStep, 2048>;
@@ -52,7 +56,15 @@ template <typename Buffer>
 struct KernelStorage {
   typename Buffer::Storage buffer;
   alignas(128) uint4 stages[kStages][kStageVectors];
-  uint64_t stage_full[kStages];
+  uint64_t stage_full[kStages];   // the tile has landed
+  uint64_t stage_empty[kStages];  // every warp holds its part of the tile in registers
+};
+
+// What filter_segment did: the estimated gate (0: none) and whether the stream behind it
+// overflowed the buffer (then the segment must be read again).
+struct SegmentPass {
+  uint64_t estimate;
+  bool overflowed;
 };
 
 struct RowShared {
@@ -94,6 +106,8 @@ struct StepElements {
   static constexpr int kVectors = kVectorsPerThread;
   static constexpr int kCount = kVectors * kPer;
   static_assert(kVectors == 4 && kCount <= 32, "four vectors of fp32 or 16-bit scores");
+  // Bits 0-15: four elements of each vector (all of fp32's, the low halves of 16-bit pairs).
+  static constexpr uint32_t kSampleBits = 0xffffu;
   uint4 raw[kVectors];
   uint32_t first_index;  // row position of element 0 of vector 0
 
@@ -226,15 +240,6 @@ __device__ __forceinline__ uint32_t exact_passes(const Elements& el, uint32_t ca
 template <typename Elements>
 __device__ __forceinline__ void write_elements(uint64_t* entries, const Elements& el,
                                                uint32_t pass, uint32_t at, bool largest) {
-  if constexpr (Elements::kCount == 16) {
-    if (pass == 0xffffu) {  // fp32's sample step: every position known at compile time
-#pragma unroll
-      for (int b = 0; b < 16; ++b) {
-        entries[at + b] = keys::make_composite(el.key(b, largest), el.index(b));
-      }
-      return;
-    }
-  }
   for (; pass != 0; pass &= pass - 1) {
     const int b = __ffs(pass) - 1;
     entries[at++] = keys::make_composite(el.key(b, largest), el.index(b));
@@ -272,6 +277,18 @@ __device__ __forceinline__ uint64_t append_exact(Buffer& buffer, const Elements&
   }
 }
 
+// The streaming phase's append: slots from `at` on, as far as the buffer reaches (the count goes
+// on, so that an overflow is seen at the end).
+template <typename Elements>
+__device__ __forceinline__ void write_bounded(uint64_t* entries, uint32_t capacity,
+                                              const Elements& el, uint32_t pass, uint32_t at,
+                                              bool largest) {
+  for (; pass != 0; pass &= pass - 1, ++at) {
+    const int b = __ffs(pass) - 1;
+    if (at < capacity) entries[at] = keys::make_composite(el.key(b, largest), el.index(b));
+  }
+}
+
 // CandidateBuffer::offer_step for one step of tile elements (`pass`: the CandidateGate's
 // candidates). The same step protocol (triple-buffered counters, one barrier), with the elements
 // decoded by position. A step that would overflow the buffer is appended exactly instead, in
@@ -300,6 +317,16 @@ __device__ __forceinline__ uint64_t offer_elements(Buffer& buffer, uint32_t step
       bound = max_u64(bound, append_exact(buffer, el, pass & ~kLowHalf, largest, gate));
     }
     if (threadIdx.x == 0) s.step_count[(slot + 1) % 3] = s.count;
+  } else if (__all_sync(0xffffffffu, pass == Elements::kSampleBits)) {
+    // A whole sample in this warp: element b of lane l goes to slot 32 b + l of the warp's
+    // range (positions known at compile time, conflict-free stores).
+    const uint32_t lane = threadIdx.x % 32;
+#pragma unroll
+    for (int b = 0; b < 16; ++b) {
+      s.entries[base + warp_base + 32 * b + lane] =
+          keys::make_composite(el.key(b, largest), el.index(b));
+    }
+    if (threadIdx.x == 0) s.step_count[(slot + 1) % 3] = base + total;
   } else {
     write_elements(s.entries, el, pass, base + warp_base + before, largest);
     if (threadIdx.x == 0) s.step_count[(slot + 1) % 3] = base + total;
@@ -344,14 +371,18 @@ __device__ __forceinline__ void offer_shared(Buffer& buffer, const RowShared& sh
 
 // Step 1's estimate: the entry of rank r among the `seen` sampled elements (the buffer holds their
 // best k, or all of them), r set so that about kEstimateMargin * k entries of the segment's
-// `length` reach it (r at least kEstimateMinRank, so that the estimate is rarely too high).
+// `length` reach it; r is at least kEstimateMinRank (so that the estimate is rarely too high),
+// but no more than the rank at which half the buffer would be expected to fill (a stream behind
+// the estimate that overflows the buffer reads its segment again).
 // Keeps the entries at or above it and makes it the gate. Returns whether it did (r must be below
 // k and count).
 template <typename Buffer>
 __device__ bool estimate_gate(Buffer& buffer, int64_t seen, int64_t length) {
   const uint32_t count = buffer.s.count;
   const int64_t wanted = (int64_t{kEstimateMargin} * buffer.k * seen + length - 1) / length;
-  const int64_t rank = wanted > kEstimateMinRank ? wanted : kEstimateMinRank;
+  const int64_t half_buffer = int64_t{Buffer::kCapacity} / 2 * seen / length;
+  const int64_t least = half_buffer < kEstimateMinRank ? half_buffer : kEstimateMinRank;
+  const int64_t rank = wanted > least ? wanted : least;
   if (rank < 1 || rank >= buffer.k || rank >= count) return false;
   Buffer ranked(buffer.s, static_cast<uint32_t>(rank), buffer.deterministic);
   // Two levels of bins place the rank-r entry closely enough for a gate.
@@ -363,12 +394,16 @@ __device__ bool estimate_gate(Buffer& buffer, int64_t seen, int64_t length) {
 }
 
 // Streams this block's share of the row through the buffer (steps 1 and 2), with the sample's
-// estimate when `estimate`. Returns the estimated gate, or 0 when none was used. `sequence`
-// counts the tiles this block has consumed (the stage barriers' phases).
+// estimate when `estimate`. Behind an estimated gate the warps stream without block barriers:
+// each appends its candidates with one shared atomic per tile, and a stage is refilled once every
+// warp has taken its part of the tile into registers (stage_empty); the buffer is not compacted
+// then, so a stream that overflows it is reported (the segment is read again). `sequence` counts
+// the tiles this block has consumed (the stage barriers' phases).
 template <typename Traits, typename Buffer>
-__device__ uint64_t filter_segment(KernelStorage<Buffer>& st, Buffer& buffer,
-                                   const SelectArgs& args, const RowShared& shared, int64_t row,
-                                   int segment, bool estimate, uint32_t& sequence) {
+__device__ SegmentPass filter_segment(KernelStorage<Buffer>& st, Buffer& buffer,
+                                      const SelectArgs& args, const RowShared& shared,
+                                      int64_t row, int segment, bool estimate,
+                                      uint32_t& sequence) {
   using Elements = StepElements<Traits>;
   constexpr int kPer = Traits::kPerVector;
   const RowLayout<Traits> layout(args, row);
@@ -404,11 +439,13 @@ __device__ uint64_t filter_segment(KernelStorage<Buffer>& st, Buffer& buffer,
   candidate_gate.set(gate, args.largest);
   uint32_t step = 0;
   uint64_t estimated = 0;
+  bool streaming = false;  // behind the estimated gate: no block barriers
   for (SpreadOrder order(m); order.tile >= 0; order.advance(), ++sequence) {
     const int stage = static_cast<int>(sequence % kStages);
-    sm90::mbarrier_wait(&st.stage_full[stage], (sequence / kStages) & 1u);
+    const uint32_t phase = (sequence / kStages) & 1u;
+    sm90::mbarrier_wait(&st.stage_full[stage], phase);
     const int tile_vector = (first + order.tile) * kStageVectors;
-      const int tile_vectors = min(kStageVectors, layout.num_vectors - tile_vector);
+    const int tile_vectors = min(kStageVectors, layout.num_vectors - tile_vector);
     // A float comparison per element marks the few candidates; only those become keys.
     adopt_row_bound(shared, row, gate);
     if (gate != candidate_gate.gate) candidate_gate.set(gate, args.largest);
@@ -419,6 +456,12 @@ __device__ uint64_t filter_segment(KernelStorage<Buffer>& st, Buffer& buffer,
     for (int j = 0; j < Elements::kVectors; ++j) {
       el.raw[j] = st.stages[stage][thread_vector + j * kThreads];
     }
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) sm90::mbarrier_arrive(&st.stage_empty[stage]);
+    if (streaming && threadIdx.x == 0) {
+      sm90::mbarrier_wait(&st.stage_empty[stage], phase);
+      issue_next();
+    }
     uint32_t pass = candidate_gate.candidates(el);
     if (tile_vectors < kStageVectors) {  // the segment's last, partial tile
 #pragma unroll
@@ -426,19 +469,44 @@ __device__ uint64_t filter_segment(KernelStorage<Buffer>& st, Buffer& buffer,
         if (thread_vector + j * kThreads >= tile_vectors) pass &= ~Elements::vector_bits(j);
       }
     }
-    // After the step's barrier every thread is done with this stage.
-    const uint64_t bound =
-        offer_elements(buffer, step++, el, pass, args.largest, gate, issue_next);
-    publish_bound(shared, row, bound);
-    if (estimate) {
-      buffer.finish_steps(step);
-      step = 0;
-      estimate = false;
-      if (estimate_gate(buffer, int64_t{tile_vectors} * kPer, segment_vectors * kPer)) {
-        estimated = buffer.s.gate;
-      }
-      gate = max_u64(gate, buffer.s.gate);
+    if (streaming) {
+      uint32_t before = 0;
+      const uint32_t at = Buffer::reserve(pass, &buffer.s.count, &before) + before;
+      write_bounded(buffer.s.entries, Buffer::kCapacity, el, pass, at, args.largest);
+      continue;
     }
+    // After the step's barrier every thread is done with this stage.
+    if (!estimate) {
+      publish_bound(shared, row,
+                    offer_elements(buffer, step++, el, pass, args.largest, gate, issue_next));
+      continue;
+    }
+    // The sample: the step's bits 0-15 (every fp32 element; the low halves of 16-bit pairs),
+    // which fit the buffer whole, then the rest of the step through the estimated gate.
+    estimate = false;
+    publish_bound(shared, row, offer_elements(buffer, step++, el, pass & Elements::kSampleBits,
+                                              args.largest, gate, issue_next));
+    buffer.finish_steps(step);
+    step = 0;
+    if (estimate_gate(buffer, int64_t{tile_vectors} * 4, segment_vectors * kPer)) {
+      estimated = buffer.s.gate;
+    }
+    gate = max_u64(gate, buffer.s.gate);
+    if constexpr (Elements::kCount > 16) {
+      candidate_gate.set(gate, args.largest);
+      const uint32_t rest = pass & ~Elements::kSampleBits & candidate_gate.candidates(el);
+      publish_bound(shared, row, offer_elements(buffer, step++, el, rest, args.largest, gate, [] {}));
+    }
+    if (estimated != 0) {
+      buffer.finish_steps(step);  // s.count current for the streaming appends
+      step = 0;
+      streaming = true;
+    }
+  }
+  if (streaming) {
+    __syncthreads();
+    if (buffer.s.count > static_cast<uint32_t>(Buffer::kCapacity)) return {estimated, true};
+    buffer.resume_steps();
   }
 
   // The unaligned head and the tail, one element per thread, by the row's last block.
@@ -454,7 +522,7 @@ __device__ uint64_t filter_segment(KernelStorage<Buffer>& st, Buffer& buffer,
     offer_shared(buffer, shared, row, step++, items, gate, [] {});
   }
   buffer.finish_steps(step);
-  return estimated;
+  return {estimated, false};
 }
 
 // Several blocks per row: append survivors to the row's list; the last block merges (step 3).
@@ -542,16 +610,20 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int segment = static_cast<int>(blockIdx.x % shared.segments);
   if (threadIdx.x == 0) {
     buffer.reset(keys::kAdmitAllValid);
-    for (int stage = 0; stage < kStages; ++stage) sm90::mbarrier_init(&st.stage_full[stage], 1);
+    for (int stage = 0; stage < kStages; ++stage) {
+      sm90::mbarrier_init(&st.stage_full[stage], 1);
+      sm90::mbarrier_init(&st.stage_empty[stage], kThreads / 32);
+    }
     sm90::fence_barrier_init();
   }
   __syncthreads();
   uint32_t sequence = 0;
-  const uint64_t estimated =
+  const SegmentPass pass =
       filter_segment<Traits>(st, buffer, args, shared, row, segment, true, sequence);
   // The float test also admits a few entries below the gate (ties with its value): only those at
   // or above the estimate count.
-  if (estimated != 0 && buffer.count_at_or_above(estimated) < buffer.k) {
+  if (pass.overflowed ||
+      (pass.estimate != 0 && buffer.count_at_or_above(pass.estimate) < buffer.k)) {
     // The estimate was too high for this segment: stream it again with the exact gates only.
     if (threadIdx.x == 0) buffer.reset(keys::kAdmitAllValid);
     __syncthreads();

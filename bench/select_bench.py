@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Top-k on materialized rows: litetopk's GPU algorithms against torch.topk and peers, in one process.
+"""Top-k on materialized rows: litetopk's GPU algorithms beside torch.topk and peers, one process.
 
 For each shape and dtype (--dtypes, fp32 and bf16 by default): random normal rows made by torch on
 the GPU; torch.topk (sorted=False), litetopk radix, sample-filter (k <= 8192), grid-radix and
@@ -152,7 +152,8 @@ class VllmPeer:
         self.lib = ctypes.CDLL(path)
         pointers = [ctypes.c_void_p] * 4 + [ctypes.c_size_t]
         self.lib.vllm_persistent_topk.argtypes = pointers + [ctypes.c_int64] * 5 + [ctypes.c_void_p]
-        self.lib.vllm_cooperative_topk.argtypes = pointers + [ctypes.c_int64] * 3 + [ctypes.c_void_p]
+        self.lib.vllm_cooperative_topk.argtypes = (pointers + [ctypes.c_int64] * 3 +
+                                                   [ctypes.c_void_p])
         self.lib.vllm_workspace_bytes.restype = ctypes.c_size_t
         self.workspace = torch.empty(self.lib.vllm_workspace_bytes(), dtype=torch.uint8,
                                      device="cuda")

@@ -12,6 +12,8 @@
 //    move into the holes left before it. The gate only rises, and the buffer never drops an entry
 //    that can still be in the answer.
 // 3. emit(): the final range select writes the best k entries (and -1 padding) to the output.
+// Also: appends that move the count directly (resume_steps after them), keep_at_or_above (the
+// estimated gate of sample_filter_select.cu) and count_at_or_above (its check).
 #pragma once
 
 #include <cstdint>
@@ -119,10 +121,11 @@ struct CandidateBuffer {
     __syncthreads();
   }
 
-  // Offers one step of pairs. `items` (ArrayItems below, RowVectorItems in
-  // sample_filter_select.cu) holds kCount pairs per thread, decoded on demand by get(i), and two
-  // bit masks: `definite` (pairs known to pass the gate) and `tie` (pairs to check exactly). Step
-  // numbers count 0, 1, 2, ... since the last reset/finish_steps. All threads call it; it contains
+  // Offers one step of pairs (sample_filter_select.cu's tile steps follow the same protocol in
+  // offer_elements). `items` (ArrayItems below) holds kCount pairs per thread, decoded by get(i),
+  // and two bit masks: `definite` (pairs known to pass the gate) and `tie` (pairs to check
+  // exactly). Step numbers count 0, 1, 2, ... since the last reset/finish_steps (or
+  // resume_steps). All threads call it; it contains
   // one barrier (two when it compacts), after which thread 0 runs after_barrier(). `gate` is the
   // calling thread's gate; it only rises. Returns the bound a compaction established (k entries
   // at or above it; other blocks of the row may use it as a gate), or 0 when none ran.

@@ -495,7 +495,8 @@ __device__ SegmentPass filter_segment(KernelStorage<Buffer>& st, Buffer& buffer,
     if constexpr (Elements::kCount > 16) {
       candidate_gate.set(gate, args.largest);
       const uint32_t rest = pass & ~Elements::kSampleBits & candidate_gate.candidates(el);
-      publish_bound(shared, row, offer_elements(buffer, step++, el, rest, args.largest, gate, [] {}));
+      publish_bound(shared, row,
+                    offer_elements(buffer, step++, el, rest, args.largest, gate, [] {}));
     }
     if (estimated != 0) {
       buffer.finish_steps(step);  // s.count current for the streaming appends

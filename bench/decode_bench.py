@@ -161,7 +161,7 @@ def torch_quantize(keys, values, block_size, max_blocks):
     nf, nt = S // block_size, S % block_size
     k = keys[:, :, :nf * block_size].float().view(B, H, nf, block_size, D)
     amax = k.abs().amax(dim=3)
-    s = (0.5 * amax).half()
+    s = (amax / 1.5).half()
     tiny = torch.tensor(2.0 ** -24, dtype=torch.float16, device=keys.device)
     s = torch.where((s == 0) & (amax > 0), tiny, s)
     sf = s.float()[:, :, :, None, :]

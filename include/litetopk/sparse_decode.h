@@ -34,26 +34,26 @@
 // Quantizing a block (append, conversion, and the CPU reference, bit for bit), per channel c over
 // the block's BS keys k (exact in fp32), all arithmetic fp32 round-to-nearest:
 //   amax = max_t |k_t|
-//   s    = to_dtype(0.5f * amax); if s == 0 and amax > 0, s = the dtype's smallest subnormal
-//   x    = s > 0 ? k / s : 0                               (|x| <= 2, up to subnormal s)
+//   s    = to_dtype(amax / 1.5f); if s == 0 and amax > 0, s = the dtype's smallest subnormal
+//   x    = s > 0 ? k / s : 0                  (|x| <= 1.5 (1 + 2^-11), up to subnormal s)
 //   q    = (x >= -1) + (x >= 0) + (x >= 1),  L = q - 1.5   (the nearest level)
-//   r    = clamp(floor((x - L) * 256), -128, 127),  R = (r + 1/2) / 256   (|x - L| <= 0.5 + 2^-10
-//                                                          for normal s: the clamp is that rare)
+//   r    = clamp(floor((x - L) * 256), -128, 127),  R = (r + 1/2) / 256   (|x - L| <= 0.5 for
+//                                                          normal s: the clamp never acts there)
 // and the rebuilt key is
 //   key  = s * (L + R)
-// which is exact in fp32: L + R is an odd multiple of 2^-9 below 2.1 in magnitude (code + r/256 is
+// which is exact in fp32: L + R is an odd multiple of 2^-9 below 2.3 in magnitude (code + r/256 is
 // even exact in fp16) and s has at most 11 significant bits. The 2-bit estimate of a key is s * L
 // (no residual).
-//   Why s = amax/2 with levels +-0.5, +-1.5: it is the uniform 4-level quantizer over [-amax, amax]
-//   (cells of width s). Every key is within s/2 of its level, so the 2-bit estimate of a dot
-//   product is off by at most sum_c |q_c| s_c / 2, and the residual lies in [-0.5, 0.5] s, the
-//   smallest range of any 4-level scheme that covers [-amax, amax], which the residual's 256
-//   cells tile.
-//   The alternative s = amax/1.5 (outer levels at +-amax) estimates the token that sets a
-//   channel's maximum exactly instead of at 0.75 amax (better block selection at small delta)
-//   but has 1/3 larger residuals (measured: about 40% larger output error at delta = inf).
-//   MSE-optimal clipped scales would underestimate the outlier keys a sparse scan must not miss.
-//   0.5f * amax is exact in the normal range, so s is exact too.
+//   Why s = amax/1.5 with levels +-0.5, +-1.5: the outer levels sit at +-amax, so the token that
+//   sets a channel's maximum (a sink, a needle: the tokens a sparse scan must not miss) is
+//   estimated at its value, not below it. Keys are within s/2 of their level, so the 2-bit
+//   estimate of a dot product is off by at most sum_c |q_c| s_c / 2, and the residual lies in
+//   [-0.5, 0.5] s, which its 256 cells tile. The alternative s = amax/2 (the uniform quantizer
+//   over [-amax, amax], cells of width amax/2) has 3/4 of the residual error but estimates the
+//   channel-max token at 0.75 amax: measured (docs/sparse_decode.md) it needs a larger delta or a
+//   smaller mass target for the same error, and its mass estimates are far worse (the heavy
+//   blocks' masses come out low by several nats). MSE-optimal clipped scales would underestimate
+//   the outlier keys even more.
 //   Scales have the cache dtype: fp16 for an fp16 cache; bf16 for a bf16 cache, whose keys may
 //   exceed fp16's range (the scale's own precision does not affect the rebuild: the residual is
 //   taken against the rounded scale).
@@ -61,13 +61,13 @@
 //   (up to 16376 for keys near 65504) and would need a scale of its own; x - L lies in [-0.5, 0.5]
 //   whatever the key's magnitude. It costs no extra scale, and a kernel can fold s into the query
 //   once per block: q.key = sum_c (q_c s_c) (L + R).
-//   Accuracy: |key - k| <= s * 2^-9 (plus the clamp's excess, at most s * 2^-10 for normal s,
-//   and fp32 rounding), uniform over the cell: 2^-8 / sqrt(12) = 1.1e-3 of s in RMS. Why not fp8
+//   Accuracy: |key - k| <= s * 2^-9 (plus fp32 rounding), uniform over the cell: 2^-8 / sqrt(12)
+//   = 1.1e-3 of s in RMS. Why not fp8
 //   e4m3 of the same size: 3 mantissa bits, an error proportional to |R| (up to s/32, about 1%
 //   relative in RMS for Gaussian keys), which alone puts the output's rel L2 near 1e-2 when
 //   every block is read (docs/sparse_decode.md measures both). Subnormal scales (keys below
-//   fp16's normal range) may leave |x - L| up to 1 and then a clamp error up to s/2, an absolute
-//   error below 2^-25 for fp16 keys. Keys must be finite (the CPU functions reject others; the GPU
+//   fp16's normal range) may leave |x - L| up to 0.74 and then a clamp error up to 0.24 s, an
+//   absolute error below 2^-26 for fp16 keys. Keys must be finite (the CPU functions reject others; the GPU
 //   does not check).
 //
 // Memory per token per KV head (full blocks, D = 128): codes D/4 = 32 B, residuals D = 128 B,

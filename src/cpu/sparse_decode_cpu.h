@@ -85,7 +85,7 @@ class DenseCacheView {
   detail::DenseStrides strides_;
 };
 
-// The channel scale of a block as the cache stores it: 0.5f * amax rounded to dtype (fp16 or
+// The channel scale of a block as the cache stores it: amax / 1.5f rounded to dtype (fp16 or
 // bf16), raised to the dtype's smallest subnormal when that rounds to 0 and amax > 0. Returns the
 // dtype's raw bits; *value gets the scale as a float (exact).
 uint16_t key_scale_bits(float amax, DType dtype, float* value);

@@ -59,8 +59,7 @@ struct QuantizedElement {
 // One key element k (exact in fp32) with its channel's scale s (already rounded to the dtype,
 // >= 0): x = k / s (0 when s == 0), code = nearest level, r = floor((x - level) * 2^8) clamped to
 // [-128, 127] (x - level and its product with 2^8 are exact in fp32). The clamp acts only beyond
-// |x - level| = 0.5, which rounding s to the dtype allows by at most 2^-10 (and subnormal scales
-// by up to 1).
+// |x - level| = 0.5, which only subnormal scales allow (by up to 0.24).
 LITETOPK_HD QuantizedElement quantize_element(float k, float s) {
   const float x = s > 0.0f ? k / s : 0.0f;
   const uint32_t code = code_of(x);
@@ -75,7 +74,7 @@ LITETOPK_HD float residual_value(uint8_t residual) {
          (1.0f / static_cast<float>(1 << kResidualShift));
 }
 
-// The rebuilt key s * (level + R): exact in fp32 (level + R is an odd multiple of 2^-9 below 2.1
+// The rebuilt key s * (level + R): exact in fp32 (level + R is an odd multiple of 2^-9 below 2.3
 // in magnitude; s has at most 11 significant bits).
 LITETOPK_HD float rebuild_element(float s, uint32_t code, uint8_t residual) {
   return s * (code_level(code) + residual_value(residual));
@@ -84,7 +83,8 @@ LITETOPK_HD float rebuild_element(float s, uint32_t code, uint8_t residual) {
 // The 2-bit estimate of a key element: s * level.
 LITETOPK_HD float estimate_element(float s, uint32_t code) { return s * code_level(code); }
 
-// The channel scale before rounding to the dtype: amax / 2 (exact in fp32 above fp32's subnormals).
-LITETOPK_HD float unrounded_scale(float amax) { return 0.5f * amax; }
+// The channel scale before rounding to the dtype: amax / 1.5 (IEEE division, so host and device
+// agree), which puts the outer levels +-1.5 s at +-amax.
+LITETOPK_HD float unrounded_scale(float amax) { return amax / 1.5f; }
 
 }  // namespace litetopk::sparse_kv

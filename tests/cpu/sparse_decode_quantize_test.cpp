@@ -74,14 +74,18 @@ TEST(SparseKvFormat, ScaleRounding) {
   float s = -1;
   EXPECT_EQ(cpu::key_scale_bits(0.0f, DType::kFloat16, &s), 0);
   EXPECT_EQ(s, 0.0f);
-  EXPECT_EQ(cpu::key_scale_bits(65504.0f, DType::kFloat16, &s), float_bits::f16_bits_from_f32(32752.0f));
-  EXPECT_EQ(s, 32752.0f);
-  // The smallest fp16 subnormal: amax / 2 rounds to 0, raised to 2^-24.
+  // 65504 / 1.5 = 43669.33 rounds to 43680 (fp16 spacing 32 there).
+  EXPECT_EQ(cpu::key_scale_bits(65504.0f, DType::kFloat16, &s), float_bits::f16_bits_from_f32(43680.0f));
+  EXPECT_EQ(s, 43680.0f);
+  // The smallest fp16 subnormal: 2^-24 / 1.5 rounds up to 2^-24; below 0.75 * 2^-24 the scale
+  // rounds to 0 and is raised to 2^-24.
   const float tiny = std::ldexp(1.0f, -24);
   EXPECT_EQ(cpu::key_scale_bits(tiny, DType::kFloat16, &s), 1);
   EXPECT_EQ(s, tiny);
-  EXPECT_EQ(cpu::key_scale_bits(3.0f, DType::kBFloat16, &s), float_bits::bf16_bits_from_f32(1.5f));
-  EXPECT_EQ(s, 1.5f);
+  EXPECT_EQ(cpu::key_scale_bits(0.7f * tiny, DType::kFloat16, &s), 1);
+  EXPECT_EQ(s, tiny);
+  EXPECT_EQ(cpu::key_scale_bits(3.0f, DType::kBFloat16, &s), float_bits::bf16_bits_from_f32(2.0f));
+  EXPECT_EQ(s, 2.0f);
 }
 
 // Quantizes one block through the CPU entry point and returns the rebuilt keys.
@@ -111,9 +115,9 @@ void quantize_one_block(const std::vector<uint16_t>& key_bits, DType dtype, int6
                          nullptr);
 }
 
-// Keys s * (L + R) with a power-of-two scale per channel, one token at +-2s per channel (so that
-// amax = 2s) and residuals that keep the key representable: the rebuild is exact, but for the
-// +-2s tokens (residual +-1/2, a cell edge: within s * 2^-9).
+// Keys s * (L + R) with a power-of-two scale per channel, one token at +-1.5s per channel (so
+// that amax = 1.5s), the others within +-1.5s with residuals that keep the key representable:
+// the rebuild is exact, but for the +-1.5s tokens (residual 0, a cell edge: within s * 2^-9).
 TEST(SparseKvQuantize, RoundTripExactOnRepresentableInputs) {
   for (const DType dtype : {DType::kFloat16, DType::kBFloat16}) {
     for (const int64_t bs : {int64_t{128}, int64_t{256}}) {
@@ -125,12 +129,14 @@ TEST(SparseKvQuantize, RoundTripExactOnRepresentableInputs) {
         for (int64_t t = 0; t < bs; ++t) {
           float k = 0;
           if (t == c % bs) {
-            k = (c % 2 ? 2.0f : -2.0f) * s;  // amax = 2s
+            k = (c % 2 ? 1.5f : -1.5f) * s;  // amax = 1.5s
           } else {
             for (int attempt = 0; attempt < 50; ++attempt) {
               const auto r = static_cast<uint8_t>(byte(rng));
               const float residual = sparse_kv::residual_value(r);
-              const float candidate = s * (sparse_kv::code_level(static_cast<uint32_t>(code(rng))) + residual);
+              const float level = sparse_kv::code_level(static_cast<uint32_t>(code(rng)));
+              if (std::fabs(level + residual) > 1.5f) continue;  // would raise amax
+              const float candidate = s * (level + residual);
               if (float_bits::decode_score(float_bits::encode_score(candidate, dtype), dtype) ==
                   candidate) {
                 k = candidate;
@@ -150,7 +156,7 @@ TEST(SparseKvQuantize, RoundTripExactOnRepresentableInputs) {
       quantize_one_block(bits, dtype, bs, &block);
       for (std::size_t i = 0; i < keys.size(); ++i) {
         const auto t = static_cast<int64_t>(i) / kD, c = static_cast<int64_t>(i) % kD;
-        const float tolerance = t == c % bs ? std::fabs(keys[i]) / 2 / 512 : 0.0f;
+        const float tolerance = t == c % bs ? std::fabs(keys[i]) / 1.5f / 512 : 0.0f;
         ASSERT_LE(std::fabs(block.rebuilt[i] - keys[i]), tolerance)
             << dtype_name(dtype) << " BS " << bs << " element " << i;
       }
@@ -159,8 +165,8 @@ TEST(SparseKvQuantize, RoundTripExactOnRepresentableInputs) {
 }
 
 // Any finite keys: |rebuilt - k| <= s * (2^-9 + the clamp's excess max(0, |x - L| - 1/2)) plus
-// fp32 rounding of x, with x = k / s; the clamp only acts at |x - L| > 1/2 (x beyond 2 through
-// the scale's rounding, and subnormal scales, where |x| may reach 2.5).
+// fp32 rounding of x, with x = k / s; the clamp only acts at |x - L| > 1/2 (subnormal scales,
+// where |x| may reach 2.24).
 TEST(SparseKvQuantize, RoundTripWithinResidualPrecision) {
   for (const auto pattern : {testing::DecodePattern::kNeedles, testing::DecodePattern::kFlat,
                              testing::DecodePattern::kExtremes}) {

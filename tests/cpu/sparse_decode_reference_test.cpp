@@ -344,17 +344,17 @@ TEST(SparseDecodeCpu, IdenticalHeadsGiveIdenticalOutputs) {
 }
 
 // The pseudo-max comes from exact scores, not 2-bit estimates. Every channel has scale s = 1
-// (one token at -2 per block). Block 0 holds a token at +1 in every channel: code +1.5 with
+// (the other tokens at -1.5: amax 1.5). Block 0 holds a token at +1 in every channel: code +1.5 with
 // residual -0.5 (stored as -0.5 + 2^-9, the nearest cell midpoint), so its exact logit is
 // A (1 + 2^-9) with A = scale * sum(q), and its 2-bit estimate 1.5 A. Block 1
-// holds a token at +0.5 (exact = estimate = A / 2); block 2 only -2s; block 3 is the last full
-// block (-2s) and the tail is 5 tokens of -2s. With delta = 6 and A = 8.49:
+// holds a token at +0.5 (exact = estimate = A / 2); block 2 only -1.5s; block 3 is the last full
+// block (-1.5s) and the tail is 5 tokens of -1.5s. With delta = 6 and A = 8.49:
 //   exact pseudo-max A:        block 1 kept (A/2 = 4.24 >= A - 6 = 2.49)
 //   estimated pseudo-max 1.5A: block 1 dropped (4.24 < 1.5A - 6 = 6.73)
 TEST(SparseDecodeCpu, PseudoMaxComesFromExactScores) {
   constexpr int64_t bs = 128, blocks = 4, tail = 5, len = blocks * bs + tail;
   const auto f16 = [](float x) { return float_bits::f16_bits_from_f32(x); };
-  std::vector<uint16_t> keys(static_cast<std::size_t>(len * kD), f16(-2.0f));
+  std::vector<uint16_t> keys(static_cast<std::size_t>(len * kD), f16(-1.5f));
   std::vector<uint16_t> values(keys.size());
   for (std::size_t i = 0; i < values.size(); ++i) values[i] = f16(static_cast<float>(i % 7) - 3);
   for (int64_t ch = 0; ch < kD; ++ch) {

@@ -132,7 +132,7 @@ def quantize_blocks(keys, block_size, dtype=np.float16):
     nf = length // block_size
     k = keys[:, :, :nf * block_size].astype(np.float32).reshape(B, H, nf, block_size, D)
     amax = np.abs(k).max(axis=3)
-    s = (np.float32(0.5) * amax).astype(dtype)
+    s = (amax / np.float32(1.5)).astype(dtype)
     s = np.where((s == 0) & (amax > 0), np.finfo(dtype).smallest_subnormal, s).astype(dtype)
     sf = s.astype(np.float32)[:, :, :, None, :]
     with np.errstate(divide="ignore", invalid="ignore"):

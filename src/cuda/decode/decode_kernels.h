@@ -76,8 +76,8 @@ Status launch_sparse_decode(const SparseDecodeProblem& problem, int blocks_per_s
 // problem.mass_target (litetopk/sparse_decode.h, kMass). A programmatic dependent of the kScanMass
 // pass. Needs 4 * max_blocks bytes of shared memory: at most kMaxPickBlocks blocks.
 constexpr int64_t kMaxPickBlocks = 50 * 1024;
-Status launch_sparse_pick(const SparseDecodeProblem& problem, const SparseSelectionBuffers& selection,
-                          cudaStream_t stream);
+Status launch_sparse_pick(const SparseDecodeProblem& problem,
+                          const SparseSelectionBuffers& selection, cudaStream_t stream);
 
 // ---- the merge of the splits (decode_merge_kernel.cu) ----
 // out [rows, D] of out_dtype and the optional natural-log lse [rows] from the active splits;

@@ -1,7 +1,8 @@
 // Sparse decode (litetopk/sparse_decode.h): scan 2-bit key codes, keep the blocks that can matter,
-// exact attention over the kept blocks only. One kernel, four passes (SparsePass, decode_kernels.h):
-// kScanDelta scans, decides and attends; kScanMass only scans (block masses for the pick kernel);
-// kAttendPicked and kAttendAll only attend (the pick kernel's rows, or every block).
+// exact attention over the kept blocks only. One kernel, four passes (SparsePass in
+// decode_kernels.h): kScanDelta scans, decides and attends; kScanMass only scans (block masses for
+// the pick kernel); kAttendPicked and kAttendAll only attend (the pick kernel's rows, or every
+// block).
 //
 // Grid (splits, kv_heads, batch); a CTA owns blocks [split * bps, (split + 1) * bps) of one
 // (sequence, KV head) (block nf is the open block) and all G query heads of the group.

@@ -92,12 +92,13 @@ __global__ void __launch_bounds__(kThreads) sparse_pick_kernel(const PickParams 
     }
     return cta_sum(s, scratch, round++);
   };
-  uint32_t lo = 0, hi = kOneBits + 1;  // S(lo) <= budget (nothing but zeros skipped); S(hi) may not be
+  // The largest v with S(v) <= budget: S(0) <= budget (only zero masses are <= 0), and v = 1.0f
+  // skips every candidate.
+  uint32_t lo = 0;
   if (skipped_mass(kOneBits) <= budget) {
     lo = kOneBits;
   } else {
-    hi = kOneBits;
-    while (hi - lo > 1) {
+    for (uint32_t hi = kOneBits; hi - lo > 1;) {  // S(lo) <= budget < S(hi)
       const uint32_t mid = lo + (hi - lo) / 2;
       if (skipped_mass(mid) <= budget) {
         lo = mid;
@@ -111,8 +112,8 @@ __global__ void __launch_bounds__(kThreads) sparse_pick_kernel(const PickParams 
 
 }  // namespace
 
-Status launch_sparse_pick(const SparseDecodeProblem& problem, const SparseSelectionBuffers& selection,
-                          cudaStream_t stream) {
+Status launch_sparse_pick(const SparseDecodeProblem& problem,
+                          const SparseSelectionBuffers& selection, cudaStream_t stream) {
   const SparseKvCache& c = problem.cache;
   PickParams params{};
   params.lengths = c.lengths;

@@ -803,7 +803,8 @@ DecodeCase small_case(DType dtype, int64_t group, bool paged, int64_t bs) {
   c.spec.dtype = dtype;
   c.spec.num_kv_heads = 2;
   c.spec.group_size = group;
-  c.spec.lengths = {1, static_cast<int32_t>(2 * bs + 70), 0};
+  // The last sequence has candidates (blocks that are not anchors) for the bounded-mass pick.
+  c.spec.lengths = {1, static_cast<int32_t>(2 * bs + 70), 0, static_cast<int32_t>(6 * bs + 5)};
   c.spec.seed = 5;
   c.block_size = bs;
   c.paged = paged;

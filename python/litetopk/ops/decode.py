@@ -254,8 +254,10 @@ class SparseKvCache(P.SparseKvCacheArrays):
         lib = library()
         if mass_target is not None:
             problem.selection, problem.mass_target = lib.SparseSelection.mass, float(mass_target)
-        return _launch(q.get_device(), lib.sparse_decode_plan, problem, 0,
-                       read_all_when_small).reads_all
+        device = q.get_device()
+        if device < 0:  # the plan needs shapes only
+            return lib.sparse_decode_plan(problem, 0, read_all_when_small).reads_all
+        return _launch(device, lib.sparse_decode_plan, problem, 0, read_all_when_small).reads_all
 
 
 def sparse_kv_append(cache, new_keys, new_values):

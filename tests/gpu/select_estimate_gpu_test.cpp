@@ -1,0 +1,180 @@
+// Sample-filter's estimated gate and its barrier-free stream against the CPU reference: shapes
+// that give a block per row or long split segments (so that the first tile's estimate is taken),
+// with inputs that make the estimate land on ties (signed zeros, few distinct values, constant
+// rows), overflow the stream (ascending rows, zeros everywhere: the second pass), leave fewer
+// than k at or above it (the second pass), and unaligned ranges (the head and tail after the
+// stream).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/select_testing.h"
+#include "gpu/gpu_select_runner.h"
+
+namespace litetopk::testing {
+namespace {
+
+// Rows above the device's block slots (two per SM) get a block each.
+constexpr int64_t kManyRows = 280;
+
+void expect_sample_filter_exact(const SelectCase& c, const HostRows& rows) {
+  HostResult ref, got;
+  ASSERT_TRUE(run_cpu_select(c, rows, CpuSelectAlgo::kReference, 1, &ref).is_ok());
+  GpuRunOptions options;
+  options.algo = SelectAlgo::kSampleFilter;
+  const Status s = run_gpu_select(c, rows, options, &got);
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_TRUE(check_selection(c, rows, got.indices.data(), got.values.data(), ref.indices.data(),
+                              ref.values.data()));
+}
+
+SelectCase make_case(std::string name, int64_t batch, int64_t n, int64_t k, Pattern pattern,
+                     DType dtype, bool largest, bool deterministic) {
+  SelectCase c;
+  c.name = std::move(name);
+  c.batch = batch;
+  c.n = n;
+  c.k = k;
+  c.pattern = pattern;
+  c.dtype = dtype;
+  c.largest = largest;
+  c.deterministic = deterministic;
+  c.seed = 23;
+  return c;
+}
+
+TEST(SelectGpuEstimate, PatternsThroughTheEstimateAndTheSecondPass) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
+  std::vector<SelectCase> cases = {
+      make_case("ConstantBf16", kManyRows, 14000, 500, Pattern::kConstant, DType::kBFloat16, true,
+                false),
+      make_case("AscendingLargestBf16", kManyRows, 14000, 500, Pattern::kAscending,
+                DType::kBFloat16, true, false),
+      make_case("FewDistinctF16Det", kManyRows, 14000, 500, Pattern::kFewDistinct,
+                DType::kFloat16, true, true),
+      make_case("DenormalsF16SmallestDet", kManyRows, 14000, 500, Pattern::kDenormals,
+                DType::kFloat16, false, true),
+      make_case("DenormalsBf16", kManyRows, 14000, 300, Pattern::kDenormals, DType::kBFloat16,
+                true, false),
+      make_case("SplitFewDistinctBf16Det", 8, 400000, 1024, Pattern::kFewDistinct,
+                DType::kBFloat16, true, true),
+      make_case("SplitAscendingF32", 8, 400000, 1024, Pattern::kAscending, DType::kFloat32, true,
+                false),
+      make_case("K8192TiesDetF16", 140, 40000, 8192, Pattern::kTiesAtKth, DType::kFloat16, true,
+                true),
+  };
+  SelectCase ranges = make_case("RangesStrideBf16", kManyRows, 20011, 700, Pattern::kRandomNormal,
+                                DType::kBFloat16, true, false);
+  ranges.row_stride = 20019;
+  ranges.with_ranges = true;
+  cases.push_back(ranges);
+  SelectCase ranges_det = make_case("RangesStrideF32SmallestDet", kManyRows, 20003, 700,
+                                    Pattern::kNanInfSprinkled, DType::kFloat32, false, true);
+  ranges_det.row_stride = 20005;
+  ranges_det.with_ranges = true;
+  cases.push_back(ranges_det);
+  for (const SelectCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    expect_sample_filter_exact(c, make_rows(c));
+  }
+}
+
+const char* dtype_tag(DType dtype) {
+  switch (dtype) {
+    case DType::kBFloat16: return "Bf16";
+    case DType::kFloat16: return "F16";
+    case DType::kFloat32: break;
+  }
+  return "F32";
+}
+
+// The special values of a dtype as raw bits.
+struct SpecialBits {
+  uint32_t pos_zero, neg_zero, pos_denormal, neg_denormal, one, neg_one, pos_inf, neg_inf, nan,
+      neg_nan;
+};
+
+SpecialBits special_bits(DType dtype) {
+  switch (dtype) {
+    case DType::kBFloat16:
+      return {0x0000u, 0x8000u, 0x0001u, 0x8001u, 0x3f80u, 0xbf80u, 0x7f80u, 0xff80u, 0x7fc0u,
+              0xffc1u};
+    case DType::kFloat16:
+      return {0x0000u, 0x8000u, 0x0001u, 0x8001u, 0x3c00u, 0xbc00u, 0x7c00u, 0xfc00u, 0x7e00u,
+              0xfe01u};
+    case DType::kFloat32: break;
+  }
+  return {0x00000000u, 0x80000000u, 0x00000001u, 0x80000001u, 0x3f800000u, 0xbf800000u,
+          0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u};
+}
+
+// Rows whose k-th best lies among +0 and -0 (which rank apart: -0 below +0): per mille `zeros`
+// of each zero, and 1% each of +inf, 1, the smallest positive denormal, its negative, NaN of
+// either sign and -inf, the rest -1 (all mirrored for smallest-first). With few zeros the
+// estimate lands on a zero and the float test admits the other zero too (extras below the
+// estimate that its count must not take); with many the stream overflows.
+HostRows signed_zero_rows(const SelectCase& c, int zeros) {
+  HostRows rows = make_rows(c);
+  const SpecialBits b = special_bits(c.dtype);
+  const std::size_t size = dtype_size(c.dtype);
+  const int64_t stride = c.row_stride > 0 ? c.row_stride : c.n;
+  std::mt19937_64 rng(c.seed * 977 + static_cast<uint64_t>(zeros));
+  for (int64_t i = 0; i < c.batch * stride; ++i) {
+    const int u = static_cast<int>(rng() % 1000);
+    uint32_t v = b.neg_one;
+    if (u < 10) {
+      v = b.pos_inf;
+    } else if (u < 20) {
+      v = b.one;
+    } else if (u < 30) {
+      v = b.pos_denormal;
+    } else if (u < 30 + zeros) {
+      v = b.pos_zero;
+    } else if (u < 30 + 2 * zeros) {
+      v = b.neg_zero;
+    } else if (u < 40 + 2 * zeros) {
+      v = b.neg_denormal;
+    } else if (u < 50 + 2 * zeros) {
+      v = b.nan;
+    } else if (u < 60 + 2 * zeros) {
+      v = b.neg_nan;
+    } else if (u < 70 + 2 * zeros) {
+      v = b.neg_inf;
+    }
+    const bool is_nan = v == b.nan || v == b.neg_nan;
+    if (!c.largest && !is_nan) v ^= b.neg_zero;  // the sign bit: mirrored
+    std::memcpy(rows.scores.data() + static_cast<std::size_t>(i) * size, &v, size);
+  }
+  return rows;
+}
+
+TEST(SelectGpuEstimate, SignedZerosAtTheEstimate) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
+  struct Variant {
+    DType dtype;
+    int zeros;  // per mille of each sign
+    bool largest, deterministic;
+  };
+  const Variant variants[] = {
+      {DType::kBFloat16, 80, true, false},  {DType::kBFloat16, 80, false, true},
+      {DType::kBFloat16, 300, true, true},  {DType::kBFloat16, 300, false, false},
+      {DType::kFloat16, 80, true, true},    {DType::kFloat16, 80, false, false},
+      {DType::kFloat32, 80, true, false},   {DType::kFloat32, 300, false, true},
+  };
+  for (const Variant& v : variants) {
+    const SelectCase c =
+        make_case(std::string("SignedZeros") + dtype_tag(v.dtype) +
+                      std::to_string(v.zeros) + (v.largest ? "Largest" : "Smallest") +
+                      (v.deterministic ? "Det" : ""),
+                  kManyRows, 12000, 400, Pattern::kRandomNormal, v.dtype, v.largest,
+                  v.deterministic);
+    SCOPED_TRACE(c.name);
+    expect_sample_filter_exact(c, signed_zero_rows(c, v.zeros));
+  }
+}
+
+}  // namespace
+}  // namespace litetopk::testing

@@ -17,6 +17,7 @@
 #include "common/indexer_testing.h"
 #include "common/paged_indexer_testing.h"
 #include "litetopk/fp8_e4m3.h"
+#include "litetopk/paged_kv_layout.h"
 #include "testkit/device_memory.h"
 #include "testkit/paged_indexer_workload.h"
 
@@ -655,6 +656,38 @@ TEST(PagedIndexerDecodeState, GarbageStaleAndDuplicateStatesAreExact) {
   steps.host.context_lens = shorter.data();
   steps.d.set_tables(steps.host);
   steps.run_and_check(true);
+}
+
+// A history of k distinct visible positions, some of which score NaN: only the others count
+// towards k (else the bound would be the smallest of fewer than k valid scores, above the row's
+// k-th best, and the row would come back short).
+TEST(PagedIndexerDecodeState, NanScoredHistoryDoesNotCountTowardsK) {
+  PagedIndexerWorkload w = testkit::make_paged_indexer_workload(
+      paged_spec(testkit::ragged_context_lens(8, 400, 60, 19), 2, 64, 30, 19));
+  write_special_scales(&w);
+  DecodeSteps steps(w, w.host_problem());
+  const PagedIndexerProblem& p = steps.host;
+  const std::vector<float> logits = gpu_logits(steps.d, p);
+  std::vector<int32_t> state(size(p.batch * p.next_n * p.k), -1);
+  int64_t rows_tested = 0;
+  for (int64_t r = 0; r < p.batch * p.next_n; ++r) {
+    const int64_t seen = paged_kv::visible_tokens(p.context_lens[r / p.next_n], p.next_n,
+                                                  r % p.next_n, p.max_context);
+    const float* row = logits.data() + r * p.max_context;
+    std::vector<int32_t> valid, nan;
+    for (int32_t t = 0; t < seen; ++t) (std::isnan(row[t]) ? nan : valid).push_back(t);
+    std::stable_sort(valid.begin(), valid.end(),
+                     [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+    const int64_t m = std::min<int64_t>(static_cast<int64_t>(nan.size()), p.k / 2);
+    if (m == 0 || static_cast<int64_t>(valid.size()) < p.k) continue;
+    int32_t* slots = state.data() + r * p.k;
+    std::copy(valid.begin(), valid.begin() + (p.k - m), slots);  // the best k - m valid ones
+    std::copy(nan.begin(), nan.begin() + m, slots + (p.k - m));
+    ++rows_tested;
+  }
+  ASSERT_GT(rows_tested, 0);
+  steps.write_state(state);
+  steps.run_and_check(false);
 }
 
 TEST(PagedIndexerDecodeState, TiesNanInfBadBlocksAndShortRows) {

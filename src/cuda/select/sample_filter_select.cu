@@ -4,8 +4,9 @@
 // 1. Sample: the segment is cut into 16 KB tiles visited in a spread order (0, 8, 16, ..., then
 //    1, 9, ...), one tile per step (four 16-byte vectors per thread: 16 fp32 or 32 16-bit
 //    scores). Four elements of each of the first step's vectors are admitted whole (the sample:
-//    S = 4096); their entry of rank r = kEstimateMargin * k * S / segment becomes an estimated
-//    gate, which leaves about kEstimateMargin * k candidates in the whole segment.
+//    S = 4096); their entry of rank r = kEstimateMargin * k * S / segment (at least
+//    kEstimateMinRank, unless that would expect more than half the buffer to fill) becomes an
+//    estimated gate, which leaves about kEstimateMargin * k candidates in the whole segment.
 // 2. Filter: thread 0 keeps three tiles in flight with the bulk copy engine (cp.async.bulk into
 //    shared memory, completing on mbarriers). Each thread compares its elements of a step, as
 //    floats at their own width, with the gate's value; only the few candidates are keyed (the

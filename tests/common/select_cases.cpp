@@ -41,6 +41,7 @@ const char* pattern_name(Pattern pattern) {
     case Pattern::kAllNan: return "AllNan";
     case Pattern::kDenormals: return "Denormals";
     case Pattern::kFewDistinct: return "FewDistinct";
+    case Pattern::kMostlyTied: return "MostlyTied";
   }
   return "invalid";
 }
@@ -158,6 +159,21 @@ std::vector<uint32_t> pattern_row(const SelectCase& c, int64_t len, std::mt19937
     case Pattern::kFewDistinct: {
       static constexpr float kValues[] = {-2.0f, -0.5f, 0.0f, 1.0f, 3.0f};
       for (auto& v : out) v = encode_score(kValues[uniform_int(rng, 0, 4)], d);
+      break;
+    }
+    case Pattern::kMostlyTied: {
+      // (k - 1) / 2 entries better than the tie value (most in higher radix bins), then ties for
+      // 90% of the row, then worse entries; shuffled. Small integers are exact in every dtype.
+      const int64_t above = (std::min(c.k, len) - 1) / 2;
+      const int64_t ties = std::max<int64_t>(len * 9 / 10, std::min(len - above, c.k));
+      const float sign = c.largest ? 1.0f : -1.0f;
+      for (int64_t i = 0; i < len; ++i) {
+        float value = 8.0f;
+        if (i < above) value = 8.0f + static_cast<float>(uniform_int(rng, 1, 100));
+        if (i >= above + ties) value = 8.0f - static_cast<float>(uniform_int(rng, 1, 100));
+        out[static_cast<std::size_t>(i)] = encode_score(sign * value, d);
+      }
+      std::shuffle(out.begin(), out.end(), rng);
       break;
     }
   }
@@ -278,6 +294,7 @@ std::vector<SelectCase> adversarial_cases() {
       Pattern::kTiesAtKth,    Pattern::kLowMantissaBits, Pattern::kAscending,
       Pattern::kDescending,   Pattern::kNanInfSprinkled, Pattern::kAllNegInf,
       Pattern::kAllNan,       Pattern::kDenormals,       Pattern::kFewDistinct,
+      Pattern::kMostlyTied,
   };
   static constexpr DType kDTypes[] = {DType::kFloat32, DType::kBFloat16, DType::kFloat16};
   struct Mode {

@@ -34,6 +34,8 @@ enum class Pattern {
   kAllNan,       // NaN with random payloads and signs
   kDenormals,    // subnormals of the dtype, a few +-0
   kFewDistinct,  // five distinct values
+  kMostlyTied,   // fewer than k entries better than one value that 90% of the row holds (the
+                 // k-th best's radix bin larger than any candidate buffer), the rest worse
 };
 const char* pattern_name(Pattern pattern);
 

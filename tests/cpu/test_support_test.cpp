@@ -76,8 +76,8 @@ TEST(Cases, NamesAreUniqueAndGtestSafe) {
     }
     patterns_seen.insert(static_cast<int>(c.pattern));
   }
-  EXPECT_EQ(patterns_seen.size(), 12u);
-  EXPECT_GT(cases.size(), 12u * 3 * 2 * 4);
+  EXPECT_EQ(patterns_seen.size(), 13u);
+  EXPECT_GT(cases.size(), 13u * 3 * 2 * 4);
 }
 
 TEST(Cases, CoverTheRequiredShapes) {
@@ -206,6 +206,28 @@ TEST(Patterns, RangesIncludeEmptyShortAndFull) {
   EXPECT_GT(empty, 0);
   EXPECT_GT(shorter_than_k, 0);
   EXPECT_GT(full, 0);
+}
+
+// kMostlyTied: the k-th best is the tie value, 90% of the row holds it, fewer than k are better.
+TEST(Patterns, MostlyTiedHidesTheKthInOneValue) {
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    for (bool largest : {true, false}) {
+      SelectCase c = simple_case(Pattern::kMostlyTied, dtype);
+      c.largest = largest;
+      const HostRows rows = make_rows(c);
+      const float tie = largest ? 8.0f : -8.0f;
+      for (int64_t b = 0; b < c.batch; ++b) {
+        int64_t ties = 0, better = 0;
+        for (int64_t i = 0; i < c.n; ++i) {
+          const float v = decode_score(load_score(rows.scores.data(), dtype, b * c.n + i), dtype);
+          ties += v == tie;
+          better += largest ? v > tie : v < tie;
+        }
+        EXPECT_GE(ties, c.n * 9 / 10) << dtype_name(dtype);
+        EXPECT_EQ(better, (c.k - 1) / 2) << dtype_name(dtype);
+      }
+    }
+  }
 }
 
 TEST(Patterns, SameSeedSameRows) {

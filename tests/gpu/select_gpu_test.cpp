@@ -134,6 +134,11 @@ std::vector<SelectCase> large_cases() {
   add("K2048LowMantissa", 64, 131072, 2048, Pattern::kLowMantissaBits, false);
   add("KBeyondBuffer", 2, 100000, 20000, Pattern::kRandomNormal, false);
   add("KEqualsN", 3, 9000, 9000, Pattern::kUniform, true);
+  // The k-th best's radix bin larger than grid-radix's candidate buffer, with better entries in
+  // higher bins: the bin is refined from the rows themselves.
+  add("MostlyTiedRows", 2, 1 << 20, 64, Pattern::kMostlyTied, false);
+  add("MostlyTiedRowDet", 1, 1 << 21, 8, Pattern::kMostlyTied, true, DType::kFloat32, false);
+  add("MostlyTiedRowBf16", 1, 300000, 2048, Pattern::kMostlyTied, true, DType::kBFloat16);
   // A block per row (batch above the device's slots): sample-filter's estimated gate, and its
   // second pass when the estimate leaves fewer than k candidates (descending rows, NaN rows).
   add("ManyRowsNormal", 300, 30000, 1024, Pattern::kRandomNormal, false);

@@ -12,7 +12,7 @@
 //    d0 and buffer slots for its entries in d0 (its own counts from step 1), then streams its
 //    segment again, writing the former to the output and the latter, as composites, to the row's
 //    candidate buffer. A bin taken whole is written out directly; a bin larger than the buffer is
-//    refined from the row itself instead (more passes, same result).
+//    refined from the row itself instead (more passes over the bin's entries, same result).
 // 3. Refine: the radix baseline's next digits (radix_digits.cuh) over the candidates, each block
 //    a slice, one barrier per digit, until the pivot is found; then the candidates above it and
 //    the ties still needed are written (slots from warp-aggregated atomics).
@@ -177,9 +177,10 @@ __global__ void __launch_bounds__(kThreads)
         fn(__ldcg(&row_candidates[i]));
       }
     } else {
+      // Only the bin's entries: those above it were written in step 2.
       for_each_key<Traits, kThreads, kUnroll>(layout, largest, segment, segments,
                                               [&](uint32_t key, uint32_t index) {
-        if (key != 0) fn(keys::make_composite(key, index));
+        if (key != 0 && key >> (32 - kRadixBits) == d0) fn(keys::make_composite(key, index));
       });
     }
   };

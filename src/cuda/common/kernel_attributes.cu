@@ -64,4 +64,20 @@ Status launch_cooperative(const void* kernel, dim3 grid, int threads, int smem, 
   return Status::ok();
 }
 
+Status launch_dependent(const void* kernel, dim3 grid, int threads, int smem, bool dependent,
+                        cudaStream_t stream, void** args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(static_cast<unsigned>(threads));
+  config.dynamicSmemBytes = static_cast<std::size_t>(smem);
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = dependent ? &attribute : nullptr;
+  config.numAttrs = dependent ? 1 : 0;
+  LITETOPK_CUDA_TRY(cudaLaunchKernelExC(&config, kernel, args));
+  return Status::ok();
+}
+
 }  // namespace litetopk::cuda_common

@@ -24,4 +24,9 @@ Status resident_blocks(const void* kernel, int threads, int smem, int* blocks);
 Status launch_cooperative(const void* kernel, dim3 grid, int threads, int smem, cudaStream_t stream,
                           void** args);
 
+// Launches `kernel` with `args`, with programmatic stream serialization when `dependent` (the
+// kernel waits for the grid before it with griddepcontrol.wait, grid_dependency_sm90.cuh).
+Status launch_dependent(const void* kernel, dim3 grid, int threads, int smem, bool dependent,
+                        cudaStream_t stream, void** args);
+
 }  // namespace litetopk::cuda_common

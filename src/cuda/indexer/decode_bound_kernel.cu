@@ -297,8 +297,9 @@ Status launch_decode_bound(const PagedLaunch& launch, const PagedIndexerProblem&
     void* kernel_args[] = {q_map,        args,          &previous,
                            &k,           &bound_tiles,  &bound_splits,  &hash_mask,
                            &partial_keys, &partial_counts};
-    return launch_decode_kernel(kernel, dim3(static_cast<unsigned>(buffers.bound_splits), launch.batch),
-                                paged::kThreads, smem, /*dependent=*/false, stream, kernel_args);
+    return cuda_common::launch_dependent(
+        kernel, dim3(static_cast<unsigned>(buffers.bound_splits), launch.batch), paged::kThreads,
+        smem, /*dependent=*/false, stream, kernel_args);
   });
 }
 

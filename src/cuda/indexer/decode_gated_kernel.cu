@@ -177,8 +177,9 @@ Status launch_decode_gated(const PagedLaunch& launch, const PagedIndexerProblem&
     void* kernel_args[] = {const_cast<CUtensorMap*>(&launch.q_map),
                            const_cast<CUtensorMap*>(&launch.kv_map),
                            const_cast<paged::PagedArgs*>(&launch.args), &params};
-    return launch_decode_kernel(kernel, dim3(launch.splits, launch.batch), paged::kThreads, smem,
-                                /*dependent=*/true, stream, kernel_args);
+    return cuda_common::launch_dependent(kernel, dim3(launch.splits, launch.batch),
+                                         paged::kThreads, smem, /*dependent=*/true, stream,
+                                         kernel_args);
   });
 }
 

@@ -249,8 +249,8 @@ Status launch_decode_select(const PagedIndexerProblem& problem, const DecodeBuff
                       static_cast<int32_t>(problem.k), problem.indices, problem.values,
                       buffers.next};
   void* kernel_args[] = {&params};
-  return launch_decode_kernel(kernel, dim3(rows), kSelectThreads, smem, /*dependent=*/true, stream,
-                              kernel_args);
+  return cuda_common::launch_dependent(kernel, dim3(rows), kSelectThreads, smem,
+                                       /*dependent=*/true, stream, kernel_args);
 }
 
 }  // namespace litetopk::cuda_indexer

@@ -51,9 +51,4 @@ Status decode_gated_resident_blocks(const PagedIndexerProblem& problem, int* blo
 Status launch_decode_select(const PagedIndexerProblem& problem, const DecodeBuffers& buffers,
                             cudaStream_t stream);
 
-// cudaLaunchKernelEx of `kernel` with `args`, with programmatic stream serialization when
-// `dependent` (the kernel waits for the grid before it with griddepcontrol.wait).
-Status launch_decode_kernel(const void* kernel, dim3 grid, int threads, int smem, bool dependent,
-                            cudaStream_t stream, void** args);
-
 }  // namespace litetopk::cuda_indexer

@@ -64,22 +64,6 @@ Status lay_out(const PagedIndexerProblem& problem, int sms, void* base, DecodeBu
 
 }  // namespace
 
-Status launch_decode_kernel(const void* kernel, dim3 grid, int threads, int smem, bool dependent,
-                            cudaStream_t stream, void** args) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = dim3(static_cast<unsigned>(threads));
-  config.dynamicSmemBytes = static_cast<std::size_t>(smem);
-  config.stream = stream;
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = dependent ? &attribute : nullptr;
-  config.numAttrs = dependent ? 1 : 0;
-  LITETOPK_CUDA_TRY(cudaLaunchKernelExC(&config, kernel, args));
-  return Status::ok();
-}
-
 }  // namespace litetopk::cuda_indexer
 
 namespace litetopk::detail {

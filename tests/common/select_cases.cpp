@@ -80,6 +80,21 @@ uint32_t random_nan(std::mt19937_64& rng, DType dtype) {
   return exponent_mask | payload | (uniform_int(rng, 0, 1) ? sign_bit(dtype) : 0u);
 }
 
+// A row of `above` entries better than a tie value, then `ties` entries equal to it, then worse
+// ones, shuffled. Small integers are exact in every dtype.
+void fill_tie_run(std::vector<uint32_t>& out, int64_t above, int64_t ties, bool largest, DType d,
+                  std::mt19937_64& rng) {
+  const float sign = largest ? 1.0f : -1.0f;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const auto at = static_cast<int64_t>(i);
+    float value = 8.0f;
+    if (at < above) value = 8.0f + static_cast<float>(uniform_int(rng, 1, 100));
+    if (at >= above + ties) value = 8.0f - static_cast<float>(uniform_int(rng, 1, 100));
+    out[i] = encode_score(sign * value, d);
+  }
+  std::shuffle(out.begin(), out.end(), rng);
+}
+
 // `len` raw scores of pattern for a row whose top-k (k of the case) is taken in mode `largest`.
 std::vector<uint32_t> pattern_row(const SelectCase& c, int64_t len, std::mt19937_64& rng) {
   const DType d = c.dtype;
@@ -100,19 +115,10 @@ std::vector<uint32_t> pattern_row(const SelectCase& c, int64_t len, std::mt19937
       break;
     }
     case Pattern::kTiesAtKth: {
-      // `above` entries better than the tie value, then a run of ties that covers rank k-1 and
-      // reaches past it, then worse entries; shuffled. Small integers are exact in every dtype.
+      // A run of ties that covers rank k-1 and reaches past it.
       const int64_t kk = std::min(c.k, len);
       const int64_t above = (kk - 1) - (kk - 1) / 2;
-      const int64_t ties = std::min(len - above, 2 * (kk - above) + 1);
-      const float sign = c.largest ? 1.0f : -1.0f;
-      for (int64_t i = 0; i < len; ++i) {
-        float value = 8.0f;
-        if (i < above) value = 8.0f + static_cast<float>(uniform_int(rng, 1, 100));
-        if (i >= above + ties) value = 8.0f - static_cast<float>(uniform_int(rng, 1, 100));
-        out[static_cast<std::size_t>(i)] = encode_score(sign * value, d);
-      }
-      std::shuffle(out.begin(), out.end(), rng);
+      fill_tie_run(out, above, std::min(len - above, 2 * (kk - above) + 1), c.largest, d, rng);
       break;
     }
     case Pattern::kLowMantissaBits: {
@@ -162,18 +168,10 @@ std::vector<uint32_t> pattern_row(const SelectCase& c, int64_t len, std::mt19937
       break;
     }
     case Pattern::kMostlyTied: {
-      // (k - 1) / 2 entries better than the tie value (most in higher radix bins), then ties for
-      // 90% of the row, then worse entries; shuffled. Small integers are exact in every dtype.
+      // (k - 1) / 2 better entries (most in higher radix bins), ties for 90% of the row.
       const int64_t above = (std::min(c.k, len) - 1) / 2;
-      const int64_t ties = std::max<int64_t>(len * 9 / 10, std::min(len - above, c.k));
-      const float sign = c.largest ? 1.0f : -1.0f;
-      for (int64_t i = 0; i < len; ++i) {
-        float value = 8.0f;
-        if (i < above) value = 8.0f + static_cast<float>(uniform_int(rng, 1, 100));
-        if (i >= above + ties) value = 8.0f - static_cast<float>(uniform_int(rng, 1, 100));
-        out[static_cast<std::size_t>(i)] = encode_score(sign * value, d);
-      }
-      std::shuffle(out.begin(), out.end(), rng);
+      fill_tie_run(out, above, std::max<int64_t>(len * 9 / 10, std::min(len - above, c.k)),
+                   c.largest, d, rng);
       break;
     }
   }

@@ -3,15 +3,29 @@
 
 For each shape and dtype (--dtypes, fp32 and bf16 by default): random normal rows made by torch on
 the GPU; torch.topk (sorted=False), litetopk radix, sample-filter (k <= 8192), grid-radix and
-auto, and with --peer-lib the peers it names (vLLM 0.33's persistent_topk and cooperative_topk,
-fp32 only, k in {512, 1024, 2048}, from a harness library built outside this repository) timed
-with CUDA events (median of --iters after --warmup, rotating through several input buffers when
-one is under 256 MB so that L2 does not serve the input). litetopk auto and every peer are
-verified against torch.topk (equal selected values, indices that point at them, no duplicates).
+auto, and the peers of every --peer-lib (repeatable; harness libraries built outside this
+repository: vLLM 0.33's persistent_topk and cooperative_topk through their own entry points, any
+other peer through the generic ltk_peer_* ABI below) timed with CUDA events (median of --iters
+after --warmup, rotating through several input buffers when one is under 256 MB so that L2 does
+not serve the input). litetopk auto and every peer are verified against the exact top-k of each
+row (the selected multiset of values equal; -0 and +0 equal; NaN ranks below -inf, so a NaN or a
+-1 may fill only the slots a row has no other value for; indices in range, no duplicates).
+With --adversarial, the families of tests/common/select_cases.cpp (ties at the k-th value,
+constant rows, NaN/inf, -0/+0, denormals, few distinct values, mostly tied, ...) at --adv-shape
+go through litetopk auto and every peer, and the JSON records which are exact per family.
 litetopk runs through its torch op (litetopk.ops.topk, out variant, algo forced), from the
 installed package (`pip install .`) or python/ of this repository, or with --capi through its C
 ABI (liblitetopk_c.so, no Python extension needed). Writes JSON (--out) and a markdown table
 (--md); prints progress lines, then the table.
+
+Generic peer ABI (C linkage; dtype 0 fp32, 1 bf16, 2 fp16; indices [batch, k] int32, contiguous):
+  int ltk_peer_methods(void);                       number of methods in the library
+  const char* ltk_peer_method_name(int m);          its label
+  const char* ltk_peer_supports(int m, int dtype, int64_t batch, int64_t n, int64_t k);  "" or why
+  size_t ltk_peer_workspace_bytes(int m, int64_t batch, int64_t n, int64_t k);
+  int ltk_peer_topk(int m, const void* scores, int dtype, int64_t batch, int64_t n,
+                    int64_t row_stride, int64_t k, int32_t* indices, void* workspace,
+                    size_t workspace_bytes, void* stream);   >= 0 (the path taken) or < 0 (error)
 """
 import argparse
 import ctypes
@@ -22,7 +36,8 @@ import sys
 import torch
 
 from litetopk_bench_common import (Progress, add_common_arguments, litetopk, print_results,
-                                   require_cuda, result_record, time_cuda, write_results)
+                                   require_cuda, result_record, shape_parser, time_cuda,
+                                   write_results)
 
 ALGO_CODES = {"auto": 0, "radix": 1, "sample-filter": 2, "grid-radix": 3}
 ALGO_NAMES = {code: name for name, code in ALGO_CODES.items()}
@@ -45,7 +60,7 @@ SAMPLE_FILTER_MAX_K = 8192
 ROTATION_BYTES = 256 << 20
 MAX_COPIES = 64
 OURS = ["radix", "sample-filter", "grid-radix", "auto"]
-PEERS = ["vllm-persistent", "vllm-cooperative"]
+NAN_KEY = -(1 << 40)  # below every rank key of a non-NaN fp32 value
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -59,20 +74,38 @@ def make_inputs(batch, n, dtype, seed):
             for _ in range(copies)]
 
 
-def verify(scores, indices, k):
-    """'' when the indices select the same values as torch.topk, else what differs."""
+def rank_keys(scores):
+    """int64 keys that order the values of `scores` as top-k does: -0 == +0, NaN below -inf."""
+    x = scores.float()
+    x = torch.where(x == 0, torch.zeros_like(x), x)  # -0 -> +0
+    bits = x.view(torch.int32).long()
+    keys = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits)  # order-preserving for non-NaN
+    return torch.where(torch.isnan(x), torch.full_like(keys, NAN_KEY), keys)
+
+
+def verify(scores, indices, k, rows_per_chunk=256):
+    """'' when the indices select an exact top-k of every row, else what differs. A slot may hold
+    -1 or a NaN's index only where the row has fewer than k other values."""
     n = scores.shape[1]
-    if bool((indices < 0).any()) or bool((indices >= n).any()):
-        return "an index is outside [0, n)"
+    indices = indices.long()
+    if bool((indices < -1).any()) or bool((indices >= n).any()):
+        return "an index is outside [0, n) and not -1"
     sorted_indices = torch.sort(indices, dim=1).values
-    if bool((sorted_indices[:, 1:] == sorted_indices[:, :-1]).any()):
+    repeated = (sorted_indices[:, 1:] == sorted_indices[:, :-1]) & (sorted_indices[:, 1:] >= 0)
+    if bool(repeated.any()):
         return "a row selects an index twice"
-    got = torch.sort(scores.gather(1, indices.long()), dim=1, descending=True).values
-    want = torch.sort(torch.topk(scores, k, dim=1, sorted=False).values, dim=1,
-                      descending=True).values
-    if not torch.equal(got, want):
-        rows = (got != want).any(dim=1).nonzero().flatten().tolist()
-        return f"selected values differ from torch.topk in {len(rows)} rows (first: {rows[0]})"
+    bad = []
+    for first in range(0, scores.shape[0], rows_per_chunk):
+        keys = rank_keys(scores[first:first + rows_per_chunk])
+        chunk = indices[first:first + rows_per_chunk]
+        got = keys.gather(1, chunk.clamp(min=0))
+        got = torch.where(chunk < 0, torch.full_like(got, NAN_KEY), got)
+        got = torch.sort(got, dim=1, descending=True).values
+        want = torch.sort(torch.topk(keys, k, dim=1, sorted=False).values, dim=1,
+                          descending=True).values
+        bad += [first + r for r in (got != want).any(dim=1).nonzero().flatten().tolist()]
+    if bad:
+        return f"selected values differ from the exact top-k in {len(bad)} rows (first: {bad[0]})"
     return ""
 
 
@@ -148,8 +181,11 @@ class CapiBackend:
 class VllmPeer:
     """vLLM's persistent_topk / cooperative_topk through the harness library (raw pointers)."""
 
-    def __init__(self, path):
-        self.lib = ctypes.CDLL(path)
+    methods = ["vllm-persistent", "vllm-cooperative"]
+
+    def __init__(self, lib, path):
+        self.lib = lib
+        self.path = path
         pointers = [ctypes.c_void_p] * 4 + [ctypes.c_size_t]
         self.lib.vllm_persistent_topk.argtypes = pointers + [ctypes.c_int64] * 5 + [ctypes.c_void_p]
         self.lib.vllm_cooperative_topk.argtypes = (pointers + [ctypes.c_int64] * 3 +
@@ -158,7 +194,7 @@ class VllmPeer:
         self.workspace = torch.empty(self.lib.vllm_workspace_bytes(), dtype=torch.uint8,
                                      device="cuda")
 
-    def supports(self, method, batch, k, dtype):
+    def supports(self, method, batch, n, k, dtype):
         if dtype != "fp32" or k not in (512, 1024, 2048):
             return "fp32 and k in {512, 1024, 2048} only"
         if method == "vllm-cooperative" and batch > 64:
@@ -185,7 +221,68 @@ class VllmPeer:
         return run
 
 
-def bench_shape(batch, n, k, dtype, args, ours, peer, progress):
+class AbiPeer:
+    """A peer harness library with the generic ltk_peer_* ABI (see the module docstring)."""
+
+    def __init__(self, lib, path):
+        self.lib = lib
+        self.path = path
+        lib.ltk_peer_method_name.restype = ctypes.c_char_p
+        lib.ltk_peer_method_name.argtypes = [ctypes.c_int]
+        lib.ltk_peer_supports.restype = ctypes.c_char_p
+        lib.ltk_peer_supports.argtypes = [ctypes.c_int, ctypes.c_int] + [ctypes.c_int64] * 3
+        lib.ltk_peer_workspace_bytes.restype = ctypes.c_size_t
+        lib.ltk_peer_workspace_bytes.argtypes = [ctypes.c_int] + [ctypes.c_int64] * 3
+        lib.ltk_peer_topk.argtypes = ([ctypes.c_int, ctypes.c_void_p, ctypes.c_int] +
+                                      [ctypes.c_int64] * 4 +
+                                      [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                       ctypes.c_void_p])
+        self.methods = [lib.ltk_peer_method_name(m).decode() for m in range(lib.ltk_peer_methods())]
+
+    def supports(self, method, batch, n, k, dtype):
+        code = DTYPE_CODES[DTYPES[dtype]]
+        return self.lib.ltk_peer_supports(self.methods.index(method), code, batch, n, k).decode()
+
+    def runner(self, method, scores, lengths, indices, k):
+        m = self.methods.index(method)
+        batch, n = scores.shape
+        code = DTYPE_CODES[scores.dtype]
+        ws = torch.empty(max(self.lib.ltk_peer_workspace_bytes(m, batch, n, k), 1),
+                         dtype=torch.uint8, device="cuda")
+        stream = torch.cuda.current_stream().cuda_stream
+
+        def run(x):
+            path = self.lib.ltk_peer_topk(m, x.data_ptr(), code, batch, n, x.stride(0), k,
+                                          indices.data_ptr(), ws.data_ptr(), ws.numel(), stream)
+            if path < 0:
+                raise RuntimeError(f"{method} failed (code {path})")
+            return path
+        return run
+
+
+def load_peer(path):
+    """The peer object for one --peer-lib: vLLM's harness or a generic ltk_peer_* library."""
+    lib = ctypes.CDLL(path)
+    if hasattr(lib, "vllm_persistent_topk"):
+        return VllmPeer(lib, path)
+    if hasattr(lib, "ltk_peer_topk"):
+        return AbiPeer(lib, path)
+    sys.exit(f"--peer-lib {path}: neither vllm_persistent_topk nor ltk_peer_topk is exported")
+
+
+def peer_methods(peers):
+    """[(label, peer)] of every method of every --peer-lib, in the order given."""
+    return [(method, peer) for peer in peers for method in peer.methods]
+
+
+def check(run, scores, indices, k):
+    """Runs once into indices (pre-filled with -2: an unwritten slot fails) and verifies."""
+    indices.fill_(-2)
+    run(scores)
+    return verify(scores, indices, k)
+
+
+def bench_shape(batch, n, k, dtype, args, ours, peers, progress):
     """One row of results: times of every method, the dispatched algorithm, verification."""
     inputs = make_inputs(batch, n, dtype, args.seed)
     indices = torch.empty(batch, k, dtype=torch.int32, device="cuda")
@@ -198,70 +295,194 @@ def bench_shape(batch, n, k, dtype, args, ours, peer, progress):
     def torch_topk(scores):
         torch.topk(scores, k, dim=1, sorted=False)
 
+    by_peer = dict(peer_methods(peers))
     methods = ([] if args.no_torch else ["torch.topk"]) + [
-        m for m in OURS if m != "sample-filter" or k <= SAMPLE_FILTER_MAX_K]
-    if peer is not None:
-        methods += PEERS
+        m for m in OURS if m != "sample-filter" or k <= SAMPLE_FILTER_MAX_K] + list(by_peer)
     for method in methods:
         progress(f"{method} {batch}x{n} k={k} {dtype}")
         try:
-            if method in PEERS:
-                why = peer.supports(method, batch, k, dtype)
+            if method in by_peer:
+                why = by_peer[method].supports(method, batch, n, k, dtype)
                 if why:
                     row["errors"][method] = why
                     print(f"  skipped: {why}", flush=True)
                     continue
-                run = peer.runner(method, inputs[0], lengths, indices, k)
+                run = by_peer[method].runner(method, inputs[0], lengths, indices, k)
                 row["peer_path"][method] = run(inputs[0])
             else:
                 run = torch_topk if method == "torch.topk" else ours.runner(method, indices, k)
             median, fastest = time_cuda(lambda i: run(inputs[i % len(inputs)]), args.warmup,
                                         args.iters)
+            row["ms"][method] = median
+            row["ms_min"][method] = fastest
+            row["gbps"][method] = row["bytes"] / (median * 1e6)
+            print(f"  {median:.4f} ms, {row['gbps'][method]:.0f} GB/s", flush=True)
+            if method == "auto" or method in by_peer:
+                mismatch = check(run, inputs[0], indices, k)
+                row["exact"][method] = not mismatch
+                if mismatch:
+                    row["errors"][f"verify {method}"] = mismatch
+                print(f"  {'exact' if not mismatch else 'MISMATCH: ' + mismatch}", flush=True)
         except (RuntimeError, ValueError) as error:
             row["errors"][method] = str(error)
             print(f"  error: {error}", flush=True)
-            continue
-        row["ms"][method] = median
-        row["ms_min"][method] = fastest
-        row["gbps"][method] = row["bytes"] / (median * 1e6)
-        print(f"  {median:.4f} ms, {row['gbps'][method]:.0f} GB/s", flush=True)
-        if method != "torch.topk" and (method == "auto" or method in PEERS):
-            indices.fill_(-2)  # an unwritten slot fails the check
-            run(inputs[0])
-            mismatch = verify(inputs[0], indices, k)
-            row["exact"][method] = not mismatch
-            if mismatch:
-                row["errors"][f"verify {method}"] = mismatch
-            print(f"  {'exact' if not mismatch else 'MISMATCH: ' + mismatch}", flush=True)
     row["verified"] = row["exact"].get("auto", False)
     return row
+
+
+def tie_run(batch, n, above, ties, generator):
+    """Rows of `above` values in (2, 3], `ties` copies of 1.0 and the rest in (-12, -10],
+    positions shuffled per row (the k-th best value is 1.0 when above < k <= above + ties)."""
+    u = torch.rand(batch, n, device="cuda", generator=generator)
+    x = torch.where(torch.arange(n, device="cuda") < above, 2 + u, -12 + 2 * u)
+    x[:, above:above + ties] = 1.0
+    order = torch.argsort(torch.rand(batch, n, device="cuda", generator=generator), dim=1)
+    return x.gather(1, order)
+
+
+def nan_bits(shape, generator):
+    """NaN of random payloads and signs, as fp32."""
+    payload = torch.randint(1, 1 << 22, shape, device="cuda", generator=generator,
+                            dtype=torch.int32)
+    sign = torch.randint(0, 2, shape, device="cuda", generator=generator, dtype=torch.int32)
+    return (0x7FC00000 | payload | (sign << 31)).view(torch.float32)
+
+
+def make_family(family, batch, n, k, dtype, seed):
+    """[batch, n] rows of one adversarial family (tests/common/select_cases.cpp's patterns)."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    shape = (batch, n)
+    if family == "random":
+        x = torch.randn(shape, device="cuda", generator=g)
+    elif family == "constant":
+        x = torch.full(shape, 0.5, device="cuda")
+    elif family == "ties-at-kth":
+        above = k // 2
+        x = tie_run(batch, n, above, min(n - above, 2 * (k - above) + 1), g)
+    elif family == "mostly-tied":
+        above = k // 2
+        x = tie_run(batch, n, above, max(n * 9 // 10, min(n - above, k)), g)
+    elif family == "nan-inf":
+        x = torch.randn(shape, device="cuda", generator=g)
+        u = torch.rand(shape, device="cuda", generator=g)
+        x = torch.where(u < 0.01, nan_bits(shape, g), x)
+        x = torch.where((u >= 0.01) & (u < 0.015), float("inf"), x)
+        x = torch.where((u >= 0.015) & (u < 0.02), float("-inf"), x)
+    elif family == "all-neg-inf":
+        x = torch.full(shape, float("-inf"), device="cuda")
+    elif family == "all-nan":
+        x = nan_bits(shape, g)
+    elif family == "signed-zeros":
+        # k/4 positives, then -0 and +0 mixed (the k-th best is a zero), then negatives.
+        u = torch.rand(shape, device="cuda", generator=g)
+        x = torch.where(u < 0.5, -0.0, 0.0) * torch.ones(shape, device="cuda")
+        x = torch.where(u > 0.9, -1 - u, x)
+        x[:, :k // 4] = 1 + u[:, :k // 4]
+    elif family == "denormals":
+        bits = torch.randint(1, 1 << 23, shape, device="cuda", generator=g, dtype=torch.int32)
+        sign = torch.randint(0, 2, shape, device="cuda", generator=g, dtype=torch.int32)
+        x = (bits | (sign << 31)).view(torch.float32)
+        x[:, ::97] = 0.0
+        x[:, 1::97] = -0.0
+    elif family == "few-distinct":
+        x = torch.randint(-2, 3, shape, device="cuda", generator=g).float()
+    elif family == "ascending":
+        x = (torch.arange(n, device="cuda") - n // 2).float().expand(shape).contiguous()
+    elif family == "descending":
+        x = (n // 2 - torch.arange(n, device="cuda")).float().expand(shape).contiguous()
+    else:
+        raise ValueError(f"unknown family {family}")
+    return x.to(DTYPES[dtype])
+
+
+FAMILIES = ["random", "constant", "ties-at-kth", "mostly-tied", "nan-inf", "all-neg-inf",
+            "all-nan", "signed-zeros", "denormals", "few-distinct", "ascending", "descending"]
+
+
+def adversarial(shape, dtypes, args, ours, peers, progress):
+    """Exact yes/no of litetopk auto and every peer on each family: one record per family/dtype."""
+    batch, n, k = shape
+    by_peer = dict(peer_methods(peers))
+    records = []
+    for family in FAMILIES:
+        for dtype in dtypes:
+            progress(f"adversarial {family} {batch}x{n} k={k} {dtype}")
+            record = {"family": family, "batch": batch, "n": n, "k": k, "dtype": dtype,
+                      "exact": {}, "errors": {}}
+            try:
+                scores = make_family(family, batch, n, k, dtype, args.seed)
+            except (RuntimeError, ValueError) as error:
+                record["errors"]["input"] = str(error)
+                records.append(record)
+                continue
+            indices = torch.empty(batch, k, dtype=torch.int32, device="cuda")
+            lengths = torch.full((batch,), n, dtype=torch.int32, device="cuda")
+            for method in ["auto"] + list(by_peer):
+                try:
+                    if method == "auto":
+                        run = ours.runner("auto", indices, k)
+                    else:
+                        why = by_peer[method].supports(method, batch, n, k, dtype)
+                        if why:
+                            record["errors"][method] = why
+                            continue
+                        run = by_peer[method].runner(method, scores, lengths, indices, k)
+                    mismatch = check(run, scores, indices, k)
+                except (RuntimeError, ValueError) as error:
+                    record["errors"][method] = str(error)
+                    continue
+                record["exact"][method] = not mismatch
+                if mismatch:
+                    record["errors"][f"verify {method}"] = mismatch
+            print("  " + ", ".join(f"{m}: {'exact' if ok else 'NOT exact'}"
+                                   for m, ok in record["exact"].items()), flush=True)
+            records.append(record)
+            del scores
+            torch.cuda.empty_cache()
+    return records
 
 
 def fmt(value, digits=3, suffix=""):
     return "-" if value is None else f"{value:.{digits}f}{suffix}"
 
 
-def markdown_table(rows):
+def markdown_table(rows, peer_names, records):
+    """The timing table (a column per peer method) and, with --adversarial, the exactness one."""
+    peer_heads = "".join(f" {name} |" for name in peer_names)
     lines = [
         "| B x N, k | dtype | torch.topk | radix | sample-filter | grid-radix | auto (algo) "
-        "| auto GB/s | vLLM persistent | vLLM cooperative | best peer / auto | exact |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        f"| auto GB/s |{peer_heads} best peer / auto | exact |",
+        "|" + " --- |" * (10 + len(peer_names)),
     ]
     for row in rows:
         ms = row["ms"]
         auto = ms.get("auto")
-        peers = [ms[p] for p in PEERS if p in ms]
+        peers = [ms[p] for p in peer_names if p in ms]
         best_peer = min(peers) if peers else None
         exact = all(row["exact"].values()) and row["verified"]
+        peer_cells = "".join(f" {fmt(ms.get(name))} |" for name in peer_names)
         lines.append(
             f"| {row['batch']} x {row['n']}, {row['k']} | {row['dtype']} | "
             f"{fmt(ms.get('torch.topk'))} | {fmt(ms.get('radix'))} | "
             f"{fmt(ms.get('sample-filter'))} | {fmt(ms.get('grid-radix'))} | "
-            f"{fmt(auto)} ({row['dispatched']}) | {fmt(row['gbps'].get('auto'), 0)} | "
-            f"{fmt(ms.get('vllm-persistent'))} | {fmt(ms.get('vllm-cooperative'))} | "
+            f"{fmt(auto)} ({row['dispatched']}) | {fmt(row['gbps'].get('auto'), 0)} |"
+            f"{peer_cells} "
             f"{fmt(best_peer / auto if auto and best_peer else None, 2, 'x')} | "
             f"{'yes' if exact else 'NO'} |")
-    return "\n".join(lines) + "\n"
+    table = "\n".join(lines) + "\n"
+    if records:
+        methods = ["auto"] + list(peer_names)
+        lines = ["", f"Exact on the adversarial families ({records[0]['batch']} x "
+                 f"{records[0]['n']}, k = {records[0]['k']}; - = not supported or failed):", "",
+                 "| family | dtype |" + "".join(f" {m} |" for m in methods),
+                 "|" + " --- |" * (2 + len(methods))]
+        for r in records:
+            cells = "".join(
+                f" {'-' if m not in r['exact'] else 'yes' if r['exact'][m] else 'NO'} |"
+                for m in methods)
+            lines.append(f"| {r['family']} | {r['dtype']} |{cells}")
+        table += "\n".join(lines) + "\n"
+    return table
 
 
 def main():
@@ -269,10 +490,16 @@ def main():
     add_common_arguments(parser, "select", "BxNxK", "8192x131072x2048", iters=20, warmup=3)
     parser.add_argument("--dtypes", default="fp32,bf16",
                         help="comma-separated score dtypes: fp32, bf16, fp16")
-    parser.add_argument("--peer-lib", help="the peers' harness library (vLLM's top-k kernels)")
+    parser.add_argument("--peer-lib", action="append", default=[],
+                        help="a peer harness library (repeatable): vLLM's harness or one with "
+                        "the ltk_peer_* ABI")
     parser.add_argument("--no-torch", action="store_true", help="do not time torch.topk")
     parser.add_argument("--capi", help="run litetopk through this liblitetopk_c.so (C ABI) "
                         "instead of its torch op")
+    parser.add_argument("--adversarial", action="store_true",
+                        help="also run the adversarial families through auto and every peer")
+    parser.add_argument("--adv-shape", type=shape_parser("BxNxK", "64x131072x2048"),
+                        default=(64, 131072, 2048), help="the adversarial families' shape")
     args = parser.parse_args()
     if args.capi:
         if not torch.cuda.is_available():
@@ -281,38 +508,47 @@ def main():
     else:
         require_cuda("select_bench.py")
         ours = OpsBackend()
+    device = torch.cuda.get_device_name()  # before any peer can leave a sticky CUDA error
     dtypes = [d for d in args.dtypes.split(",") if d]
     for d in dtypes:
         if d not in DTYPES:
             sys.exit(f"--dtypes: unknown dtype {d} (fp32, bf16, fp16)")
-    peer = VllmPeer(args.peer_lib) if args.peer_lib else None
+    peers = [load_peer(path) for path in args.peer_lib]
+    peer_names = [method for method, _ in peer_methods(peers)]
 
     shapes = args.shapes if args.only_shapes else DEFAULT_SHAPES + args.shapes
-    per_shape = len(OURS) + (0 if args.no_torch else 1) + (len(PEERS) if peer else 0)
-    progress = Progress(len(shapes) * len(dtypes) * per_shape)
+    per_shape = len(OURS) + (0 if args.no_torch else 1) + len(peer_names)
+    progress = Progress(len(shapes) * len(dtypes) * per_shape +
+                        (len(FAMILIES) * len(dtypes) if args.adversarial else 0))
 
     rows = []
     for batch, n, k in shapes:
         for dtype in dtypes:
-            rows.append(bench_shape(batch, n, k, dtype, args, ours, peer, progress))
+            rows.append(bench_shape(batch, n, k, dtype, args, ours, peers, progress))
             torch.cuda.empty_cache()
+    records = (adversarial(args.adv_shape, dtypes, args, ours, peers, progress)
+               if args.adversarial else [])
 
     what = ("top-k of random normal rows (unsorted): torch.topk, litetopk radix, sample-filter, "
-            "grid-radix and auto, and vLLM 0.33's persistent and cooperative top-k; CUDA events, "
-            "median of iters after warmup, inputs rotated through copies totalling >= 256 MB")
+            "grid-radix and auto, and the peers " + ", ".join(peer_names or ["(none)"]) +
+            "; CUDA events, median of iters after warmup, inputs rotated through copies "
+            "totalling >= 256 MB")
+    extra = {"peer_libs": {method: peer.path for method, peer in peer_methods(peers)},
+             "adversarial": records}
     if args.capi:
         # result_record's fields, with the version from the C ABI (no Python extension here).
         record = {"what": what, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
-                      timespec="seconds"), "device": torch.cuda.get_device_name(),
+                      timespec="seconds"), "device": device,
                   "torch": torch.__version__, "litetopk": ours.version(), "backend": "c_api",
-                  "iters": args.iters, "warmup": args.warmup, "rows": rows}
+                  **extra, "iters": args.iters, "warmup": args.warmup, "rows": rows}
     else:
-        record = result_record(what, args, rows, backend="torch op")
-    table = markdown_table(rows)
+        record = result_record(what, args, rows, backend="torch op", **extra)
+    table = markdown_table(rows, peer_names, records)
     write_results(record, table, args,
                   f"{record['device']}, {record['date']}, torch {record['torch']}")
     print_results(table, args)
-    if not all(row["verified"] for row in rows):
+    ours_exact = all(r["exact"].get("auto", False) for r in records)
+    if not all(row["verified"] for row in rows) or not ours_exact:
         sys.exit(1)
 
 

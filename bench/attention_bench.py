@@ -33,6 +33,16 @@ FlashMLA runs once per (shape, h_q, pattern); each algorithm's row carries its t
 check against FlashMLA's result. No L2 flush between calls: kv (151 MB) and q (up to 604 MB)
 exceed the 60 MB L2.
 
+--peer flashinfer (with or without flashmla: --peer flashmla flashinfer): when
+bench/flashinfer_peer.py's load() finds FlashInfer (its source unpacked outside the tree, see
+docs/attention.md, "FlashInfer"), its SM90 MLA kernel is timed the way vLLM's
+FLASHINFER_MLA_SPARSE_SM90 backend calls it (BatchMLAPagedAttentionWrapper, fa3, page size 1, one
+batch row per query over its valid indices; the host plan is made once per row and not timed) at
+the real h_q, and litetopk's out and lse are checked against its out and base-2 lse (it returns no
+max_logits). Columns FlashInfer ms and litetopk vs FlashInfer (FlashInfer ms / litetopk ms) join
+the table when it ran. Issue 23 asks for it at h_q 8 and 16 (--heads 8 16; litetopk rows at h_q 8
+hold the library's error as a note until it takes 8 heads).
+
 Writes JSON (--json, alias --out) and a markdown table (--md); prints progress lines, then the
 table last. A failing row or column is reported and the rest still run; the exit status is 1 when
 a check failed. Needs a CUDA GPU and a litetopk build with its CUDA backend; `--help` works
@@ -48,6 +58,7 @@ import traceback
 
 import torch
 
+import flashinfer_peer
 import flashmla_peer
 from litetopk_bench_common import (Progress, add_common_arguments, litetopk, print_results,
                                    require_cuda, result_record, time_cuda, write_results)
@@ -58,6 +69,7 @@ SPARSE_ATTENTION_ALGOS = tuple(ext().SparseAttentionAlgo.__members__)
 KI = 1024
 D_V = 512
 HEADS = (16, 32, 64, 128)
+HEAD_CHOICES = (8,) + HEADS  # 8: tensor-parallel slices of 64-head models (issue 23)
 OVERLAPS = (None, 0.5, 0.8, 1.0)  # None: random rows
 GROUP = 8
 DEFAULT_SHAPES = [(4096, 128 * KI, 2048)]
@@ -269,10 +281,46 @@ def check_against_flashmla(result, want, raw, v_max):
     return check
 
 
-def bench_rows(fm, shape, h_q, overlap, kv, indices, pattern, v_max, args, progress, timer):
-    """litetopk under each of --algos (and FlashMLA with --peer, run once and shared by the
-    rows) at one (shape, h_q, overlap): one row per algo with its times, TFLOP/s and checks;
-    errors become notes."""
+def run_flashinfer(fi, q, kv, indices, sm_scale, valid, args, progress, timer, label):
+    """FlashInfer at one (shape, h_q, overlap): (its record for the rows: ms, TFLOP/s over the
+    real heads, plan seconds, notes; its first result as (out, None, lse) for each algo's check,
+    None when it failed)."""
+    progress(f"FlashInfer {label}")
+    peer = {"heads": q.shape[1], "ms": None, "ms_min": None, "tflops": None, "plan_s": None,
+            "check": None, "notes": {}}
+    want = None
+    try:
+        t0 = time.perf_counter()
+        call = flashinfer_peer.SparsePrefill(q, kv, indices, sm_scale)
+        synchronize(args.device)
+        peer["plan_s"] = time.perf_counter() - t0
+        want = flashinfer_peer.as_litetopk(call())
+        synchronize(args.device)
+        median, fastest = timer(call)
+        peer["ms"], peer["ms_min"] = median, fastest
+        peer["tflops"] = 2.0 * valid * peer["heads"] * (args.d_qk + D_V) / (median * 1e-3) / 1e12
+        print(f"  {median:.3f} ms, {peer['tflops']:.0f} TFLOP/s (plan {peer['plan_s']:.2f} s, "
+              f"untimed)", flush=True)
+        del call
+    except Exception as error:  # noqa: BLE001 (a peer failure is a note, not a crash)
+        peer["notes"]["error"] = str(error).splitlines()[0]
+        print(f"  FlashInfer error: {peer['notes']['error']}", flush=True)
+    return peer, want
+
+
+def check_against_flashinfer(result, want, v_max):
+    """compare() of litetopk's out and lse against FlashInfer's (two kernels); FlashInfer returns
+    no max_logits, so litetopk's own stand in for them and pass trivially."""
+    check = compare(result, (want[0], result[1], want[2]), v_max, kernels=2)
+    check["message"] += " (max_logits: FlashInfer returns none)"
+    return check
+
+
+def bench_rows(fm, shape, h_q, overlap, kv, indices, pattern, v_max, args, progress, timer,
+               fi=None):
+    """litetopk under each of --algos (and FlashMLA and FlashInfer with --peer, each run once
+    and shared by the rows) at one (shape, h_q, overlap): one row per algo with its times,
+    TFLOP/s and checks; errors become notes."""
     s_q, s_kv, topk = shape
     d_qk = args.d_qk
     sm_scale = d_qk ** -0.5
@@ -283,6 +331,10 @@ def bench_rows(fm, shape, h_q, overlap, kv, indices, pattern, v_max, args, progr
     if fm is not None:
         peer, want, raw = run_flashmla(fm, q, kv, indices, topk, sm_scale, valid, h_q, args,
                                        progress, timer, label)
+    fi_peer = fi_want = None
+    if fi is not None:
+        fi_peer, fi_want = run_flashinfer(fi, q, kv, indices, sm_scale, valid, args, progress,
+                                          timer, label)
     rows = []
     for algo in args.algos:
         row = {"s_q": s_q, "s_kv": s_kv, "topk": topk, "h_q": h_q, "algo": algo, "d_qk": d_qk,
@@ -290,6 +342,8 @@ def bench_rows(fm, shape, h_q, overlap, kv, indices, pattern, v_max, args, progr
                "valid_pairs": valid, "flops": 2.0 * valid * h_q * (d_qk + D_V), "ms": None,
                "ms_min": None, "tflops": None, "check_reference": None,
                "flashmla": None if peer is None else dict(peer, notes=dict(peer["notes"])),
+               "flashinfer": None if fi_peer is None else dict(fi_peer,
+                                                                notes=dict(fi_peer["notes"])),
                "notes": {}}
 
         def ours():
@@ -309,13 +363,19 @@ def bench_rows(fm, shape, h_q, overlap, kv, indices, pattern, v_max, args, progr
                                                                           v_max)
                 if not check["ok"]:
                     row["notes"]["flashmla check"] = "MISMATCH: " + check["message"]
+            if fi_want is not None:
+                check = row["flashinfer"]["check"] = check_against_flashinfer(result, fi_want,
+                                                                              v_max)
+                if not check["ok"]:
+                    row["notes"]["flashinfer check"] = "MISMATCH: " + check["message"]
             del result
             median, fastest = timer(ours)
             row["ms"], row["ms_min"] = median, fastest
             row["tflops"] = row["flops"] / (median * 1e-3) / 1e12
             checks = [(name, row_check) for name, row_check in
                       (("reference", row["check_reference"]),
-                       ("FlashMLA", (row["flashmla"] or {}).get("check"))) if row_check]
+                       ("FlashMLA", (row["flashmla"] or {}).get("check")),
+                       ("FlashInfer", (row["flashinfer"] or {}).get("check"))) if row_check]
             print(f"  {median:.3f} ms, {row['tflops']:.0f} TFLOP/s"
                   + "".join(f"; vs {name}: {'ok' if c['ok'] else 'MISMATCH'} ({c['message']})"
                             for name, c in checks), flush=True)
@@ -331,6 +391,9 @@ def bench_rows(fm, shape, h_q, overlap, kv, indices, pattern, v_max, args, progr
             flashmla_ms = FLASHMLA_ANCHORS.get((flashmla_peer.padded_heads(h_q), overlap))
             source = "anchor" if flashmla_ms else None
         row["speedup"] = flashmla_ms / row["ms"] if flashmla_ms and row["ms"] else None
+        flashinfer_ms = (row["flashinfer"] or {}).get("ms")
+        row["speedup_flashinfer"] = (flashinfer_ms / row["ms"] if flashinfer_ms and row["ms"]
+                                     else None)
         row["speedup_source"] = source
         row["target"] = TARGETS.get(h_q, {}).get(overlap)
         row["target_met"] = (None if row["target"] is None or row["speedup"] is None
@@ -349,7 +412,8 @@ def failed_row(shape, h_q, algo, overlap, args, error):
     return {"s_q": s_q, "s_kv": s_kv, "topk": topk, "h_q": h_q, "algo": algo, "d_qk": args.d_qk,
             "d_v": D_V,
             "overlap": overlap, "group": args.group, "pattern": None, "ms": None, "tflops": None,
-            "check_reference": None, "flashmla": None, "speedup": None, "speedup_source": None,
+            "check_reference": None, "flashmla": None, "flashinfer": None, "speedup": None,
+            "speedup_source": None, "speedup_flashinfer": None,
             "target": TARGETS.get(h_q, {}).get(overlap), "target_met": None,
             "notes": {"row": f"failed: {error!r}"}}
 
@@ -367,10 +431,11 @@ def size_cell(n):
 def check_cell(row):
     parts = []
     for name, check in (("ref", row.get("check_reference")),
-                        ("FlashMLA", (row.get("flashmla") or {}).get("check"))):
+                        ("FlashMLA", (row.get("flashmla") or {}).get("check")),
+                        ("FlashInfer", (row.get("flashinfer") or {}).get("check"))):
         if check:
             parts.append(f"{name} {'ok' if check['ok'] else 'NO'}"
-                         + (f" (rel {check['out_rel_rms']:.1e})" if name == "FlashMLA" else ""))
+                         + (f" (rel {check['out_rel_rms']:.1e})" if name != "ref" else ""))
     return ", ".join(parts) or "-"
 
 
@@ -378,6 +443,9 @@ def markdown_table(rows):
     head = ("| s_q x s_kv, topk | h_q | algo | indices | overlap measured | litetopk ms "
             "| litetopk TFLOP/s | FlashMLA heads | FlashMLA ms | FlashMLA TFLOP/s "
             "| litetopk vs FlashMLA | target | met | check | notes |")
+    with_flashinfer = any(row.get("flashinfer") for row in rows)
+    if with_flashinfer:
+        head += " FlashInfer ms | FlashInfer TFLOP/s | litetopk vs FlashInfer |"
     lines = [head, "|" + " --- |" * (head.count("|") - 1)]
     for row in rows:
         peer = row.get("flashmla") or {}
@@ -385,6 +453,9 @@ def markdown_table(rows):
         measured = pattern.get("mean_overlap")
         notes = dict(row["notes"])
         notes.update({f"FlashMLA {key}": text for key, text in (peer.get("notes") or {}).items()})
+        fi_peer = row.get("flashinfer") or {}
+        notes.update({f"FlashInfer {key}": text
+                      for key, text in (fi_peer.get("notes") or {}).items()})
         speedup = row.get("speedup")
         speed_cell = fmt(speedup, 2, "x") + (" (anchor)" if speedup and
                                              row.get("speedup_source") == "anchor" else "")
@@ -400,6 +471,9 @@ def markdown_table(rows):
             "-" if met is None else ("yes" if met else "no"), check_cell(row),
             "; ".join(f"{key}: {text}" for key, text in notes.items()).replace("|", "/"),
         ]
+        if with_flashinfer:
+            cells += [fmt(fi_peer.get("ms")), fmt(fi_peer.get("tflops"), 0),
+                      fmt(row.get("speedup_flashinfer"), 2, "x")]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -427,7 +501,8 @@ def main():
                         help="small shapes instead of issue 13's: "
                              + ", ".join("x".join(map(str, s)) for s in QUICK_SHAPES))
     parser.add_argument("--heads", type=int, nargs="+", default=list(HEADS),
-                        choices=HEADS, help="h_q values (default: 16 32 64 128)")
+                        choices=HEAD_CHOICES, help="h_q values, of 8 16 32 64 128 (default: 16 "
+                        "32 64 128)")
     parser.add_argument("--overlaps", type=parse_overlap, nargs="+", default=list(OVERLAPS),
                         help="index patterns: 'random' and/or shared fractions of a group "
                              "(0.5 or 50; default: random 0.5 0.8 1)")
@@ -444,9 +519,11 @@ def main():
     parser.add_argument("--check-queries", type=int, default=8,
                         help="queries of each litetopk result checked against the fp32 torch "
                              "reference (0: none; default 8)")
-    parser.add_argument("--peer", choices=["flashmla"],
-                        help="also time FlashMLA's flash_mla_sparse_fwd in this process and "
-                             "check litetopk against it, when bench/flashmla_peer.py can load it")
+    parser.add_argument("--peer", nargs="+", choices=["flashmla", "flashinfer"], default=[],
+                        help="also time FlashMLA's flash_mla_sparse_fwd and/or FlashInfer's SM90 "
+                             "MLA (vLLM's FLASHINFER_MLA_SPARSE_SM90 call) in this process and "
+                             "check litetopk against them, when bench/flashmla_peer.py and "
+                             "bench/flashinfer_peer.py can load them")
     parser.add_argument("--algos", type=parse_algos, default="auto",
                         help="litetopk's kernels to time, a comma list of "
                              + ", ".join(SPARSE_ATTENTION_ALGOS)
@@ -460,9 +537,12 @@ def main():
         require_cuda("attention_bench.py")
     torch.backends.cuda.matmul.allow_tf32 = False  # the reference in full fp32
 
-    fm = flashmla_peer.load() if args.peer == "flashmla" else None
-    if args.peer:
-        print(flashmla_peer.describe(fm), flush=True)
+    fm = flashmla_peer.load() if "flashmla" in args.peer else None
+    fi = flashinfer_peer.load() if "flashinfer" in args.peer else None
+    peer_lines = ([flashmla_peer.describe(fm)] if "flashmla" in args.peer else []) + (
+        [flashinfer_peer.describe(fi)] if "flashinfer" in args.peer else [])
+    for line in peer_lines:
+        print(line, flush=True)
     if args.only_shapes:
         shapes = list(args.shapes)
     elif args.device == "cpu":
@@ -473,7 +553,7 @@ def main():
     overlaps = list(dict.fromkeys(args.overlaps))
     timer = make_timer(args)
     progress = Progress(len(shapes) * len(overlaps) * len(heads)
-                        * (len(args.algos) + (1 if fm is not None else 0)))
+                        * (len(args.algos) + (fm is not None) + (fi is not None)))
 
     rows = []
     for shape in shapes:
@@ -501,7 +581,7 @@ def main():
             for h_q in heads:
                 try:
                     rows += bench_rows(fm, shape, h_q, overlap, kv, indices, pattern, v_max,
-                                       args, progress, timer)
+                                       args, progress, timer, fi)
                 except Exception as error:  # noqa: BLE001 (one bad row must not stop the others)
                     print(f"  row h_q={h_q} failed: {error!r}", flush=True)
                     traceback.print_exc()
@@ -511,7 +591,7 @@ def main():
             del indices
         del kv
 
-    peer_line = flashmla_peer.describe(fm) if args.peer else None
+    peer_line = "; ".join(peer_lines) or None
     record = make_record(
         "Sparse MLA attention (issue 13): litetopk torch.ops.litetopk.sparse_attention (one row "
         "per algo: " + ", ".join(args.algos) + "), and "
@@ -520,7 +600,10 @@ def main():
         "1/sqrt(d_qk), index rows from bench/flashmla_peer.py's generator (testkit semantics: "
         "random, or groups of G sharing a fraction), CUDA events, median of iters after warmup; "
         "TFLOP/s = 2 * valid slots * heads * (d_qk + d_v) / time; speedup = FlashMLA ms / "
-        "litetopk ms (anchor: issue 13's FlashMLA numbers when not measured)",
+        "litetopk ms (anchor: issue 13's FlashMLA numbers when not measured); with --peer "
+        "flashinfer FlashInfer's SM90 MLA (BatchMLAPagedAttentionWrapper fa3, page size 1, one "
+        "row per query, host plan untimed) at h_q heads, speedup_flashinfer = its ms / litetopk "
+        "ms",
         args, rows, peer=peer_line, algos=list(args.algos), d_qk=args.d_qk, d_v=D_V,
         group=args.group, q_std=args.q_std, kv_std=args.kv_std, padding=args.padding,
         out_of_range=args.out_of_range, targets={str(h): {str(k): v for k, v in t.items()}
@@ -531,7 +614,8 @@ def main():
                   f"{record['litetopk']}" + (f"; {peer_line}" if peer_line else ""))
     print_results(table, args)
     checks = [row.get("check_reference") for row in rows]
-    checks += [(row.get("flashmla") or {}).get("check") for row in rows]
+    checks += [(row.get(peer) or {}).get("check") for row in rows
+               for peer in ("flashmla", "flashinfer")]
     if any(check and not check["ok"] for check in checks):
         sys.exit(1)
 

@@ -38,10 +38,10 @@ bench/flashinfer_peer.py's load() finds FlashInfer (its source unpacked outside 
 docs/attention.md, "FlashInfer"), its SM90 MLA kernel is timed the way vLLM's
 FLASHINFER_MLA_SPARSE_SM90 backend calls it (BatchMLAPagedAttentionWrapper, fa3, page size 1, one
 batch row per query over its valid indices; the host plan is made once per (shape, h_q, pattern)
-and not timed) at the real h_q, and litetopk's out and lse are checked against its out and
-base-2 lse (it returns no max_logits). Columns FlashInfer ms and litetopk vs FlashInfer
-(FlashInfer ms / litetopk ms) join the table when it ran. Issue 23 asks for it at h_q 8 and 16 (--heads 8 16; litetopk rows at h_q 8
-hold the library's error as a note until it takes 8 heads).
+and not timed) at the real h_q, and litetopk's out and lse are checked against its out and base-2
+lse (it returns no max_logits). Columns FlashInfer ms and litetopk vs FlashInfer (FlashInfer ms /
+litetopk ms) join the table when it ran. Issue 23 asks for it at h_q 8 and 16 (--heads 8 16;
+litetopk rows at h_q 8 hold the library's error as a note until it takes 8 heads).
 
 Writes JSON (--json, alias --out) and a markdown table (--md); prints progress lines, then the
 table last. A failing row or column is reported and the rest still run; the exit status is 1 when

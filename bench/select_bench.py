@@ -59,18 +59,22 @@ DEFAULT_SHAPES = [
 SAMPLE_FILTER_MAX_K = 8192
 ROTATION_BYTES = 256 << 20
 MAX_COPIES = 64
+ROW_ALIGN_BYTES = 1024
 OURS = ["radix", "sample-filter", "grid-radix", "auto"]
 NAN_KEY = -(1 << 40)  # below every rank key of a non-NaN fp32 value
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def make_inputs(batch, n, dtype, seed):
-    """Enough copies of [batch, n] random normal rows that rotating through them defeats L2."""
-    bytes_per_copy = batch * n * DTYPES[dtype].itemsize
+def make_inputs(batch, n, dtype, seed, pad_rows=False):
+    """Enough copies of [batch, n] random normal rows that rotating through them defeats L2; with
+    pad_rows, each a view of rows whose stride is a multiple of 1024 bytes (DeepSelect's TMA)."""
+    itemsize = DTYPES[dtype].itemsize
+    stride = -(-n * itemsize // ROW_ALIGN_BYTES) * ROW_ALIGN_BYTES // itemsize if pad_rows else n
+    bytes_per_copy = batch * stride * itemsize
     copies = 1 if bytes_per_copy >= ROTATION_BYTES else min(
         MAX_COPIES, math.ceil(ROTATION_BYTES / bytes_per_copy))
     generator = torch.Generator(device="cuda").manual_seed(seed)
-    return [torch.randn(batch, n, device="cuda", generator=generator).to(DTYPES[dtype])
+    return [torch.randn(batch, stride, device="cuda", generator=generator).to(DTYPES[dtype])[:, :n]
             for _ in range(copies)]
 
 
@@ -284,10 +288,10 @@ def check(run, scores, indices, k):
 
 def bench_shape(batch, n, k, dtype, args, ours, peers, progress):
     """One row of results: times of every method, the dispatched algorithm, verification."""
-    inputs = make_inputs(batch, n, dtype, args.seed)
+    inputs = make_inputs(batch, n, dtype, args.seed, args.pad_rows)
     indices = torch.empty(batch, k, dtype=torch.int32, device="cuda")
     lengths = torch.full((batch,), n, dtype=torch.int32, device="cuda")
-    row = {"batch": batch, "n": n, "k": k, "dtype": dtype,
+    row = {"batch": batch, "n": n, "k": k, "dtype": dtype, "row_stride": inputs[0].stride(0),
            "bytes": batch * n * DTYPES[dtype].itemsize, "copies": len(inputs),
            "dispatched": ours.plan_algo(inputs[0], k), "ms": {}, "ms_min": {},
            "gbps": {}, "errors": {}, "exact": {}, "peer_path": {}}
@@ -496,6 +500,8 @@ def main():
     parser.add_argument("--no-torch", action="store_true", help="do not time torch.topk")
     parser.add_argument("--capi", help="run litetopk through this liblitetopk_c.so (C ABI) "
                         "instead of its torch op")
+    parser.add_argument("--pad-rows", action="store_true",
+                        help="row strides a multiple of 1024 bytes (DeepSelect needs it), for all")
     parser.add_argument("--adversarial", action="store_true",
                         help="also run the adversarial families through auto and every peer")
     parser.add_argument("--adv-shape", type=shape_parser("BxNxK", "64x131072x2048"),

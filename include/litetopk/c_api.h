@@ -152,8 +152,8 @@ typedef struct litetopk_paged_indexer_problem {
   float* values;               /* [B * next_n, k], may be NULL */
 } litetopk_paged_indexer_problem;
 
-/* algo: a litetopk_indexer_algo (the paged indexer has no other options: no candidate capacity,
- * no state). The workspace is sized by problem->max_context, never by the device context_lens,
+/* algo: a litetopk_indexer_algo (no other options: no candidate capacity, and no decode state,
+ * which only the C++ and Python doors pass; auto never needs one). The workspace is sized by problem->max_context, never by the device context_lens,
  * so one workspace (and one captured CUDA graph) serves every decode step up to max_context. */
 int litetopk_indexer_topk_paged_workspace_size(const litetopk_paged_indexer_problem* problem,
                                                int32_t algo, size_t* workspace_bytes);

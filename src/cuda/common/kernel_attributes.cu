@@ -48,36 +48,41 @@ Status resident_blocks(const void* kernel, int threads, int smem, int* blocks) {
   return Status::ok();
 }
 
-Status launch_cooperative(const void* kernel, dim3 grid, int threads, int smem, cudaStream_t stream,
-                          void** args) {
+namespace {
+
+// cudaLaunchKernelExC of `kernel` with `args` and at most one launch attribute.
+Status launch_with(const void* kernel, dim3 grid, dim3 block, std::size_t smem,
+                   cudaStream_t stream, void** args, const cudaLaunchAttribute* attribute) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
-  config.blockDim = dim3(static_cast<unsigned>(threads));
-  config.dynamicSmemBytes = static_cast<std::size_t>(smem);
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
   config.stream = stream;
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeCooperative;
-  attribute.val.cooperative = 1;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
+  cudaLaunchAttribute copy{};
+  if (attribute != nullptr) copy = *attribute;
+  config.attrs = attribute != nullptr ? &copy : nullptr;
+  config.numAttrs = attribute != nullptr ? 1 : 0;
   LITETOPK_CUDA_TRY(cudaLaunchKernelExC(&config, kernel, args));
   return Status::ok();
 }
 
-Status launch_dependent(const void* kernel, dim3 grid, int threads, int smem, bool dependent,
-                        cudaStream_t stream, void** args) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = dim3(static_cast<unsigned>(threads));
-  config.dynamicSmemBytes = static_cast<std::size_t>(smem);
-  config.stream = stream;
+}  // namespace
+
+Status launch_cooperative(const void* kernel, dim3 grid, int threads, int smem, cudaStream_t stream,
+                          void** args) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeCooperative;
+  attribute.val.cooperative = 1;
+  return launch_with(kernel, grid, dim3(static_cast<unsigned>(threads)),
+                     static_cast<std::size_t>(smem), stream, args, &attribute);
+}
+
+Status launch_dependent(const void* kernel, dim3 grid, dim3 block, std::size_t smem,
+                        bool dependent, cudaStream_t stream, void** args) {
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = dependent ? &attribute : nullptr;
-  config.numAttrs = dependent ? 1 : 0;
-  LITETOPK_CUDA_TRY(cudaLaunchKernelExC(&config, kernel, args));
-  return Status::ok();
+  return launch_with(kernel, grid, block, smem, stream, args, dependent ? &attribute : nullptr);
 }
 
 }  // namespace litetopk::cuda_common

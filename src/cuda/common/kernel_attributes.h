@@ -5,6 +5,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
+
 #include "litetopk/status.h"
 
 namespace litetopk::cuda_common {
@@ -26,7 +28,7 @@ Status launch_cooperative(const void* kernel, dim3 grid, int threads, int smem, 
 
 // Launches `kernel` with `args`, with programmatic stream serialization when `dependent` (the
 // kernel waits for the grid before it with griddepcontrol.wait, grid_dependency_sm90.cuh).
-Status launch_dependent(const void* kernel, dim3 grid, int threads, int smem, bool dependent,
-                        cudaStream_t stream, void** args);
+Status launch_dependent(const void* kernel, dim3 grid, dim3 block, std::size_t smem,
+                        bool dependent, cudaStream_t stream, void** args);
 
 }  // namespace litetopk::cuda_common

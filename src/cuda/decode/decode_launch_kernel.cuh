@@ -1,6 +1,6 @@
-// launch_kernel (decode_kernels.h): cudaLaunchKernelEx with optional programmatic stream
-// serialization, and dispatch_cache_type, the runtime-to-template dispatch of the decode kernels,
-// for the decode .cu files.
+// launch_kernel (decode_kernels.h): cuda_common::launch_dependent of a typed kernel (optional
+// programmatic stream serialization), and dispatch_cache_type, the runtime-to-template dispatch
+// of the decode kernels, for the decode .cu files.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -9,7 +9,6 @@
 
 #include <type_traits>
 
-#include "cuda/common/cuda_check.h"
 #include "cuda/common/kernel_attributes.h"
 #include "cuda/decode/decode_kernels.h"
 
@@ -25,18 +24,9 @@ Status launch_kernel(void (*kernel)(Params), dim3 grid, dim3 block, std::size_t 
       return s;
     }
   }
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem_bytes;
-  config.stream = stream;
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = dependent ? &attribute : nullptr;
-  config.numAttrs = dependent ? 1 : 0;
-  LITETOPK_CUDA_TRY(cudaLaunchKernelEx(&config, kernel, params));
-  return Status::ok();
+  void* args[] = {const_cast<Params*>(&params)};
+  return cuda_common::launch_dependent(reinterpret_cast<const void*>(kernel), grid, block,
+                                       smem_bytes, dependent, stream, args);
 }
 
 // Calls body(T{}, std::integral_constant<int, NT>{}) for the runtime cache dtype and group: T is

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "cuda/common/warp_scan.cuh"
 #include "cuda/common/wgmma_sm90.cuh"
 
 namespace litetopk::cuda_indexer {
@@ -100,12 +101,7 @@ struct ListTeam {
         const uint32_t top = bins - 1 - static_cast<uint32_t>(lane) * per_lane;
         uint32_t lane_total = 0;
         for (uint32_t j = 0; j < per_lane; ++j) lane_total += scratch.histogram[top - j];
-        uint32_t inclusive = lane_total;
-#pragma unroll
-        for (int offset = 1; offset < 32; offset *= 2) {
-          const uint32_t up = __shfl_up_sync(0xffffffffu, inclusive, offset);
-          if (lane >= offset) inclusive += up;
-        }
+        const uint32_t inclusive = cuda_common::warp_inclusive_sum(lane_total, lane);
         uint32_t before = inclusive - lane_total;  // in bins above this lane's
         if (before < need && need <= inclusive) {
           for (uint32_t j = 0; j < per_lane; ++j) {

@@ -28,6 +28,7 @@
 #include "api/format.h"
 #include "cuda/common/grid_dependency_sm90.cuh"
 #include "cuda/common/kernel_attributes.h"
+#include "cuda/common/warp_scan.cuh"
 #include "cuda/indexer/decode_state_kernels.h"
 #include "cuda/indexer/paged_radix_select.cuh"
 
@@ -92,12 +93,7 @@ __global__ void __launch_bounds__(kSelectThreads)
     const int last = min(first + per_lane, p.splits);
     uint32_t local = 0;
     for (int x = first; x < last; ++x) local += s.starts[x];
-    uint32_t inclusive = local;
-#pragma unroll
-    for (int offset = 1; offset < 32; offset *= 2) {
-      const uint32_t v = __shfl_up_sync(0xffffffffu, inclusive, offset);
-      if (lane >= offset) inclusive += v;
-    }
+    const uint32_t inclusive = cuda_common::warp_inclusive_sum(local, lane);
     uint32_t start = inclusive - local;
     for (int x = first; x < last; ++x) {
       const uint32_t count = s.starts[x];

@@ -19,6 +19,7 @@
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/kernel_attributes.h"
+#include "cuda/common/warp_scan.cuh"
 #include "cuda/indexer/gated_indexer_kernels.h"
 #include "cuda/indexer/indexer_wgmma_sm90.cuh"
 #include "cuda/indexer/speculative_rank.cuh"
@@ -164,12 +165,7 @@ __global__ void __launch_bounds__(kGateThreads)
       const int top = kDigits - 1 - lane * (kDigits / 32);
       uint32_t lane_total = 0;
       for (int j = 0; j < kDigits / 32; ++j) lane_total += histogram[top - j];
-      uint32_t inclusive = lane_total;
-#pragma unroll
-      for (int offset = 1; offset < 32; offset *= 2) {
-        const uint32_t up = __shfl_up_sync(0xffffffffu, inclusive, offset);
-        if (lane >= offset) inclusive += up;
-      }
+      const uint32_t inclusive = cuda_common::warp_inclusive_sum(lane_total, lane);
       uint32_t target = need;
       if (pass == 0) {
         // The valid sample scores decide the rank.

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "cuda/common/warp_scan.cuh"
 #include "formats/score_keys.h"
 
 namespace litetopk::cuda_indexer::radix {
@@ -48,12 +49,7 @@ __device__ __forceinline__ void find_digit(const uint32_t* histogram, int bins, 
   const int top = bins - 1 - lane * per_lane;  // this lane's bins: top, top - 1, ...
   uint32_t local = 0;
   for (int i = 0; i < per_lane; ++i) local += histogram[top - i];
-  uint32_t inclusive = local;
-#pragma unroll
-  for (int offset = 1; offset < 32; offset *= 2) {
-    const uint32_t v = __shfl_up_sync(0xffffffffu, inclusive, offset);
-    if (lane >= offset) inclusive += v;
-  }
+  const uint32_t inclusive = cuda_common::warp_inclusive_sum(local, lane);
   *total = __shfl_sync(0xffffffffu, inclusive, 31);
   uint32_t above = inclusive - local;
   const bool mine = above < rank && inclusive >= rank;

@@ -26,7 +26,9 @@ enum litetopk_dtype { LITETOPK_FLOAT32 = 0, LITETOPK_BFLOAT16 = 1, LITETOPK_FLOA
 enum litetopk_select_algo {
   LITETOPK_ALGO_AUTO = 0,
   LITETOPK_ALGO_RADIX = 1,
-  LITETOPK_ALGO_SAMPLE_FILTER = 2
+  LITETOPK_ALGO_SAMPLE_FILTER = 2,
+  LITETOPK_ALGO_GRID_RADIX = 3,
+  LITETOPK_ALGO_SIEVE = 4
 };
 enum litetopk_cpu_algo { LITETOPK_CPU_REFERENCE = 0, LITETOPK_CPU_FAST = 1 };
 enum litetopk_indexer_algo {

@@ -45,6 +45,9 @@ enum class SelectAlgo : int {
   kGridRadix = 3,     // radix select in one launch: each row's blocks wait for each other at
                       // grid-wide barriers (for few rows; every block must be resident at once,
                       // else kUnsupported)
+  kSieve = 4,         // for few long rows: each row's segments keep their few best entries and
+                      // the row's last block selects among them (one read; kUnsupported when a
+                      // row's survivors would not fit one block)
 };
 constexpr int64_t kSampleFilterMaxK = 8192;
 
@@ -76,6 +79,9 @@ struct SelectPlan {
   int32_t segments = 0;       // blocks per row of the planned algorithm
   int32_t blocks_per_sm = 0;  // sample-filter's occupancy
   bool large_k = false;       // sample-filter's k > 2048 configuration
+  int32_t sieve_keep = 0;          // sieve: the entries each segment aims to keep
+  int32_t sieve_capacity = 0;      // sieve: the most each segment keeps
+  int32_t sieve_shared_bytes = 0;  // sieve: dynamic shared memory per block
 };
 
 // The addresses of one launch of a plan (device pointers).

@@ -130,7 +130,8 @@ NB_MODULE(_C, m) {
       .value("auto", litetopk::SelectAlgo::kAuto)
       .value("radix", litetopk::SelectAlgo::kRadix)
       .value("sample-filter", litetopk::SelectAlgo::kSampleFilter)
-      .value("grid-radix", litetopk::SelectAlgo::kGridRadix);
+      .value("grid-radix", litetopk::SelectAlgo::kGridRadix)
+      .value("sieve", litetopk::SelectAlgo::kSieve);
   nb::enum_<litetopk::CpuSelectAlgo>(m, "CpuSelectAlgo")
       .value("reference", litetopk::CpuSelectAlgo::kReference)
       .value("fast", litetopk::CpuSelectAlgo::kFast);

@@ -16,13 +16,14 @@ const char* select_algo_name(SelectAlgo algo) {
     case SelectAlgo::kRadix: return "radix";
     case SelectAlgo::kSampleFilter: return "sample-filter";
     case SelectAlgo::kGridRadix: return "grid-radix";
+    case SelectAlgo::kSieve: return "sieve";
   }
   return "invalid";
 }
 
 bool parse_select_algo(const char* name, SelectAlgo* algo) {
   for (SelectAlgo a : {SelectAlgo::kAuto, SelectAlgo::kRadix, SelectAlgo::kSampleFilter,
-                        SelectAlgo::kGridRadix}) {
+                        SelectAlgo::kGridRadix, SelectAlgo::kSieve}) {
     if (std::strcmp(name, select_algo_name(a)) == 0) {
       *algo = a;
       return true;
@@ -44,6 +45,7 @@ Status select_topk_plan(const SelectProblem& problem, const SelectOptions& optio
     case SelectAlgo::kAuto:
     case SelectAlgo::kRadix:
     case SelectAlgo::kGridRadix:
+    case SelectAlgo::kSieve:
       break;
     case SelectAlgo::kSampleFilter:
       if (problem.k > kSampleFilterMaxK) {
@@ -54,7 +56,7 @@ Status select_topk_plan(const SelectProblem& problem, const SelectOptions& optio
       break;
     default:
       return detail::invalid_argument(
-          "options.algo must be auto, radix, sample-filter or grid-radix, got ",
+          "options.algo must be auto, radix, sample-filter, grid-radix or sieve, got ",
           static_cast<int>(options.algo));
   }
   SelectPlan planned{};

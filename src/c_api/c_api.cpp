@@ -57,6 +57,11 @@ litetopk::Status null_problem() {
   return {litetopk::StatusCode::kInvalidArgument, "problem must not be null"};
 }
 
+static_assert(LITETOPK_ALGO_AUTO == static_cast<int>(litetopk::SelectAlgo::kAuto));
+static_assert(LITETOPK_ALGO_RADIX == static_cast<int>(litetopk::SelectAlgo::kRadix));
+static_assert(LITETOPK_ALGO_SAMPLE_FILTER == static_cast<int>(litetopk::SelectAlgo::kSampleFilter));
+static_assert(LITETOPK_ALGO_GRID_RADIX == static_cast<int>(litetopk::SelectAlgo::kGridRadix));
+static_assert(LITETOPK_ALGO_SIEVE == static_cast<int>(litetopk::SelectAlgo::kSieve));
 static_assert(LITETOPK_INDEXER_AUTO == static_cast<int>(litetopk::IndexerAlgo::kAuto));
 static_assert(LITETOPK_INDEXER_UNFUSED == static_cast<int>(litetopk::IndexerAlgo::kUnfused));
 static_assert(LITETOPK_INDEXER_FUSED == static_cast<int>(litetopk::IndexerAlgo::kFused));

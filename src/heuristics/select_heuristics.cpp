@@ -24,6 +24,7 @@ SelectAlgo choose_select_algo(const SelectShapeFacts& facts) {
       return SelectAlgo::kSampleFilter;
     }
   }
+  if (facts.sieve_segments > 0) return SelectAlgo::kSieve;
   if (facts.grid_radix_segments > 0) return SelectAlgo::kGridRadix;
   return SelectAlgo::kRadix;
 }

@@ -8,13 +8,14 @@ namespace litetopk::heuristics {
 namespace {
 
 SelectShapeFacts facts(int64_t n, int64_t k, int32_t segments, int32_t grid_segments,
-                       int32_t element_bytes = 4) {
+                       int32_t element_bytes = 4, int32_t sieve_segments = 0) {
   SelectShapeFacts f;
   f.n = n;
   f.k = k;
   f.element_bytes = element_bytes;
   f.sample_filter_segments = segments;
   f.grid_radix_segments = grid_segments;
+  f.sieve_segments = sieve_segments;
   return f;
 }
 
@@ -36,6 +37,16 @@ TEST(SelectDispatch, ManySegmentsGoToTheRadixPaths) {
   EXPECT_EQ(choose_select_algo(facts(131072, 2048, 33, 64)), SelectAlgo::kGridRadix);
   EXPECT_EQ(choose_select_algo(facts(1 << 20, 4096, 16, 32, 2)), SelectAlgo::kGridRadix);
   EXPECT_EQ(choose_select_algo(facts(1 << 24, 1024, 264, 0)), SelectAlgo::kRadix);
+}
+
+TEST(SelectDispatch, SplitRowsSieveWhereTheirSurvivorsFit) {
+  // 1 x 131072 and 64 x 131072: sieve where the radix paths would run.
+  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 33, 64, 4, 128)), SelectAlgo::kSieve);
+  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 4, 8, 4, 16)), SelectAlgo::kSieve);
+  // A long row streamed by a few long segments stays with sample-filter.
+  EXPECT_EQ(choose_select_algo(facts(1 << 20, 2048, 4, 8, 4, 128)), SelectAlgo::kSampleFilter);
+  // Survivors that would not fit: grid-radix.
+  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 33, 64, 4, 0)), SelectAlgo::kGridRadix);
 }
 
 TEST(SelectDispatch, KBeyondSampleFilterNeverPicksIt) {

@@ -26,6 +26,7 @@ std::string algo_tag(SelectAlgo algo) {
     case SelectAlgo::kRadix: return "Radix";
     case SelectAlgo::kSampleFilter: return "SampleFilter";
     case SelectAlgo::kGridRadix: return "GridRadix";
+    case SelectAlgo::kSieve: return "Sieve";
     case SelectAlgo::kAuto: break;
   }
   return "Auto";
@@ -35,7 +36,7 @@ std::vector<AlgoCase> with_algos(const std::vector<SelectCase>& cases) {
   std::vector<AlgoCase> out;
   for (const SelectCase& c : cases) {
     for (SelectAlgo algo : {SelectAlgo::kRadix, SelectAlgo::kSampleFilter, SelectAlgo::kGridRadix,
-                            SelectAlgo::kAuto}) {
+                            SelectAlgo::kSieve, SelectAlgo::kAuto}) {
       if (algo == SelectAlgo::kSampleFilter && c.k > kSampleFilterMaxK) continue;
       // grid-radix holds every block of the call at once: few rows only.
       if (algo == SelectAlgo::kGridRadix && c.batch > 64) continue;
@@ -52,6 +53,9 @@ void expect_matches_reference(const SelectCase& c, SelectAlgo algo) {
   GpuRunOptions options;
   options.algo = algo;
   const Status s = run_gpu_select(c, rows, options, &got);
+  // Sieve refuses, by design, rows whose survivors would not fit one block (select_sieve_gpu_test
+  // checks that it plans the shapes it is for).
+  if (algo == SelectAlgo::kSieve && s.code() == StatusCode::kUnsupported) GTEST_SKIP() << s.to_string();
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   EXPECT_TRUE(check_selection(c, rows, got.indices.data(), got.values.data(), ref.indices.data(),
                               ref.values.data()));

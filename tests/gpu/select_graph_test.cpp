@@ -11,7 +11,8 @@ namespace {
 
 TEST(SelectGpuGraph, CaptureAndReplayOnNewData) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
-  for (SelectAlgo algo : {SelectAlgo::kSampleFilter, SelectAlgo::kRadix, SelectAlgo::kGridRadix}) {
+  for (SelectAlgo algo : {SelectAlgo::kSampleFilter, SelectAlgo::kRadix, SelectAlgo::kGridRadix,
+                          SelectAlgo::kSieve}) {
     SelectCase c;
     c.name = "Graph";
     c.batch = 2;

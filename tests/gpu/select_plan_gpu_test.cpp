@@ -15,7 +15,7 @@ namespace {
 TEST(SelectPlanGpu, OnePlanManyBuffers) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   for (SelectAlgo algo : {SelectAlgo::kAuto, SelectAlgo::kSampleFilter, SelectAlgo::kRadix,
-                          SelectAlgo::kGridRadix}) {
+                          SelectAlgo::kGridRadix, SelectAlgo::kSieve}) {
     SelectCase c;
     c.name = "Plan";
     c.batch = 3;

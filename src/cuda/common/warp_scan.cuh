@@ -1,4 +1,5 @@
-// Warp-wide prefix sums for the radix digit searches: every lane of a full warp calls them.
+// Warp-wide prefix sums: the radix digit searches' (every lane of a full warp calls them) and the
+// warp-aggregated slot reservation of the selections' output and candidate writes.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,18 @@ __device__ __forceinline__ uint32_t warp_inclusive_sum(uint32_t value, int lane)
     if (lane >= offset) inclusive += up;
   }
   return inclusive;
+}
+
+// A slot of `counter` (global or shared) for each calling lane, one atomic per warp: the active
+// lanes get consecutive slots in lane order.
+__device__ __forceinline__ uint32_t warp_aggregated_slot(uint32_t* counter) {
+  const unsigned active = __activemask();
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int leader = __ffs(active) - 1;
+  uint32_t base = 0;
+  if (lane == leader) base = atomicAdd(counter, static_cast<uint32_t>(__popc(active)));
+  base = __shfl_sync(active, base, leader);
+  return base + static_cast<uint32_t>(__popc(active & ((1u << lane) - 1u)));
 }
 
 }  // namespace litetopk::cuda_common

@@ -25,11 +25,14 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/group_barrier.cuh"
 #include "cuda/common/kernel_attributes.h"
+#include "cuda/common/warp_scan.cuh"
 #include "cuda/select/radix_digits.cuh"
 #include "cuda/select/select_kernels.h"
 
 namespace litetopk::cuda_select {
 namespace {
+
+using cuda_common::warp_aggregated_slot;
 
 constexpr int kThreads = 512;
 constexpr int kUnroll = 4;
@@ -45,17 +48,6 @@ struct GridRow {
   uint32_t tie_slots;        // ties at the pivot seen
   uint32_t candidate_slots;  // the candidate buffer's entries
 };
-
-// A slot of `counter` (global or shared) for each calling lane, one atomic per warp.
-__device__ __forceinline__ uint32_t take_slot(uint32_t* counter) {
-  const unsigned active = __activemask();
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  const int leader = __ffs(active) - 1;
-  uint32_t base = 0;
-  if (lane == leader) base = atomicAdd(counter, static_cast<uint32_t>(__popc(active)));
-  base = __shfl_sync(active, base, leader);
-  return base + static_cast<uint32_t>(__popc(active & ((1u << lane) - 1u)));
-}
 
 template <typename Traits>
 __global__ void __launch_bounds__(kThreads)
@@ -122,7 +114,7 @@ __global__ void __launch_bounds__(kThreads)
     for_each_key<Traits, kThreads, kUnroll>(layout, largest, segment, segments,
                                             [&](uint32_t key, uint32_t index) {
       if (key == 0) return;
-      write_output<Traits>(args, row, static_cast<int32_t>(take_slot(&ws.above_slots)),
+      write_output<Traits>(args, row, static_cast<int32_t>(warp_aggregated_slot(&ws.above_slots)),
                            keys::make_composite(key, index));
     });
     if (segment == 0) {
@@ -158,10 +150,10 @@ __global__ void __launch_bounds__(kThreads)
     if (key == 0) return;
     const uint32_t digit = key >> (32 - kRadixBits);
     if (digit > d0 || (digit == d0 && whole_bin)) {
-      const uint32_t slot = base_above + take_slot(&block_above);
+      const uint32_t slot = base_above + warp_aggregated_slot(&block_above);
       write_output<Traits>(args, row, static_cast<int32_t>(slot), keys::make_composite(key, index));
     } else if (digit == d0 && buffered) {
-      row_candidates[base_candidates + take_slot(&block_candidates)] =
+      row_candidates[base_candidates + warp_aggregated_slot(&block_candidates)] =
           keys::make_composite(key, index);
     }
   });
@@ -220,9 +212,10 @@ __global__ void __launch_bounds__(kThreads)
   for_each_in_bin([&](uint64_t c) {
     const int order = compare_to_pivot(c, pivot);
     if (order > 0) {
-      write_output<Traits>(args, row, static_cast<int32_t>(take_slot(&ws.above_slots)), c);
+      const auto slot = static_cast<int32_t>(warp_aggregated_slot(&ws.above_slots));
+      write_output<Traits>(args, row, slot, c);
     } else if (order == 0) {
-      const uint32_t tie = take_slot(&ws.tie_slots);
+      const uint32_t tie = warp_aggregated_slot(&ws.tie_slots);
       if (tie < rank) write_output<Traits>(args, row, static_cast<int32_t>(greater + tie), c);
     }
   });

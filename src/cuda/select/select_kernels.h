@@ -62,6 +62,25 @@ Status launch_grid_radix(const SelectProblem& problem, const GridRadixPlan& plan
                          const SelectArgs& args, const GridRadixWorkspace& ws,
                          cudaStream_t stream);
 
+// ---- Sieve select for few long rows (sieve_select.cu) ----
+struct SievePlan {
+  int segments;      // blocks per row; 0 when the survivors of a row would not fit one block
+  int keep;          // the entries a segment aims to keep
+  int capacity;      // the most a segment keeps
+  int shared_bytes;  // dynamic shared memory per block
+};
+SievePlan plan_sieve(const SelectProblem& problem, const cuda_common::DeviceShape& device);
+struct SieveWorkspace {
+  void* counters;             // [batch] arrivals and list lengths
+  std::size_t counter_bytes;  // zeroed before each launch
+  void* infos;                // [batch, segments] each segment's cutoff and flags
+  uint64_t* survivors;        // [batch, segments * capacity]
+};
+SieveWorkspace carve_sieve(cuda_common::WorkspaceCarver& carver, const SelectProblem& problem,
+                           const SievePlan& plan);
+Status launch_sieve(const SelectProblem& problem, const SievePlan& plan, const SelectArgs& args,
+                    const SieveWorkspace& ws, cudaStream_t stream);
+
 // ---- Sorted output (sort_selected.cu) ----
 struct SortWorkspace {
   uint64_t* composites;  // [batch, k] written by the selection

@@ -21,12 +21,17 @@ struct CallLayout {
   SampleFilterWorkspace sample_filter_ws{};
   RadixWorkspace radix_ws{};
   GridRadixWorkspace grid_ws{};
+  SieveWorkspace sieve_ws{};
   SortWorkspace sort_ws{};
   std::size_t bytes = 0;
 };
 
 SampleFilterPlan sample_filter_of(const SelectPlan& plan) {
   return SampleFilterPlan{plan.large_k, plan.segments, plan.blocks_per_sm};
+}
+
+SievePlan sieve_of(const SelectPlan& plan) {
+  return SievePlan{plan.segments, plan.sieve_keep, plan.sieve_capacity, plan.sieve_shared_bytes};
 }
 
 Status lay_out(const SelectProblem& problem, const SelectPlan& plan, void* base,
@@ -36,6 +41,8 @@ Status lay_out(const SelectProblem& problem, const SelectPlan& plan, void* base,
     layout->sample_filter_ws = carve_sample_filter(carver, problem, sample_filter_of(plan));
   } else if (plan.algo == SelectAlgo::kGridRadix) {
     layout->grid_ws = carve_grid_radix(carver, problem);
+  } else if (plan.algo == SelectAlgo::kSieve) {
+    layout->sieve_ws = carve_sieve(carver, problem, sieve_of(plan));
   } else {
     layout->radix_ws = carve_radix(carver, problem);
   }
@@ -58,6 +65,7 @@ Status shape_facts(const SelectProblem& problem, const cuda_common::DeviceShape&
   GridRadixPlan grid{};
   if (Status s = plan_grid_radix(problem, &grid); !s) return s;
   facts->grid_radix_segments = grid.segments;
+  facts->sieve_segments = plan_sieve(problem, device).segments;
   return Status::ok();
 }
 
@@ -102,6 +110,17 @@ Status cuda_select_plan(const SelectProblem& problem, SelectAlgo algo, SelectPla
                                    " rows are too many for this device (use auto or radix)"));
     }
     plan->segments = grid.segments;
+  } else if (algo == SelectAlgo::kSieve) {
+    const cuda_select::SievePlan sieve = cuda_select::plan_sieve(problem, device);
+    if (sieve.segments == 0) {
+      return Status(StatusCode::kUnsupported,
+                    detail::concat("sieve keeps a row's survivors in one block: n ", problem.n,
+                                   " and k ", problem.k, " leave too many (use auto or radix)"));
+    }
+    plan->segments = sieve.segments;
+    plan->sieve_keep = sieve.keep;
+    plan->sieve_capacity = sieve.capacity;
+    plan->sieve_shared_bytes = sieve.shared_bytes;
   } else {
     plan->segments = cuda_select::plan_radix(problem, device).segments;
   }
@@ -139,6 +158,9 @@ Status cuda_select_launch(const SelectPlan& plan, const SelectProblem& problem, 
       case SelectAlgo::kGridRadix:
         return cuda_select::launch_grid_radix(problem, cuda_select::GridRadixPlan{plan.segments},
                                               args, layout.grid_ws, stream);
+      case SelectAlgo::kSieve:
+        return cuda_select::launch_sieve(problem, cuda_select::sieve_of(plan), args,
+                                         layout.sieve_ws, stream);
       default:
         return cuda_select::launch_radix(problem, cuda_select::RadixPlan{plan.segments}, args,
                                          layout.radix_ws, stream);

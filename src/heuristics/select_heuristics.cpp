@@ -1,6 +1,9 @@
 // select_topk's dispatch rule. Sample-filter reads the scores once; radix reads them 4 to 7 times
 // but spreads a row over many blocks in every pass, and grid-radix runs radix's passes in one
-// launch where the rows' blocks fit on the device at once. Sample-filter wins whenever each row
+// launch where the rows' blocks fit on the device at once. Sieve reads split rows once at their
+// own width: for 16-bit scores it beats grid-radix (which reads them at a quarter of its fp32
+// rate) wherever its survivors fit; for fp32 rows the two are within 10% of each other, and
+// grid-radix is kept. Sample-filter wins whenever each row
 // gets a block of its own. When rows are split, its last-block merge of up to segments * k
 // candidates runs on one SM: with a few long segments (at most kMaxMergedSegments, each of at
 // least kMinSegmentElements scores, or 16-bit scores, which grid-radix reads at a quarter of its
@@ -24,8 +27,10 @@ SelectAlgo choose_select_algo(const SelectShapeFacts& facts) {
       return SelectAlgo::kSampleFilter;
     }
   }
-  if (facts.sieve_segments > 0) return SelectAlgo::kSieve;
-  if (facts.grid_radix_segments > 0) return SelectAlgo::kGridRadix;
+  if (facts.grid_radix_segments > 0) {
+    return facts.sieve_segments > 0 && facts.element_bytes < 4 ? SelectAlgo::kSieve
+                                                               : SelectAlgo::kGridRadix;
+  }
   return SelectAlgo::kRadix;
 }
 

@@ -39,14 +39,14 @@ TEST(SelectDispatch, ManySegmentsGoToTheRadixPaths) {
   EXPECT_EQ(choose_select_algo(facts(1 << 24, 1024, 264, 0)), SelectAlgo::kRadix);
 }
 
-TEST(SelectDispatch, SplitRowsSieveWhereTheirSurvivorsFit) {
-  // 1 x 131072 and 64 x 131072: sieve where the radix paths would run.
-  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 33, 64, 4, 128)), SelectAlgo::kSieve);
-  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 4, 8, 4, 16)), SelectAlgo::kSieve);
-  // A long row streamed by a few long segments stays with sample-filter.
-  EXPECT_EQ(choose_select_algo(facts(1 << 20, 2048, 4, 8, 4, 128)), SelectAlgo::kSampleFilter);
-  // Survivors that would not fit: grid-radix.
-  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 33, 64, 4, 0)), SelectAlgo::kGridRadix);
+TEST(SelectDispatch, SplitSixteenBitRowsSieve) {
+  // 1 x 131072 and 32 x 131072 bf16: sieve where grid-radix would run; fp32 stays grid-radix.
+  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 33, 64, 2, 128)), SelectAlgo::kSieve);
+  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 8, 16, 2, 16)), SelectAlgo::kSieve);
+  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 33, 64, 4, 128)), SelectAlgo::kGridRadix);
+  // A few long 16-bit segments stay with sample-filter; survivors that do not fit: grid-radix.
+  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 4, 8, 2, 16)), SelectAlgo::kSampleFilter);
+  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 33, 64, 2, 0)), SelectAlgo::kGridRadix);
 }
 
 TEST(SelectDispatch, KBeyondSampleFilterNeverPicksIt) {

@@ -71,10 +71,9 @@ struct SievePlan {
 };
 SievePlan plan_sieve(const SelectProblem& problem, const cuda_common::DeviceShape& device);
 struct SieveWorkspace {
-  void* counters;             // [batch] arrivals and list lengths
-  std::size_t counter_bytes;  // zeroed before each launch
-  void* infos;                // [batch, segments] each segment's cutoff and flags
-  uint64_t* survivors;        // [batch, segments * capacity]
+  uint32_t* arrivals;    // [batch] blocks done (zeroed before each launch)
+  void* infos;           // [batch, segments] each segment's cutoff and flags
+  uint64_t* survivors;   // [batch, segments * capacity]
 };
 SieveWorkspace carve_sieve(cuda_common::WorkspaceCarver& carver, const SelectProblem& problem,
                            const SievePlan& plan);

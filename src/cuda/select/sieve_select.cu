@@ -10,20 +10,28 @@
 //    of 11 bits, more while the entries from that bin up would not fit the segment's `capacity`).
 //    Every key from the bin's floor up survives; at full precision, ties at the cutoff survive up
 //    to the capacity. A segment with at most `capacity` valid keys keeps them all.
-// 3. Publish: the survivors as composites at a range of the row's list reserved with one atomic,
-//    the cutoff and whether anything was left behind; then one atomic on the row's arrival
-//    counter. Every block but the row's last returns.
-// 4. Select, in the last block: the row's survivors into shared memory, the pivot of the k-th
-//    best (digits of 11, 11, 10 bits over the composites, radix_digits.cuh). Each segment left behind only entries below its
-//    cutoff (or ties at it); when every such cutoff lies below the pivot's bin (ties at a
-//    key-precision pivot are interchangeable unless deterministic), the survivors hold the row's
-//    top k, and the entries above the pivot and the ties still needed are written. Otherwise the
-//    block selects over the whole row itself. It resets the row's counters for the next launch.
+// 3. Publish: the survivors as composites in the segment's `capacity` slots of the row's list
+//    (positions from a block scan, empty composites after them), its cutoff and whether anything
+//    was left behind; then one release atomic on the row's arrival counter. Every block but the
+//    row's last returns.
+// 4. Select, in the last block: the row's list and cutoffs in one round of loads. An exact answer
+//    lies at or above the highest cutoff of a segment that left entries behind, so only survivors
+//    from there up count: they are compacted into shared memory (positions from a block scan).
+//    The pivot of the k-th best of them: radix digits of up to 11 bits over the composites minus
+//    the lowest counted key (so that the first digit spreads a narrow key range over its bins),
+//    until the pivot's bin is small enough for one warp to rank. Each segment left behind only entries below
+//    its cutoff (or ties at it); when every such cutoff lies at or below the pivot's bin (ties at
+//    a key-precision pivot are interchangeable unless deterministic), the entries above the pivot
+//    and the ties still needed are written (positions from a block scan). Otherwise the block
+//    selects over the whole row itself. It resets the row's counter for the next launch.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+#include <cuda/atomic>
+#include <cuda/functional>
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/kernel_attributes.h"
@@ -34,37 +42,31 @@
 namespace litetopk::cuda_select {
 namespace {
 
-using cuda_common::warp_aggregated_slot;
-
 constexpr int kThreads = 512;
-constexpr int kChunkVectors = 8;                             // 16-byte vectors per chunk
-constexpr int64_t kMaxSegmentElements = 8192;                // keys a segment holds on chip
-constexpr int64_t kMinSegmentElements = 1024;                // shorter segments cost more than they spread
-constexpr int kMaxSegments = 1024;
-constexpr int64_t kMaxSurvivors = 12288;                     // per row (segments * capacity)
+constexpr int kChunkVectors = 8;               // 16-byte vectors per chunk
+constexpr int64_t kMaxSegmentElements = 8192;  // keys a segment holds on chip
+constexpr int64_t kMinSegmentElements = 1024;  // shorter segments cost more than they spread
+constexpr int kMaxSegments = 2 * kThreads;     // the last block holds two segments' cutoffs a thread
+constexpr int64_t kMaxSurvivors = 12288;       // per row (segments * capacity)
 constexpr int kUnroll = 4;
+constexpr int kListUnroll = 8;  // survivors a thread loads per round in the last block
+constexpr int kSmallBin = 32;  // a pivot bin this small is finished by one warp
 
 constexpr uint32_t kLeftBehind = 1;   // the segment had valid entries that did not survive
 constexpr uint32_t kPartialTies = 2;  // some of its ties at the (full-precision) cutoff did not
 
-struct SegmentInfo {
+struct alignas(8) SegmentInfo {
   uint32_t cutoff;  // every key above it survived (and every key equal, unless kPartialTies)
   uint32_t flags;
-};
-
-// A row's counters (zeroed before the launch; the last block zeroes them again).
-struct RowCounters {
-  uint32_t arrivals;   // blocks done
-  uint32_t survivors;  // the row's list's length
 };
 
 template <typename Traits>
 struct SegmentGeometry {
   static constexpr int kPer = Traits::kPerVector;
   static constexpr int kChunkElements = kChunkVectors * kPer;
-  int chunks;      // this segment's chunks of the row
+  int chunks;        // this segment's chunks of the row
   int vector_slots;  // key slots of those chunks
-  int slots;       // plus the scalar elements (last segment only)
+  int slots;         // plus the scalar elements (last segment only)
 
   __device__ __forceinline__ SegmentGeometry(const RowLayout<Traits>& layout, int segment,
                                              int segments) {
@@ -85,35 +87,81 @@ struct SegmentGeometry {
   }
 };
 
+// The lowest and highest key of the survivors that count, in the last block.
+struct Bounds {
+  uint32_t low;
+  uint32_t high;
+};
+struct BoundsOp {
+  __device__ __forceinline__ Bounds operator()(const Bounds& a, const Bounds& b) const {
+    return {min(a.low, b.low), max(a.high, b.high)};
+  }
+};
+
+using Reduce = cub::BlockReduce<uint32_t, kThreads>;
+using BoundsReduce = cub::BlockReduce<Bounds, kThreads>;
+using PairScan = cub::BlockScan<uint64_t, kThreads>;
+
 struct SieveShared {
   uint32_t histogram[kRadixBins];
   typename DigitFinder<kThreads>::Storage finder;
-  typename cub::BlockReduce<uint32_t, kThreads>::TempStorage reduce;
+  union {
+    typename Reduce::TempStorage reduce;
+    typename BoundsReduce::TempStorage bounds;
+    typename PairScan::TempStorage scan;
+  } temp;
   uint32_t sum;
-  uint32_t survivors;
-  uint32_t base;
-  uint32_t ties;
-  uint32_t above;
+  uint32_t kept;
+  uint64_t pair_total;
+  Bounds bounds;
+  uint64_t bin[kSmallBin];  // a small pivot bin's entries (offset composites)
+  uint32_t bin_count;
+  Pivot small_pivot;
   bool last;
-  bool exact;
 };
 
-__device__ __forceinline__ uint32_t block_sum(SieveShared& sh, uint32_t value) {
-  const uint32_t sum = cub::BlockReduce<uint32_t, kThreads>(sh.reduce).Sum(value);
-  if (threadIdx.x == 0) sh.sum = sum;
+__device__ __forceinline__ uint32_t block_reduce_max(SieveShared& sh, uint32_t value) {
+  const uint32_t top = Reduce(sh.temp.reduce).Reduce(value, cuda::maximum<uint32_t>{});
+  if (threadIdx.x == 0) sh.sum = top;
   __syncthreads();
-  const uint32_t result = sh.sum;
+  const uint32_t all = sh.sum;
   __syncthreads();
-  return result;
+  return all;
 }
 
+__device__ __forceinline__ uint32_t block_sum(SieveShared& sh, uint32_t value) {
+  const uint32_t sum = Reduce(sh.temp.reduce).Sum(value);
+  if (threadIdx.x == 0) sh.sum = sum;
+  __syncthreads();
+  const uint32_t all = sh.sum;
+  __syncthreads();
+  return all;
+}
+
+// Two counts a thread (first, second) packed as first | second << 32: each thread's exclusive
+// prefix sums, and the block's totals in *total.
+__device__ __forceinline__ uint64_t block_pair_prefix(SieveShared& sh, uint32_t first,
+                                                      uint32_t second, uint64_t* total) {
+  uint64_t prefix = 0;
+  uint64_t all = 0;
+  PairScan(sh.temp.scan).ExclusiveSum(uint64_t{first} | (uint64_t{second} << 32), prefix, all);
+  if (threadIdx.x == 0) sh.pair_total = all;
+  __syncthreads();
+  *total = sh.pair_total;
+  __syncthreads();
+  return prefix;
+}
+
+__device__ __forceinline__ uint32_t low_half(uint64_t v) { return static_cast<uint32_t>(v); }
+__device__ __forceinline__ uint32_t high_half(uint64_t v) { return static_cast<uint32_t>(v >> 32); }
+
 // 2. The segment's cutoff over keys[0, slots): the cutoff key (1 when every valid key survives:
-// all but NaN's key 0), whether ties at it are cut, and how many keys survive.
+// all but NaN's key 0), whether ties at it are cut, the survivors and the valid keys.
 struct Cut {
   uint32_t cutoff;
   bool partial_ties;
-  uint32_t room_for_ties;  // ties at the cutoff that fit (partial_ties only)
   uint32_t survivors;
+  uint32_t valid;
 };
 
 __device__ Cut cut_segment(SieveShared& sh, const uint32_t* keys, int slots, uint32_t keep,
@@ -122,23 +170,24 @@ __device__ Cut cut_segment(SieveShared& sh, const uint32_t* keys, int slots, uin
   int top = 32;
   uint32_t rank = keep;
   uint32_t kept_above = 0;  // keys in bins above the digits found so far
+  uint32_t valid = 0;
   for (int pass = 0; pass < 3; ++pass) {
     const int width = pass < 2 ? 11 : 10;
     const int shift = top - width;
     const uint32_t mask = (1u << width) - 1u;
     for (int i = threadIdx.x; i < kRadixBins; i += kThreads) sh.histogram[i] = 0;
     __syncthreads();
-    uint32_t valid = 0;
+    uint32_t counted = 0;
     for (int s = threadIdx.x; s < slots; s += kThreads) {
       const uint32_t key = keys[s];
       if (key != 0 && (top >= 32 || key >> top == prefix)) {
         atomicAdd(&sh.histogram[(key >> shift) & mask], 1u);
-        ++valid;
+        ++counted;
       }
     }
     if (pass == 0) {
-      const uint32_t total = block_sum(sh, valid);
-      if (total <= capacity) return Cut{1, false, 0, total};
+      valid = block_sum(sh, counted);
+      if (valid <= capacity) return Cut{1, false, valid, valid};
     }
     __syncthreads();
     uint32_t above = 0;
@@ -147,97 +196,145 @@ __device__ Cut cut_segment(SieveShared& sh, const uint32_t* keys, int slots, uin
     __syncthreads();
     prefix = (prefix << width) | digit;
     if (kept_above + above + in_bin <= capacity) {
-      return Cut{prefix << shift, false, 0, kept_above + above + in_bin};
+      return Cut{prefix << shift, false, kept_above + above + in_bin, valid};
     }
     rank -= above;
     kept_above += above;
     top = shift;
   }
   // The keep-th key itself, with more ties than fit.
-  return Cut{prefix, true, capacity - kept_above, capacity};
+  return Cut{prefix, true, capacity, valid};
 }
 
-// 4. The pivot of the `rank`-th best composite of a source (each(fn) calls fn on every composite,
-// all of them non-empty, every thread a share). False when the source holds at most `rank`.
+// The rank-th best (1-based) of the `count` entries of a pivot bin in sh.bin, by one warp: the
+// pivot at the final precision (`greater` entries above the bin).
+__device__ __forceinline__ void finish_small_bin(SieveShared& sh, uint32_t rank, uint32_t greater,
+                                                 int final_bit) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const uint32_t count = sh.bin_count;
+  const uint64_t mine = lane < static_cast<int>(count) ? sh.bin[lane] >> final_bit : 0;
+  uint32_t above = 0;
+  uint32_t equal = 0;
+  for (uint32_t j = 0; j < count; ++j) {
+    const uint64_t other = sh.bin[j] >> final_bit;
+    above += other > mine ? 1u : 0u;
+    equal += other == mine ? 1u : 0u;
+  }
+  if (lane < static_cast<int>(count) && above < rank && rank <= above + equal) {
+    sh.small_pivot = Pivot{mine, final_bit, greater + above};  // lanes that agree write the same
+  }
+}
+
+// 4. The pivot of the `rank`-th best composite of a source: each(fn) calls fn on every composite
+// (0 for one that does not count), every thread a share. The digits run over c - base, from bit
+// `top` down (every c - base that counts is below 2^top); the pivot is in that offset space. A
+// bin of at most kSmallBin entries is gathered and finished by one warp. False when the source
+// holds at most `rank`.
 template <typename Each>
 __device__ bool find_pivot(SieveShared& sh, Each&& each, uint32_t rank, bool deterministic,
-                           Pivot* pivot) {
+                           uint64_t base, int top, Pivot* pivot) {
   uint64_t prefix = 0;
-  int top = 64;
   uint32_t greater = 0;
   const int final_bit = final_shift(deterministic);
-  while (true) {
-    const int width = digit_width(top);
+  for (bool first = true;; first = false) {
+    const int width = min(kRadixBits, top - final_bit);
     const int shift = top - width;
     const uint64_t mask = (uint64_t{1} << width) - 1;
     for (int i = threadIdx.x; i < kRadixBins; i += kThreads) sh.histogram[i] = 0;
     __syncthreads();
     uint32_t seen = 0;
     each([&](uint64_t c) {
-      if (matches_prefix(c, prefix, top)) {
-        atomicAdd(&sh.histogram[static_cast<uint32_t>((c >> shift) & mask)], 1u);
+      const uint64_t v = c - base;
+      if (c != 0 && matches_prefix(v, prefix, top)) {
+        atomicAdd(&sh.histogram[static_cast<uint32_t>((v >> shift) & mask)], 1u);
         ++seen;
       }
     });
-    if (top == 64 && block_sum(sh, seen) <= rank) return false;
+    if (first && block_sum(sh, seen) <= rank) return false;
     __syncthreads();
     uint32_t above = 0;
     const uint32_t digit = DigitFinder<kThreads>::find(sh.finder, sh.histogram, rank, &above);
-    const bool done = sh.histogram[digit] == rank - above || shift == final_bit;
+    const uint32_t in_bin = sh.histogram[digit];
     __syncthreads();
     rank -= above;
     greater += above;
     prefix = (prefix << width) | digit;
     top = shift;
-    if (done) break;
+    if (in_bin == rank || shift == final_bit) break;
+    if (in_bin <= kSmallBin) {
+      if (threadIdx.x == 0) sh.bin_count = 0;
+      __syncthreads();
+      each([&](uint64_t c) {
+        const uint64_t v = c - base;
+        if (c != 0 && matches_prefix(v, prefix, top)) {
+          sh.bin[cuda_common::warp_aggregated_slot(&sh.bin_count)] = v;
+        }
+      });
+      __syncthreads();
+      if (threadIdx.x < 32) finish_small_bin(sh, rank, greater, final_bit);
+      __syncthreads();
+      *pivot = sh.small_pivot;
+      return true;
+    }
   }
   *pivot = Pivot{prefix, top, greater};
   return true;
 }
 
-// Writes the source's entries that beat the pivot and the first ties still needed.
+// Writes the source's entries that beat the pivot and the first ties still needed; each(fn) must
+// visit every thread's entries in the same order on both calls.
 template <typename Traits, typename Each>
 __device__ void emit_selected(SieveShared& sh, const SelectArgs& args, int64_t row, Each&& each,
-                              const Pivot& pivot) {
-  const uint32_t needed_ties = static_cast<uint32_t>(args.k) - pivot.count_greater;
-  if (threadIdx.x == 0) {
-    sh.above = 0;
-    sh.ties = 0;
-  }
-  __syncthreads();
+                              uint64_t base, const Pivot& pivot) {
+  uint32_t above = 0;
+  uint32_t ties = 0;
   each([&](uint64_t c) {
-    const int order = compare_to_pivot(c, pivot);
+    if (c == 0) return;
+    const int order = compare_to_pivot(c - base, pivot);
+    above += order > 0 ? 1u : 0u;
+    ties += order == 0 ? 1u : 0u;
+  });
+  uint64_t total = 0;
+  const uint64_t prefix = block_pair_prefix(sh, above, ties, &total);
+  uint32_t above_at = low_half(prefix);
+  uint32_t tie_at = high_half(prefix);
+  const uint32_t needed_ties = static_cast<uint32_t>(args.k) - pivot.count_greater;
+  each([&](uint64_t c) {
+    if (c == 0) return;
+    const int order = compare_to_pivot(c - base, pivot);
     if (order > 0) {
-      write_output<Traits>(args, row, static_cast<int32_t>(warp_aggregated_slot(&sh.above)), c);
+      write_output<Traits>(args, row, static_cast<int32_t>(above_at++), c);
     } else if (order == 0) {
-      const uint32_t tie = warp_aggregated_slot(&sh.ties);
-      if (tie < needed_ties) {
-        write_output<Traits>(args, row, static_cast<int32_t>(pivot.count_greater + tie), c);
+      if (tie_at < needed_ties) {
+        write_output<Traits>(args, row, static_cast<int32_t>(pivot.count_greater + tie_at), c);
       }
+      ++tie_at;
     }
   });
 }
 
-// Writes every entry of a source holding fewer than k, then the padding.
+// Writes every entry of a source holding at most k, then the padding.
 template <typename Traits, typename Each>
 __device__ void emit_all(SieveShared& sh, const SelectArgs& args, int64_t row, Each&& each) {
-  if (threadIdx.x == 0) sh.above = 0;
-  __syncthreads();
+  uint32_t mine = 0;
+  each([&](uint64_t c) { mine += c != 0 ? 1u : 0u; });
+  uint64_t total = 0;
+  uint32_t at = low_half(block_pair_prefix(sh, mine, 0, &total));
   each([&](uint64_t c) {
-    write_output<Traits>(args, row, static_cast<int32_t>(warp_aggregated_slot(&sh.above)), c);
+    if (c != 0) write_output<Traits>(args, row, static_cast<int32_t>(at++), c);
   });
-  __syncthreads();
-  for (uint32_t slot = sh.above + threadIdx.x; slot < static_cast<uint32_t>(args.k);
+  for (uint32_t slot = low_half(total) + threadIdx.x; slot < static_cast<uint32_t>(args.k);
        slot += kThreads) {
     write_output<Traits>(args, row, static_cast<int32_t>(slot), keys::kEmptyComposite);
   }
 }
 
 template <typename Traits, typename Each>
-__device__ void select_from(SieveShared& sh, const SelectArgs& args, int64_t row, Each&& each) {
+__device__ void select_from(SieveShared& sh, const SelectArgs& args, int64_t row, Each&& each,
+                            uint64_t base, int top) {
   Pivot pivot{};
-  if (find_pivot(sh, each, static_cast<uint32_t>(args.k), args.deterministic, &pivot)) {
-    emit_selected<Traits>(sh, args, row, each, pivot);
+  if (find_pivot(sh, each, static_cast<uint32_t>(args.k), args.deterministic, base, top, &pivot)) {
+    emit_selected<Traits>(sh, args, row, each, base, pivot);
   } else {
     emit_all<Traits>(sh, args, row, each);
   }
@@ -245,10 +342,10 @@ __device__ void select_from(SieveShared& sh, const SelectArgs& args, int64_t row
 
 // May segment `info` have left behind an entry the pivot would select? Its lost entries are below
 // its cutoff, or (partial ties) equal to it.
-__device__ __forceinline__ bool may_miss(const SegmentInfo& info, const Pivot& pivot,
-                                         bool deterministic) {
+__device__ __forceinline__ bool may_miss(const SegmentInfo& info, uint64_t base,
+                                         const Pivot& pivot, bool deterministic) {
   if (!(info.flags & kLeftBehind)) return false;
-  const uint64_t bin_floor = pivot.prefix << pivot.shift;
+  const uint64_t bin_floor = base + (pivot.prefix << pivot.shift);
   const uint64_t cutoff = uint64_t{info.cutoff} << 32;
   if (!(info.flags & kPartialTies)) return cutoff > bin_floor;
   // Ties at a pivot resolved to the key are interchangeable when the order is not deterministic.
@@ -256,10 +353,15 @@ __device__ __forceinline__ bool may_miss(const SegmentInfo& info, const Pivot& p
   return (cutoff | 0xffffffffull) >= bin_floor;
 }
 
+__device__ __forceinline__ SegmentInfo load_info(const SegmentInfo* info) {
+  const uint64_t raw = __ldcg(reinterpret_cast<const unsigned long long*>(info));
+  return SegmentInfo{low_half(raw), high_half(raw)};
+}
+
 template <typename Traits>
 __global__ void __launch_bounds__(kThreads)
     sieve_kernel(const SelectArgs args, int segments, uint32_t keep, uint32_t capacity,
-                 RowCounters* counters, SegmentInfo* infos, uint64_t* survivors) {
+                 uint32_t* arrivals, SegmentInfo* infos, uint64_t* survivors) {
   extern __shared__ uint4 shared_raw[];
   uint32_t* keys = reinterpret_cast<uint32_t*>(shared_raw);
   __shared__ SieveShared sh;
@@ -268,7 +370,6 @@ __global__ void __launch_bounds__(kThreads)
   const RowLayout<Traits> layout(args, row);
   const SegmentGeometry<Traits> geometry(layout, segment, segments);
   constexpr int kPer = Traits::kPerVector;
-  RowCounters& row_counters = counters[row];
   SegmentInfo* row_infos = infos + row * segments;
   uint64_t* row_survivors = survivors + row * segments * int64_t{capacity};
 
@@ -300,92 +401,140 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = threadIdx.x; i < geometry.slots - geometry.vector_slots; i += kThreads) {
     keys[geometry.vector_slots + i] = layout.scalar_key(layout.scalar_index(i), args.largest);
   }
-  if (threadIdx.x == 0) {
-    sh.survivors = 0;
-    sh.ties = 0;
-  }
   __syncthreads();
 
   // 2. Cut.
   const Cut cut = cut_segment(sh, keys, geometry.slots, keep, capacity);
 
   // 3. Publish.
-  if (threadIdx.x == 0) sh.base = cut.survivors ? atomicAdd(&row_counters.survivors, cut.survivors) : 0;
-  __syncthreads();
-  uint32_t lost = 0;
+  const auto survives_above = [&](uint32_t key) {
+    return key != 0 && (cut.partial_ties ? key > cut.cutoff : key >= cut.cutoff);
+  };
+  const auto is_tie = [&](uint32_t key) { return cut.partial_ties && key == cut.cutoff; };
+  uint32_t mine_above = 0;
+  uint32_t mine_ties = 0;
+  for (int s = threadIdx.x; s < geometry.slots; s += kThreads) {
+    mine_above += survives_above(keys[s]) ? 1u : 0u;
+    mine_ties += is_tie(keys[s]) ? 1u : 0u;
+  }
+  uint64_t totals = 0;
+  const uint64_t prefix = block_pair_prefix(sh, mine_above, mine_ties, &totals);
+  uint64_t* list = row_survivors + int64_t{segment} * capacity;
+  uint32_t above_at = low_half(prefix);
+  uint32_t tie_at = low_half(totals) + high_half(prefix);
   for (int s = threadIdx.x; s < geometry.slots; s += kThreads) {
     const uint32_t key = keys[s];
-    if (key == 0) continue;
-    bool survives = key >= cut.cutoff;
-    if (survives && cut.partial_ties && key == cut.cutoff) {
-      survives = warp_aggregated_slot(&sh.ties) < cut.room_for_ties;
-    }
-    if (survives) {
-      row_survivors[sh.base + warp_aggregated_slot(&sh.survivors)] =
+    const bool tie = is_tie(key);
+    if (survives_above(key) || (tie && tie_at < cut.survivors)) {
+      list[tie ? tie_at : above_at] =
           keys::make_composite(key, geometry.element(layout, segment, segments, s));
-    } else {
-      ++lost;
     }
+    above_at += survives_above(key) ? 1u : 0u;
+    tie_at += tie ? 1u : 0u;
   }
-  lost = block_sum(sh, lost);
+  for (uint32_t j = cut.survivors + threadIdx.x; j < capacity; j += kThreads) {
+    list[j] = keys::kEmptyComposite;
+  }
+  __syncthreads();
   if (threadIdx.x == 0) {
-    const uint32_t flags = (lost != 0 ? kLeftBehind : 0u) | (cut.partial_ties ? kPartialTies : 0u);
+    const uint32_t flags = (cut.valid > cut.survivors ? kLeftBehind : 0u) |
+                           (cut.partial_ties ? kPartialTies : 0u);
     row_infos[segment] = SegmentInfo{cut.cutoff, flags};
-    __threadfence();
-    sh.last = atomicAdd(&row_counters.arrivals, 1u) == static_cast<uint32_t>(segments - 1);
+    cuda::atomic_ref<uint32_t, cuda::thread_scope_device> arrived(arrivals[row]);
+    sh.last = arrived.fetch_add(1u, cuda::memory_order_acq_rel) ==
+              static_cast<uint32_t>(segments - 1);
   }
   __syncthreads();
   if (!sh.last) return;
 
   // 4. Select.
-  __threadfence();
-  uint64_t* list = reinterpret_cast<uint64_t*>(shared_raw);
-  const uint32_t count = __ldcg(&row_counters.survivors);
-  for (uint32_t base = 0; base < count; base += kThreads * kUnroll) {
-    uint64_t held[kUnroll];
+  SegmentInfo mine[2];
+  uint32_t floor_key = 0;
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const uint32_t i = base + u * kThreads + threadIdx.x;
-      held[u] = i < count ? __ldcg(&row_survivors[i]) : 0;
+  for (int j = 0; j < 2; ++j) {
+    const int s = static_cast<int>(threadIdx.x) + j * kThreads;
+    mine[j] = s < segments ? load_info(&row_infos[s]) : SegmentInfo{0, 0};
+    if (mine[j].flags & kLeftBehind) floor_key = max(floor_key, mine[j].cutoff);
+  }
+  floor_key = block_reduce_max(sh, floor_key);
+  // The survivors that count (at or above the floor), compacted into shared memory: per round of
+  // loads, one shared atomic a warp.
+  uint64_t* held = reinterpret_cast<uint64_t*>(shared_raw);
+  const uint32_t slots = static_cast<uint32_t>(segments) * capacity;
+  uint32_t low = ~0u;
+  uint32_t high = 0;
+  if (threadIdx.x == 0) sh.kept = 0;
+  __syncthreads();
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  for (uint32_t first = 0; first < slots; first += kThreads * kListUnroll) {
+    uint64_t loaded[kListUnroll];
+#pragma unroll
+    for (int u = 0; u < kListUnroll; ++u) {
+      const uint32_t i = first + u * kThreads + threadIdx.x;
+      loaded[u] = i < slots ? __ldcg(&row_survivors[i]) : keys::kEmptyComposite;
     }
+    unsigned ballots[kListUnroll];
+    uint32_t warp_count = 0;
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const uint32_t i = base + u * kThreads + threadIdx.x;
-      if (i < count) list[i] = held[u];
+    for (int u = 0; u < kListUnroll; ++u) {
+      const uint32_t key = keys::composite_key(loaded[u]);
+      const bool counts = loaded[u] != keys::kEmptyComposite && key >= floor_key;
+      ballots[u] = __ballot_sync(0xffffffffu, counts);
+      warp_count += static_cast<uint32_t>(__popc(ballots[u]));
+      if (counts) {
+        low = min(low, key);
+        high = max(high, key);
+      }
+    }
+    uint32_t at = 0;
+    if (lane == 0 && warp_count != 0) at = atomicAdd(&sh.kept, warp_count);
+    at = __shfl_sync(0xffffffffu, at, 0);
+#pragma unroll
+    for (int u = 0; u < kListUnroll; ++u) {
+      if (ballots[u] >> lane & 1u) {
+        held[at + static_cast<uint32_t>(__popc(ballots[u] & ((1u << lane) - 1u)))] = loaded[u];
+      }
+      at += static_cast<uint32_t>(__popc(ballots[u]));
     }
   }
-  if (threadIdx.x == 0) sh.exact = true;
+  const Bounds bounds = BoundsReduce(sh.temp.bounds).Reduce(Bounds{low, high}, BoundsOp{});
+  if (threadIdx.x == 0) sh.bounds = bounds;
   __syncthreads();
-  const auto each_survivor = [&](auto&& fn) {
-    for (uint32_t i = threadIdx.x; i < count; i += kThreads) fn(list[i]);
+  const uint32_t kept = sh.kept;
+  const bool any = kept != 0;
+  const uint32_t lowest = sh.bounds.low;
+  const auto each_counted = [&](auto&& fn) {
+    for (uint32_t i = threadIdx.x; i < kept; i += kThreads) fn(held[i]);
   };
+  // Digits over c - (lowest << 32): the survivors that count span [lowest, high].
+  const uint64_t base = any ? uint64_t{lowest} << 32 : 0;
+  const int top = any ? 64 - __clz(static_cast<int>(sh.bounds.high - lowest)) : 64;
   Pivot pivot{};
-  const bool more_than_k =
-      find_pivot(sh, each_survivor, static_cast<uint32_t>(args.k), args.deterministic, &pivot);
-  for (int s = threadIdx.x; s < segments; s += kThreads) {
-    const SegmentInfo info{__ldcg(&row_infos[s].cutoff), __ldcg(&row_infos[s].flags)};
-    // Fewer than k survivors are the whole row only when nothing was left behind.
-    if (more_than_k ? may_miss(info, pivot, args.deterministic) : (info.flags & kLeftBehind) != 0) {
-      sh.exact = false;
-    }
+  const bool more_than_k = find_pivot(sh, each_counted, static_cast<uint32_t>(args.k),
+                                      args.deterministic, base, top, &pivot);
+  bool miss = false;
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    // Fewer than k counted are the whole row only when nothing was left behind.
+    miss |= more_than_k ? may_miss(mine[j], base, pivot, args.deterministic)
+                        : (mine[j].flags & kLeftBehind) != 0;
   }
-  __syncthreads();
-  if (sh.exact) {
+  if (!__syncthreads_or(miss)) {
     if (more_than_k) {
-      emit_selected<Traits>(sh, args, row, each_survivor, pivot);
+      emit_selected<Traits>(sh, args, row, each_counted, base, pivot);
     } else {
-      emit_all<Traits>(sh, args, row, each_survivor);
+      emit_all<Traits>(sh, args, row, each_counted);
     }
   } else {
     const auto each_in_row = [&](auto&& fn) {
       for_each_key<Traits, kThreads, kUnroll>(layout, args.largest, 0, 1,
                                               [&](uint32_t key, uint32_t index) {
-        if (key != 0) fn(keys::make_composite(key, index));
+        fn(key != 0 ? keys::make_composite(key, index) : keys::kEmptyComposite);
       });
     };
-    select_from<Traits>(sh, args, row, each_in_row);
+    select_from<Traits>(sh, args, row, each_in_row, 0, 64);
   }
-  if (threadIdx.x == 0) row_counters = RowCounters{0, 0};
+  if (threadIdx.x == 0) arrivals[row] = 0;
 }
 
 template <typename Traits>
@@ -438,8 +587,7 @@ SieveWorkspace carve_sieve(cuda_common::WorkspaceCarver& carver, const SelectPro
   SieveWorkspace ws{};
   const auto batch = static_cast<std::size_t>(problem.batch);
   const auto segments = static_cast<std::size_t>(plan.segments);
-  ws.counters = carver.take<unsigned char>(batch * sizeof(RowCounters));
-  ws.counter_bytes = batch * sizeof(RowCounters);
+  ws.arrivals = carver.take<uint32_t>(batch);
   ws.infos = carver.take<unsigned char>(batch * segments * sizeof(SegmentInfo));
   ws.survivors = carver.take<uint64_t>(batch * segments * static_cast<std::size_t>(plan.capacity));
   return ws;
@@ -448,7 +596,8 @@ SieveWorkspace carve_sieve(cuda_common::WorkspaceCarver& carver, const SelectPro
 Status launch_sieve(const SelectProblem& problem, const SievePlan& plan, const SelectArgs& args,
                     const SieveWorkspace& ws, cudaStream_t stream) {
   if (problem.batch == 0) return Status::ok();
-  LITETOPK_CUDA_TRY(cudaMemsetAsync(ws.counters, 0, ws.counter_bytes, stream));
+  LITETOPK_CUDA_TRY(
+      cudaMemsetAsync(ws.arrivals, 0, static_cast<std::size_t>(problem.batch) * sizeof(uint32_t), stream));
   return dispatch_dtype(problem.dtype, [&](auto traits) -> Status {
     using Traits = decltype(traits);
     const void* kernel = kernel_of<Traits>();
@@ -458,7 +607,7 @@ Status launch_sieve(const SelectProblem& problem, const SievePlan& plan, const S
     const dim3 grid(static_cast<unsigned>(problem.batch * plan.segments));
     sieve_kernel<Traits><<<grid, kThreads, plan.shared_bytes, stream>>>(
         args, plan.segments, static_cast<uint32_t>(plan.keep),
-        static_cast<uint32_t>(plan.capacity), static_cast<RowCounters*>(ws.counters),
+        static_cast<uint32_t>(plan.capacity), ws.arrivals,
         static_cast<SegmentInfo*>(ws.infos), ws.survivors);
     LITETOPK_CUDA_TRY(cudaPeekAtLastError());
     return Status::ok();

@@ -8,10 +8,14 @@
 // - the bounded-mass selection likewise: kept_mask equal except where some head's cumulative
 //   mass is within the estimation error of its budget, and every head's skipped mass (the CPU's
 //   fp64 masses) within the budget times that error; mass_target 0 reads every block;
-// - CUDA graphs: captured once, replayed after the cache grows on the device;
+// - top-delta's sample: a split whose first four full blocks are all kept reads all of its blocks
+//   (kept_mask 1 there, and the oracle over what was read);
+// - CUDA graphs: captured once, replayed after the cache grows on the device, and replayed twice
+//   in a row on ragged lengths (the splits' arrival counters are zeroed by every launch);
 // - *Small* suites for compute-sanitizer.
 // Several blocks_per_split values run each case, so splits that hold only skipped blocks, one
-// block, or the open block alone are all merged.
+// block, or the open block alone are all merged (by the last split to finish). Every workspace
+// starts poisoned, so nothing may rely on zeros left in it.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -27,6 +31,7 @@
 #include "testkit/device_memory.h"
 #include "formats/sparse_kv_format.h"
 #include "gpu/gpu_select_runner.h"
+#include "heuristics/decode_heuristics.h"
 #include "litetopk/sparse_decode.h"
 
 namespace litetopk::testing {
@@ -40,6 +45,22 @@ using testkit::DeviceBuffer;
 constexpr int64_t kD = 128;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr uint8_t kMaskPoison = 0x77;
+constexpr int kWorkspacePoison = 0xa5;  // every workspace byte before a call
+constexpr int64_t kSampleBlocks = 4;    // top-delta's sample: the first round of 4 consumer warps
+
+// The blocks per split that sparse_decode plans for `cache` (heuristics/decode_heuristics.h with
+// the current device's SM count), for the checks that depend on the split layout.
+int64_t planned_blocks_per_split(const SparseKvCache& cache, int64_t option) {
+  int sms = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) sms = 132;
+  heuristics::DecodeSplitShape shape;
+  shape.units = cache.max_blocks;
+  shape.unit_tokens = cache.block_size;
+  shape.pairs = cache.batch * cache.num_kv_heads;
+  shape.sm_count = sms;
+  shape.ctas_per_sm = heuristics::kSparseDecodeCtasPerSm;
+  return heuristics::decode_units_per_split(shape, option, 1024);
+}
 
 // Unit roundoff of a dtype (half an ulp, relative).
 double unit_roundoff(DType dtype) {
@@ -226,6 +247,7 @@ Status run_gpu_sparse(const DecodeWorkload& w, const SparseKvCache& cache,
   std::size_t bytes = 0;
   s = sparse_decode_workspace_size(p, &bytes, options);
   if (s) s = dev.workspace.allocate(bytes);
+  if (s) s = testkit::fill_device(dev.workspace.data(), kWorkspacePoison, bytes);
   if (s) s = sparse_decode(p, dev.workspace.data(), bytes, nullptr, options);
   if (s) s = testkit::device_synchronize();
   if (s) s = dev.download(w, r, mask_entries, g);
@@ -250,6 +272,7 @@ Status run_gpu_dense(const DecodeWorkload& w, const DenseKvCache& cache, const R
   std::size_t bytes = 0;
   s = dense_decode_workspace_size(p, &bytes, options);
   if (s) s = dev.workspace.allocate(bytes);
+  if (s) s = testkit::fill_device(dev.workspace.data(), kWorkspacePoison, bytes);
   if (s) s = dense_decode(p, dev.workspace.data(), bytes, nullptr, options);
   if (s) s = testkit::device_synchronize();
   if (s) s = dev.download(w, r, 0, g);
@@ -437,19 +460,43 @@ double decision_margin(Prepared& prep, const CpuSparse& cpu, float delta, int64_
   return (e - (pm - static_cast<double>(delta))) / tol;
 }
 
-// kept_mask: entries past ceil(len / BS) untouched, anchors and the open block 1, and every
-// other full block as the CPU decided unless the decision is within the tolerance.
+// Whether full block j of a sequence with nf full blocks and `used` blocks lies past the sample
+// of a split that top-delta's sample sent to read everything: the split (bps blocks) has more
+// than kSampleBlocks full blocks and the GPU kept the first kSampleBlocks of them.
+bool read_by_sample(const uint8_t* gpu_row, int64_t j, int64_t nf, int64_t used, int64_t bps) {
+  const int64_t j0 = j / bps * bps;
+  const int64_t full = std::min(std::min(used, j0 + bps), nf) - j0;
+  if (full <= kSampleBlocks || j - j0 < kSampleBlocks) return false;
+  for (int64_t i = 0; i < kSampleBlocks; ++i) {
+    if (gpu_row[j0 + i] != 1) return false;
+  }
+  return true;
+}
+
+// kept_mask: entries past ceil(len / BS) untouched, anchors and the open block 1, every block
+// past the sample of a split whose sample kept everything 1, and every other full block as the
+// CPU decided unless the decision is within the tolerance. bps: the plan's blocks per split.
 ::testing::AssertionResult check_mask(Prepared& prep, const CpuSparse& cpu, const GpuResult& gpu,
-                                      float delta, int* ambiguous) {
+                                      float delta, int64_t bps, int* ambiguous) {
   const SparseKvCache view = prep.host.view();
   const int64_t group = prep.w.num_q_heads / prep.w.num_kv_heads;
   for (int64_t b = 0; b < view.batch; ++b) {
     const int64_t len = prep.w.lengths[b], nf = len / view.block_size;
     const int64_t used = (len + view.block_size - 1) / view.block_size;
     for (int64_t h = 0; h < view.num_kv_heads; ++h) {
+      const uint8_t* gpu_row = &gpu.mask[static_cast<std::size_t>((b * view.num_kv_heads + h) * view.max_blocks)];
       for (int64_t j = 0; j < view.max_blocks; ++j) {
         const std::size_t at = static_cast<std::size_t>((b * view.num_kv_heads + h) * view.max_blocks + j);
         const uint8_t g = gpu.mask[at], c = cpu.mask[at];
+        if (j < nf && !std::isinf(delta) && read_by_sample(gpu_row, j, nf, used, bps)) {
+          if (g != 1) {
+            return ::testing::AssertionFailure() << "kept_mask[" << b << ", " << h << ", " << j
+                                                 << "] = " << int{g}
+                                                 << ", want 1 (its split's sample kept every block)";
+          }
+          if (c != 1) ++*ambiguous;
+          continue;
+        }
         const bool must = j >= used || j == 0 || j == nf - 1 || j >= nf || std::isinf(delta);
         if (must ? g != c : (g > 1)) {
           return ::testing::AssertionFailure() << "kept_mask[" << b << ", " << h << ", " << j
@@ -548,8 +595,11 @@ double decision_margin(Prepared& prep, const CpuSparse& cpu, float delta, int64_
 
 class SparseDecodeGpu : public ::testing::TestWithParam<DecodeCase> {};
 
-const RunConfig kSparseConfigs[] = {
-    {DType::kFloat32, 0, true, true}, {DType::kFloat16, 1, true, true}, {DType::kBFloat16, 3, true, true}};
+// blocks_per_split 8: splits long enough for top-delta's sample (more than 4 full blocks).
+const RunConfig kSparseConfigs[] = {{DType::kFloat32, 0, true, true},
+                                    {DType::kFloat16, 1, true, true},
+                                    {DType::kBFloat16, 3, true, true},
+                                    {DType::kFloat32, 8, true, true}};
 
 TEST_P(SparseDecodeGpu, MatchesCpuReference) {
   SKIP_WITHOUT_GPU();
@@ -568,7 +618,9 @@ TEST_P(SparseDecodeGpu, MatchesCpuReference) {
       int ambiguous = 0;
       ASSERT_TRUE(sel.rule == SparseSelection::kMass
                       ? check_mass_mask(prep, cpu, gpu, sel.value, &ambiguous)
-                      : check_mask(prep, cpu, gpu, sel.value, &ambiguous))
+                      : check_mask(prep, cpu, gpu, sel.value,
+                                   planned_blocks_per_split(prep.host.view(), r.blocks_per_split),
+                                   &ambiguous))
           << what;
       Oracle want;
       oracle(prep.rebuilt.cache, prep.rebuilt.q.data(), prep.w.num_q_heads, prep.w.softmax_scale,
@@ -728,6 +780,8 @@ void replay_after_the_context_grows(const DecodeSelection& sel, bool read_all_wh
   ASSERT_TRUE(dense_decode_workspace_size(dp, &dense_bytes).is_ok());
   ASSERT_TRUE(sparse_out.workspace.allocate(sparse_bytes).is_ok());
   ASSERT_TRUE(dense_out.workspace.allocate(dense_bytes).is_ok());
+  ASSERT_TRUE(testkit::fill_device(sparse_out.workspace.data(), kWorkspacePoison, sparse_bytes).is_ok());
+  ASSERT_TRUE(testkit::fill_device(dense_out.workspace.data(), kWorkspacePoison, dense_bytes).is_ok());
 
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
@@ -762,7 +816,8 @@ void replay_after_the_context_grows(const DecodeSelection& sel, bool read_all_wh
     int ambiguous = 0;
     EXPECT_TRUE(asked.rule == SparseSelection::kMass
                     ? check_mass_mask(prep, cpu, gs, asked.value, &ambiguous)
-                    : check_mask(prep, cpu, gs, asked.value, &ambiguous))
+                    : check_mask(prep, cpu, gs, asked.value,
+                                 planned_blocks_per_split(prep.host.view(), 0), &ambiguous))
         << "step " << step;
     Oracle want_sparse, want_dense;
     oracle(prep.rebuilt.cache, prep.rebuilt.q.data(), prep.w.num_q_heads, prep.w.softmax_scale,
@@ -795,6 +850,112 @@ TEST(DecodeGpuGraph, ReplayAfterTheContextGrowsReadingAllWhenSmall) {
   replay_after_the_context_grows(by_delta(5.0f), true);
 }
 
+// One graph of every decode path (sparse top-delta, bounded mass and every block, dense) on
+// ragged lengths (empty, shorter than a block, at and around block edges, long) with many splits
+// per sequence, replayed twice in a row with nothing changed: both replays match the oracle over
+// what was read and each other bit for bit. The splits' arrival counters must be back at zero at
+// the start of each launch (the workspaces start poisoned).
+TEST(DecodeGpuGraph, ReplaysTwiceInARowOnRaggedLengths) {
+  SKIP_WITHOUT_GPU();
+  DecodeCase c;
+  c.name = "Ragged";
+  c.spec.num_kv_heads = 2;
+  c.spec.group_size = 4;
+  c.spec.lengths = {1, 127, 0, 128, 129, 2000, 3001, 1100};
+  c.spec.capacity = 3072;
+  c.spec.seed = 41;
+  c.block_size = 128;
+  c.paged = true;
+  Prepared prep(c);
+  const RunConfig r{DType::kFloat16, 0, true, true};
+  const int64_t mask_entries = prep.host.shape.batch * prep.host.shape.num_kv_heads * prep.host.shape.max_blocks;
+  for (const int64_t bps : {int64_t{1}, int64_t{8}}) {
+    const DecodeSelection selections[] = {by_delta(5.0f), by_mass(0.01f),
+                                          by_delta(std::numeric_limits<float>::infinity())};
+    constexpr int kSparse = 3;
+    DeviceOutputs outs[kSparse + 1];
+    std::size_t bytes[kSparse + 1] = {};
+    SparseDecodeProblem sp[kSparse];
+    const DecodeOptions options = selecting_options(bps);
+    for (int i = 0; i < kSparse; ++i) {
+      ASSERT_TRUE(outs[i].prepare(prep.w, r, mask_entries).is_ok());
+      sp[i] = sparse_problem(prep.w, prep.dev.view, selections[i], r, outs[i]);
+      ASSERT_TRUE(sparse_decode_workspace_size(sp[i], &bytes[i], options).is_ok());
+    }
+    DeviceDenseCache dense;
+    ASSERT_TRUE(dense.upload_from(prep.w, {}).is_ok());
+    ASSERT_TRUE(outs[kSparse].prepare(prep.w, r, 0).is_ok());
+    DenseDecodeProblem dp;
+    dp.cache = dense.device;
+    dp.q = outs[kSparse].q.data();
+    dp.num_q_heads = prep.w.num_q_heads;
+    dp.softmax_scale = prep.w.softmax_scale;
+    dp.out = outs[kSparse].out.data();
+    dp.out_dtype = r.out_dtype;
+    dp.lse = outs[kSparse].lse.as<float>();
+    DecodeOptions dense_options;
+    dense_options.blocks_per_split = 2 * bps;  // the same tokens per split
+    ASSERT_TRUE(dense_decode_workspace_size(dp, &bytes[kSparse], dense_options).is_ok());
+    for (int i = 0; i <= kSparse; ++i) {
+      ASSERT_TRUE(outs[i].workspace.allocate(bytes[i]).is_ok());
+      ASSERT_TRUE(testkit::fill_device(outs[i].workspace.data(), kWorkspacePoison, bytes[i]).is_ok());
+    }
+
+    cudaStream_t stream = nullptr;
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    Status captured = Status::ok();
+    for (int i = 0; i < kSparse && captured; ++i) {
+      captured = sparse_decode(sp[i], outs[i].workspace.data(), bytes[i], stream, options);
+    }
+    if (captured) {
+      captured = dense_decode(dp, outs[kSparse].workspace.data(), bytes[kSparse], stream, dense_options);
+    }
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    ASSERT_TRUE(captured.is_ok()) << captured.to_string();
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+
+    GpuResult first[kSparse + 1];
+    for (int replay = 0; replay < 2; ++replay) {
+      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      const std::string what = "blocks_per_split " + std::to_string(bps) + ", replay " + std::to_string(replay);
+      for (int i = 0; i <= kSparse; ++i) {
+        GpuResult g;
+        ASSERT_TRUE(outs[i].download(prep.w, r, i < kSparse ? mask_entries : 0, &g).is_ok());
+        Oracle want;
+        if (i < kSparse) {
+          oracle(prep.rebuilt.cache, prep.rebuilt.q.data(), prep.w.num_q_heads, prep.w.softmax_scale,
+                 c.block_size, prep.host.shape.max_blocks, g.mask.data(), &want);
+        } else {
+          oracle(dense.host, prep.w.q.data(), prep.w.num_q_heads, prep.w.softmax_scale, 128, 0,
+                 nullptr, &want);
+        }
+        const std::string path = i < kSparse ? "sparse " + std::to_string(i) : std::string("dense");
+        EXPECT_TRUE(check_against(g, want, DType::kFloat16, r.out_dtype, true, what + ", " + path));
+        if (replay == 0) {
+          first[i] = g;
+        } else {
+          EXPECT_EQ(g.out, first[i].out) << what << ", " << path;
+          EXPECT_EQ(g.lse, first[i].lse) << what << ", " << path;
+          EXPECT_EQ(g.mask, first[i].mask) << what << ", " << path;
+        }
+      }
+      CpuSparse cpu;
+      run_cpu_sparse(prep, selections[0], &cpu);
+      GpuResult g;
+      ASSERT_TRUE(outs[0].download(prep.w, r, mask_entries, &g).is_ok());
+      int ambiguous = 0;
+      EXPECT_TRUE(check_mask(prep, cpu, g, 5.0f, bps, &ambiguous)) << what;
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+  }
+}
+
 // ---- small cases for compute-sanitizer (memcheck, racecheck) ----
 
 DecodeCase small_case(DType dtype, int64_t group, bool paged, int64_t bs) {
@@ -822,7 +983,7 @@ TEST(DecodeGpuSmall, SparseAndDense) {
     Status s = run_gpu_sparse(prep.w, prep.dev.view, by_delta(3.0f), r, &gpu);
     ASSERT_TRUE(s.is_ok()) << s.to_string();
     int ambiguous = 0;
-    EXPECT_TRUE(check_mask(prep, cpu, gpu, 3.0f, &ambiguous));
+    EXPECT_TRUE(check_mask(prep, cpu, gpu, 3.0f, r.blocks_per_split, &ambiguous));
     // The bounded-mass passes (scan, pick, attend).
     CpuSparse cpu_mass;
     run_cpu_sparse(prep, by_mass(0.05f), &cpu_mass);

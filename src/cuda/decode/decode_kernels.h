@@ -11,17 +11,25 @@
 
 namespace litetopk::decode {
 
-// The partial results of the splits and how the merge finds the active ones: a sequence of
-// length len has ceil(len / split_tokens) active splits (at most `splits`).
+// The partial results of the splits and their arrival counters: a sequence of length len has
+// max(1, ceil(len / split_tokens)) active splits (at most `splits`; split 0 also runs for an empty
+// sequence, to write its zeros), and the last of them to finish merges them into the output
+// (decode_merge_sm90.cuh).
 struct SplitPartials {
   float* o = nullptr;     // [rows, splits, D], each normalized by its own softmax sum
   float* lse2 = nullptr;  // [rows, splits]: max + log2(sum), log2 units; -inf for an empty split
+  uint32_t* arrivals = nullptr;  // [batch * num_kv_heads]: zeroed by the launch's first kernel
   int splits = 0;
   int64_t split_tokens = 0;
 };
 
+// Zeroes `pairs` arrival counters; the split kernel after it is its programmatic dependent
+// (decode_arrivals.cu).
+Status launch_reset_arrivals(uint32_t* arrivals, int64_t pairs, cudaStream_t stream);
+
 // ---- dense flash-decoding (dense_decode_kernel.cu) ----
 constexpr int kDenseTileTokens = 64;  // tokens per pipeline stage; DecodeOptions' "block" here
+// A programmatic dependent of launch_reset_arrivals; writes problem.out and problem.lse.
 Status launch_dense_decode(const DenseDecodeProblem& problem, const SplitPartials& partials,
                            cudaStream_t stream);
 
@@ -50,11 +58,14 @@ inline int anchor_chunks(int64_t block_size) {
   return 3 * static_cast<int>(block_size / kAnchorChunkTokens);
 }
 // Per (sequence, query head, anchor chunk): the largest exact logit (log2 units) of the chunk's
-// tokens, -inf for a chunk with none.
+// tokens, -inf for a chunk with none. Also zeroes the arrival counters of the kScanDelta pass
+// that depends on it.
 Status launch_sparse_anchors(const SparseDecodeProblem& problem, float* anchor_max,
-                             cudaStream_t stream);
+                             uint32_t* arrivals, cudaStream_t stream);
 // What one launch of the sparse kernel does (sparse_decode_kernel.cu): scan and attend (top-delta),
-// scan only (block masses for the pick), or attend only (the pick's blocks, or every block).
+// scan only (block masses for the pick; it zeroes the arrival counters of the kAttendPicked pass
+// after it), or attend only (the pick's blocks, or every block). The attending passes merge
+// their splits into problem.out and problem.lse.
 enum class SparsePass : int { kScanDelta, kScanMass, kAttendPicked, kAttendAll };
 // The selection's workspace arrays a pass reads or writes (null when unused); rows = batch *
 // num_q_heads.
@@ -66,7 +77,7 @@ struct SparseSelectionBuffers {
                                       // 1 when the head keeps the block
 };
 // `dependent`: a programmatic dependent of the previous kernel (kScanDelta: the anchor kernel;
-// kAttendPicked: the pick kernel).
+// kAttendPicked: the pick kernel; kAttendAll: launch_reset_arrivals).
 Status launch_sparse_decode(const SparseDecodeProblem& problem, int blocks_per_split,
                             SparsePass pass, const SparseSelectionBuffers& selection,
                             const SplitPartials& partials, bool dependent, cudaStream_t stream);
@@ -78,12 +89,5 @@ Status launch_sparse_decode(const SparseDecodeProblem& problem, int blocks_per_s
 constexpr int64_t kMaxPickBlocks = 50 * 1024;
 Status launch_sparse_pick(const SparseDecodeProblem& problem,
                           const SparseSelectionBuffers& selection, cudaStream_t stream);
-
-// ---- the merge of the splits (decode_merge_kernel.cu) ----
-// out [rows, D] of out_dtype and the optional natural-log lse [rows] from the active splits;
-// rows = batch * num_q_heads. Launched as a programmatic dependent of the split kernel.
-Status launch_decode_merge(const SplitPartials& partials, const int32_t* lengths, int64_t batch,
-                           int64_t num_q_heads, void* out, DType out_dtype, float* lse,
-                           cudaStream_t stream);
 
 }  // namespace litetopk::decode

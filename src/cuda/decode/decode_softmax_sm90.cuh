@@ -28,6 +28,26 @@ __device__ __forceinline__ void consumer_barrier() {
                : "memory");
 }
 
+// The group's `heads` query rows (fp16/bf16, from row first_row of q [rows, D]) into q_shared
+// [16][D], zero rows past `heads`: 16-byte loads, two per consumer thread, all in flight at once.
+// Called by the kConsumerWarps warps only.
+__device__ __forceinline__ void load_group_queries(const void* q, int64_t first_row, int heads,
+                                                   uint16_t (*q_shared)[kHeadDim]) {
+  constexpr int kVectors = 16 * kHeadDim / 8;  // 16-byte vectors of 16 rows
+  constexpr int kPerThread = kVectors / (kConsumerWarps * 32);
+  const uint4* src = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(q) + first_row * kHeadDim);
+  uint4 v[kPerThread];
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    const int i = threadIdx.x + k * kConsumerWarps * 32;
+    v[k] = i / (kHeadDim / 8) < heads ? src[i] : make_uint4(0u, 0u, 0u, 0u);
+  }
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    reinterpret_cast<uint4*>(&q_shared[0][0])[threadIdx.x + k * kConsumerWarps * 32] = v[k];
+  }
+}
+
 // Online softmax state of one warp for up to 8 * NT heads.
 template <typename T, int NT>
 struct WarpSoftmax {

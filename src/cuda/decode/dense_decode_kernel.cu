@@ -3,14 +3,15 @@
 // Grid (splits, kv_heads, batch); a CTA owns tokens [split * split_tokens, ...) of one (sequence,
 // KV head) and all G query heads of the group, so each K/V byte is read once.
 // 1. The CTA reads the length on the device; a split past it exits (the grid is sized from the
-//    capacity, so one CUDA graph stays valid as the context grows).
+//    capacity, so one CUDA graph stays valid as the context grows); split 0 always runs.
 // 2. A producer warp streams 64-token K and V tiles into a 3-stage shared-memory ring with
 //    cp.async.bulk (one copy per tile, or one per token row for a strided cache), completing on
 //    mbarriers; consumers release a stage with one arrival per warp.
 // 3. Four consumer warps each take 16 tokens of a tile: S = K Q^T on tensor cores (M = tokens,
 //    N = heads), scaled to log2 units, then the online softmax and O += P V (decode_softmax_sm90).
 // 4. The warps merge in shared memory and write the split's normalized partial O and its
-//    log2-sum-exp; decode_merge_kernel combines the splits.
+//    log2-sum-exp; the last split of the (sequence, KV head) to finish merges them all into out
+//    and lse (decode_merge_sm90.cuh).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "cuda/common/grid_dependency_sm90.cuh"
 #include "cuda/decode/decode_kernels.h"
 #include "cuda/decode/decode_launch_kernel.cuh"
+#include "cuda/decode/decode_merge_sm90.cuh"
 #include "cuda/decode/decode_softmax_sm90.cuh"
 
 namespace litetopk::decode {
@@ -40,7 +42,7 @@ struct DenseParams {
   int num_kv_heads, group;
   int split_tokens;
   float scale_log2;
-  PartialOut partial;
+  SplitOutput split;
 };
 
 struct DenseShared {
@@ -48,6 +50,7 @@ struct DenseShared {
   uint16_t q[16][kHeadDim];                     // the group's queries, zero rows past G
   uint64_t full[kStages];
   uint64_t empty[kStages];
+  uint32_t last;  // arrive_and_merge's verdict
 };
 static_assert(sizeof(CombineScratch) <= sizeof(DenseShared::tiles), "epilogue scratch fits");
 
@@ -94,7 +97,7 @@ __global__ void __launch_bounds__(kThreads, 2) dense_decode_kernel(const DensePa
   const int split = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int len = p.lengths[b];
   const int start = split * p.split_tokens;
-  if (start >= len) return;
+  if (split > 0 && start >= len) return;
   const int end = min(len, start + p.split_tokens);
   const int chunks = (end - start + kDenseTileTokens - 1) / kDenseTileTokens;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -145,11 +148,7 @@ __global__ void __launch_bounds__(kThreads, 2) dense_decode_kernel(const DensePa
     return;
   }
 
-  const uint16_t* q = static_cast<const uint16_t*>(p.q) + first_row * kHeadDim;
-  for (int i = threadIdx.x; i < 16 * kHeadDim; i += kConsumerWarps * 32) {
-    const int row = i / kHeadDim;
-    sh.q[row][i % kHeadDim] = row < p.group ? q[i] : uint16_t{0};
-  }
+  load_group_queries(p.q, first_row, p.group, sh.q);
   consumer_barrier();
   uint32_t qf[NT][8][2];
   load_query_fragments<NT>(sh.q, qf);
@@ -171,7 +170,10 @@ __global__ void __launch_bounds__(kThreads, 2) dense_decode_kernel(const DensePa
   sm90::allow_dependent_grids();
   consumer_barrier();  // every warp is done with the tiles before the scratch overwrites them
   combine_and_store(state, reinterpret_cast<CombineScratch*>(sh.tiles), p.group, first_row, split,
-                    p.partial);
+                    p.split.partial);
+  const int active = max(1, min(p.split.partial.splits, (len + p.split_tokens - 1) / p.split_tokens));
+  arrive_and_merge(p.split, static_cast<int64_t>(b) * p.num_kv_heads + h, active, first_row, p.group,
+                   &sh.last);
 }
 
 }  // namespace
@@ -195,12 +197,13 @@ Status launch_dense_decode(const DenseDecodeProblem& problem, const SplitPartial
   params.scale_log2 =
       static_cast<float>(detail::resolved_softmax_scale(problem.softmax_scale, c.head_dim)) *
       kLog2e;
-  params.partial = PartialOut{partials.o, partials.lse2, partials.splits};
+  params.split = SplitOutput{PartialOut{partials.o, partials.lse2, partials.splits},
+                             partials.arrivals, problem.out, problem.out_dtype, problem.lse};
   const dim3 grid(static_cast<unsigned>(partials.splits), static_cast<unsigned>(c.num_kv_heads),
                   static_cast<unsigned>(c.batch));
   return dispatch_cache_type(c.dtype, params.group, [&](auto element, auto width) {
     return launch_kernel(dense_decode_kernel<decltype(element), decltype(width)::value>, grid,
-                         dim3(kThreads), sizeof(DenseShared), false, stream, params);
+                         dim3(kThreads), sizeof(DenseShared), true, stream, params);
   });
 }
 

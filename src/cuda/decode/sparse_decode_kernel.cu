@@ -7,7 +7,8 @@
 // Grid (splits, kv_heads, batch); a CTA owns blocks [split * bps, (split + 1) * bps) of one
 // (sequence, KV head) (block nf is the open block) and all G query heads of the group.
 // 1. Reads the length on the device; a split past the last block exits (after waiting for the
-//    prerequisite grid, so that this grid's end implies that one's).
+//    prerequisite grid, so that this grid's end implies that one's); split 0 always runs.
+//    kScanMass: split 0 zeroes the pair's arrival counter for the kAttendPicked pass.
 // 2. Scan: a producer warp streams each full block's codes (BS * 32 B) and scales into a deep
 //    ring (cp.async.bulk + mbarriers). Consumer warp w takes blocks w, w+4, ...: folds the scales
 //    into the query and rounds it to int8 (u = rint(127 q s / max|q s|)), takes the codes as int8
@@ -15,7 +16,11 @@
 //    int32) and keeps the max per head (sparse_key_fragments_sm90.cuh).
 //    kScanDelta: before its first decision the warp waits for the anchor kernel (programmatic
 //    dependent launch) and reads the pseudo-max pm2 per head. Keep = anchor (0, nf-1) or some head
-//    of the group has estimate >= pm2 - delta * log2(e) (log2 units).
+//    of the group has estimate >= pm2 - delta * log2(e) (log2 units). The first round (blocks
+//    0 .. kConsumerWarps-1 of the split, one per warp) is a sample: when the split has more full
+//    blocks and keeps every sampled one, attention here is spread and the scan would skip little,
+//    so the CTA stops scanning and reads all its blocks (the producer streams the codes of two
+//    rounds, then waits at the same barrier).
 //    kScanMass: also the log2 of the block's pseudo-logit mass per head (an online log-sum-exp of
 //    the same int32 scores), written to block_mass2; the CTA then exits.
 //    kAttendPicked / kAttendAll: no scan; keep = anchor, or some head's pick row (after waiting
@@ -26,7 +31,8 @@
 // 4. Each consumer warp takes 16 tokens of a chunk: keys code + R (exact fp16) against the
 //    query's fp16 hi + lo split (fp32-grade exact scores), or the raw tail keys against the raw
 //    query; online softmax and O += P V (decode_softmax_sm90.cuh).
-// 5. The warps merge and write the split's partial; decode_merge_kernel combines the splits.
+// 5. The warps merge and write the split's partial; the last split of the (sequence, KV head) to
+//    finish merges them all into out and lse (decode_merge_sm90.cuh).
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -40,6 +46,7 @@
 #include "cuda/common/mma_sync_sm80.cuh"
 #include "cuda/decode/decode_kernels.h"
 #include "cuda/decode/decode_launch_kernel.cuh"
+#include "cuda/decode/decode_merge_sm90.cuh"
 #include "cuda/decode/decode_softmax_sm90.cuh"
 #include "cuda/decode/sparse_key_fragments_sm90.cuh"
 
@@ -48,6 +55,7 @@ namespace {
 
 constexpr int kThreads = (kConsumerWarps + 1) * 32;
 constexpr int kAttendStages = 3;
+constexpr int kNamedBarrierSample = 2;  // bar.sync id of the kScanDelta sample: the whole CTA
 constexpr int kScanRingBytes = 68 * 1024;  // codes + scales of 16 (BS 128) or 8 (BS 256) blocks
 // One attend stage: values [64 rows] | keys [64 rows] (the open block) or residuals [64 rows of
 // 128 B] + codes [64 rows of 32 B] | the block's scales.
@@ -67,7 +75,7 @@ struct SparseParams : SparseCacheView {
   float* block_mass2;        // kScanMass: [rows, max_blocks]
   const uint8_t* keep_rows;  // kAttendPicked: [rows, max_blocks]
   uint8_t* kept_mask;
-  PartialOut partial;
+  SplitOutput split;
 };
 
 struct SparseShared {
@@ -80,6 +88,7 @@ struct SparseShared {
   uint8_t keep[kMaxBlocksPerSplit];
   uint64_t scan_full[16], scan_empty[16];
   uint64_t attend_full[kAttendStages], attend_empty[kAttendStages];
+  uint32_t last;  // arrive_and_merge's verdict
 };
 static_assert(sizeof(CombineScratch) <= sizeof(SparseShared::ring), "epilogue scratch fits");
 
@@ -330,7 +339,9 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_decode_kernel(const Sparse
   const int nf = len / bs, nt = len - nf * bs;
   const int used = nf + (nt > 0 ? 1 : 0);
   const int j0 = split * p.blocks_per_split;
-  if (j0 >= used) {
+  const int64_t pair = static_cast<int64_t>(b) * p.num_kv_heads + h;
+  if (p.pass == SparsePass::kScanMass && split == 0 && threadIdx.x == 0) p.split.arrivals[pair] = 0;
+  if (split > 0 && j0 >= used) {
     sm90::wait_for_prerequisite_grids();
     return;
   }
@@ -365,11 +376,19 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_decode_kernel(const Sparse
   uint8_t* mask_row =
       p.kept_mask != nullptr ? p.kept_mask + (static_cast<int64_t>(b) * p.num_kv_heads + h) * p.max_blocks
                              : nullptr;
+  // kScanDelta's sample (step 2): the whole CTA meets once the first round is decided.
+  const bool sampling = p.pass == SparsePass::kScanDelta && full > kConsumerWarps;
+  const auto sample_keeps_all = [&] {
+    __syncwarp();
+    asm volatile("bar.sync %0, %1;" ::"n"(kNamedBarrierSample), "n"(kThreads) : "memory");
+    bool all = true;
+    for (int i = 0; i < kConsumerWarps; ++i) all = all && sh.keep[i] != 0;
+    return all;
+  };
   if (warp == kConsumerWarps) {
-    if (lane == 0 && scan) {
-      for (int i = 0; i < full; ++i) {
+    if (scan) {
+      const auto issue = [&](int i) {
         const int stage = i % stages1;
-        if (i >= stages1) sm90::mbarrier_wait(&sh.scan_empty[stage], ((i / stages1) - 1) & 1);
         const int64_t at = slot(j0 + i);
         unsigned char* dst = sh.ring.scan + stage * stage1_bytes;
         sm90::mbarrier_arrive_expect_bytes(&sh.scan_full[stage], static_cast<uint32_t>(stage1_bytes));
@@ -378,21 +397,36 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_decode_kernel(const Sparse
         sm90::bulk_copy_global_to_shared(dst + bs * kCodeRowBytes,
                                          static_cast<const unsigned char*>(p.scales) + at * kHeadDim * 2,
                                          kHeadDim * 2, &sh.scan_full[stage]);
+      };
+      // Before the sample's verdict, the sample and one more round (at most a ring).
+      const int early = min(full, sampling ? min(stages1, 2 * kConsumerWarps) : stages1);
+      if (lane == 0) {
+        for (int i = 0; i < early; ++i) issue(i);
+      }
+      if (sampling && sample_keeps_all()) {
+        // Reading everything: the codes already in flight land before the attend ring reuses
+        // the shared memory.
+        if (lane == 0) {
+          for (int i = kConsumerWarps; i < early; ++i) sm90::mbarrier_wait(&sh.scan_full[i], 0);
+        }
+      } else if (lane == 0) {
+        for (int i = early; i < full; ++i) {
+          const int stage = i % stages1;
+          if (i >= stages1) sm90::mbarrier_wait(&sh.scan_empty[stage], ((i / stages1) - 1) & 1);
+          issue(i);
+        }
       }
     }
   } else {
-    const uint16_t* q = static_cast<const uint16_t*>(p.q) + first_row * kHeadDim;
-    for (int i = threadIdx.x; i < 16 * kHeadDim; i += kConsumerWarps * 32) {
-      const int row = i / kHeadDim;
-      sh.q[row][i % kHeadDim] = row < p.group ? q[i] : uint16_t{0};
-    }
+    load_group_queries(p.q, first_row, p.group, sh.q);
     if (p.pass == SparsePass::kScanDelta) {
       sm90::wait_for_prerequisite_grids();  // the anchor kernel's pseudo-max
-      if (threadIdx.x < p.group) {
-        const float* am = p.anchor_max + (first_row + threadIdx.x) * p.anchor_chunks;
-        float m = -INFINITY;
-        for (int c = 0; c < p.anchor_chunks; ++c) m = fmaxf(m, am[c]);
-        sh.pm2[threadIdx.x] = m;
+      // Warp w takes heads w, w + 4, ...; lane c reads chunk c (at most 32 chunks).
+      for (int head = warp; head < p.group; head += kConsumerWarps) {
+        float m = lane < p.anchor_chunks ? p.anchor_max[(first_row + head) * p.anchor_chunks + lane]
+                                         : -INFINITY;
+        for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+        if (lane == 0) sh.pm2[head] = m;
       }
     }
     consumer_barrier();
@@ -440,6 +474,13 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_decode_kernel(const Sparse
           sh.keep[i] = keep ? 1 : 0;
           if (mask_row != nullptr) mask_row[j] = keep ? 1 : 0;
           sm90::mbarrier_arrive_expect_bytes(&sh.scan_empty[stage], 0);
+        }
+        if (sampling && i == warp && sample_keeps_all()) {
+          for (int r = kConsumerWarps + threadIdx.x; r < full; r += kConsumerWarps * 32) {
+            sh.keep[r] = 1;
+            if (mask_row != nullptr) mask_row[j0 + r] = 1;
+          }
+          break;  // every warp takes the same branch: the sample is read after one barrier
         }
       }
     } else {
@@ -538,7 +579,9 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_decode_kernel(const Sparse
   sm90::allow_dependent_grids();
   consumer_barrier();
   combine_and_store(state, reinterpret_cast<CombineScratch*>(&sh.ring), p.group, first_row, split,
-                    p.partial);
+                    p.split.partial);
+  const int active = max(1, (used + p.blocks_per_split - 1) / p.blocks_per_split);
+  arrive_and_merge(p.split, pair, active, first_row, p.group, &sh.last);
 }
 
 }  // namespace
@@ -578,7 +621,8 @@ Status launch_sparse_decode(const SparseDecodeProblem& problem, int blocks_per_s
   params.block_mass2 = selection.block_mass2;
   params.keep_rows = selection.keep_rows;
   params.kept_mask = problem.kept_mask;
-  params.partial = PartialOut{partials.o, partials.lse2, partials.splits};
+  params.split = SplitOutput{PartialOut{partials.o, partials.lse2, partials.splits},
+                             partials.arrivals, problem.out, problem.out_dtype, problem.lse};
   const dim3 grid(static_cast<unsigned>(partials.splits), static_cast<unsigned>(c.num_kv_heads),
                   static_cast<unsigned>(c.batch));
   return dispatch_cache_type(c.dtype, params.group, [&](auto element, auto width) {

@@ -17,6 +17,10 @@ B = 1 against a torch implementation of the quantization rule of include/litetop
 in this file. litetopk runs through its torch ops (litetopk.ops), from the installed package
 (`pip install .`) or python/ of this repository.
 
+--split-sweep T1,T2,... instead times dense, sparse every block and sparse delta 5 with the
+splits fixed at each number of tokens (DecodeOptions.blocks_per_split), the measurements of the
+split plan (src/heuristics/decode_heuristics.h).
+
 Timing: every path (SDPA, dense, each sparse row) is captured once in a CUDA graph and the graph
 is replayed; CUDA events, median of --iters after --warmup. torch SDPA:
 scaled_dot_product_attention(q [B, 32, 1, D], k/v [B, 8, S, D], enable_gqa=True), backend chosen
@@ -302,6 +306,46 @@ def bench_shape(pattern, shape, args, progress, state):
     return rows
 
 
+def sweep_shape(pattern, shape, args, progress, split_tokens):
+    """--split-sweep: SDPA, then dense, sparse every block and sparse delta 5 with DecodeOptions
+    blocks_per_split set for each tokens-per-split value (dense: tokens / 64 tiles; sparse:
+    tokens / BS blocks), read_all_when_small off."""
+    batch, context = shape
+    tokens = context - TAIL_SHORTFALL
+    bs = args.block_size
+    where = f"{pattern} B={batch} context={context // KI}K"
+    progress(f"{where}: workload")
+    q, keys, values = make_workload(pattern, batch, tokens,
+                                    args.seed + batch * 1000 + context + PATTERNS.index(pattern))
+    lengths = torch.full((batch,), tokens, dtype=torch.int32, device="cuda")
+    scale = 1.0 / math.sqrt(D)
+    sdpa_ms = timed(lambda: sdpa(q, keys, values), args)
+    base = dict(pattern=pattern, batch=batch, context=context, tokens=tokens, sdpa_ms=sdpa_ms,
+                gbps=0.0, kept_fraction=1.0, rel_l2=float("nan"))
+    rows = [dict(base, kernel="torch SDPA (enable_gqa)", selection=None, ms=sdpa_ms, speedup=1.0)]
+    max_blocks = (tokens + bs - 1) // bs
+    cache = litetopk.ops.SparseKvCache.empty(batch, KV_HEADS, max_blocks, bs, torch.float16,
+                                             "cuda")
+    cache.fill_from_dense(keys, values, lengths)
+    out = torch.empty(batch, Q_HEADS, D, dtype=torch.float16, device="cuda")
+    mask = torch.zeros(batch, KV_HEADS, max_blocks, dtype=torch.uint8, device="cuda")
+    for split in split_tokens:
+        tiles, blocks = max(1, split // 64), max(1, split // bs)
+        ms = timed(lambda: litetopk.ops.dense_decode(  # noqa: E731
+            q, keys, values, lengths, scale, out=(out, None), blocks_per_split=tiles), args)
+        rows.append(dict(base, kernel=f"litetopk dense, split {split}", selection=None, ms=ms,
+                         speedup=sdpa_ms / ms))
+        for delta in (math.inf, 5.0):
+            ms = timed(lambda: cache.decode(  # noqa: E731
+                q, delta, scale, out=(out, None, mask), blocks_per_split=blocks,
+                read_all_when_small=False), args)
+            rows.append(dict(base, kernel=f"litetopk sparse, split {split}",
+                             selection=selection_label("delta", delta), ms=ms,
+                             speedup=sdpa_ms / ms))
+        progress(f"{where} split {split}: " + ", ".join(f"{r['ms']:.4f}" for r in rows[-3:]))
+    return rows
+
+
 def markdown_table(rows):
     lines = ["| workload | B | context | kernel | selection | ms | GB/s | kept | vs SDPA | rel L2 |"
              " default options |",
@@ -322,6 +366,9 @@ def main():
                         help="DecodeOptions.blocks_per_split (0: the kernel chooses)")
     parser.add_argument("--patterns", default=",".join(PATTERNS),
                         help="workloads, comma-separated: " + ", ".join(PATTERNS))
+    parser.add_argument("--split-sweep", default="",
+                        help="tokens per split, comma-separated: time dense, sparse every block "
+                             "and sparse delta 5 at each instead of the usual rows")
     args = parser.parse_args()
     require_cuda("decode_bench.py")
     runs = []
@@ -331,11 +378,15 @@ def main():
         shapes = [] if args.only_shapes else (SYNTHETIC_SHAPES if pattern == "synthetic"
                                               else OTHER_SHAPES)
         runs += [(pattern, shape) for shape in shapes + list(args.shapes)]
-    progress = Progress(len(runs) * (2 + len(SELECTIONS)))
+    sweep = [int(x) for x in args.split_sweep.split(",") if x]
+    progress = Progress(len(runs) * ((1 + len(sweep)) if sweep else (2 + len(SELECTIONS))))
     rows, state = [], {}
     for pattern, shape in runs:
         try:
-            rows.extend(bench_shape(pattern, shape, args, progress, state))
+            if sweep:
+                rows.extend(sweep_shape(pattern, shape, args, progress, sweep))
+            else:
+                rows.extend(bench_shape(pattern, shape, args, progress, state))
         except Exception:  # noqa: BLE001 (report the row, run the others)
             traceback.print_exc()
             print(f"{pattern} shape {shape} failed; continuing", file=sys.stderr)

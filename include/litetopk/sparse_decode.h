@@ -218,11 +218,12 @@ struct DenseDecodeProblem {
 };
 
 struct DecodeOptions {
-  // Work per split (the flash-decoding unit: one CTA per split, sequence and KV head, the splits
-  // merged by a second kernel) on the GPU, >= 0. sparse_decode: KV blocks of BS tokens (capped at
-  // 1024); dense_decode: the kernel's 64-token tiles. 0 lets the kernel choose: enough splits of
-  // the capacity (max_blocks, or the dense capacity) for about two CTAs per SM over all
-  // (sequence, KV head) pairs. The split plan and the workspace size depend on it, on the
+  // Work per split (the flash-decoding unit: one CTA per split, sequence and KV head; the last
+  // split of a (sequence, KV head) to finish merges them) on the GPU, >= 0. sparse_decode: KV
+  // blocks of BS tokens (capped at 1024); dense_decode: the kernel's 64-token tiles. 0 lets the
+  // kernel choose: enough splits of the capacity (max_blocks, or the dense capacity) for about
+  // one CTA per SM (dense) or two (sparse) over all (sequence, KV head) pairs, none shorter than
+  // 512 tokens. The split plan and the workspace size depend on it, on the
   // capacity and on the current device's SM count, never on the lengths, so one workspace serves
   // a captured CUDA graph as the context grows (splits past a length exit at once).
   int64_t blocks_per_split = 0;
@@ -328,14 +329,16 @@ Status dense_decode_launch(const DenseDecodePlan& plan, const DenseDecodeAddress
 Status sparse_decode_workspace_size(const SparseDecodeProblem& problem,
                                     std::size_t* workspace_bytes,
                                     const DecodeOptions& options = {});
-// Top-delta: steps 1-4 above in three kernels: the anchors' exact logits (pseudo-max); per split,
+// Top-delta: steps 1-4 above in two kernels: the anchors' exact logits (pseudo-max); per split,
 // the scan of the 2-bit codes (int8 tensor cores, the query folded with the scales and rounded to
 // int8; it writes kept_mask) and exact attention over the kept blocks only (rebuilt keys,
-// fp32-grade scores, softmax weights rounded to the cache dtype for P V, fp32 accumulation); the
-// merge of the splits into out (fp32, fp16 or bf16) and lse. Bounded mass: the scan writes each
+// fp32-grade scores, softmax weights rounded to the cache dtype for P V, fp32 accumulation), the
+// last split to finish merging them into out (fp32, fp16 or bf16) and lse. A split whose first
+// four full blocks are all kept stops scanning and reads all its blocks (kept_mask 1 for each),
+// so top-delta may read more blocks than sparse_decode_cpu keeps, never fewer. Bounded mass: the scan writes each
 // block's pseudo-logit mass, a pick kernel finds each head's threshold (a bisection over the fp32
-// masses, at most 51200 blocks per sequence: else kUnsupported), then the attention and the
-// merge. delta = inf, mass_target = 0 and the size dispatch (DecodeOptions::read_all_when_small)
+// masses, at most 51200 blocks per sequence: else kUnsupported), then the attention with the
+// merge in its last split. delta = inf, mass_target = 0 and the size dispatch (DecodeOptions::read_all_when_small)
 // skip the scan and read every block. Skipped blocks' residuals and values are never read. A
 // block whose estimate is within rounding of the threshold (pm - delta, or the mass budget) may be
 // decided differently from sparse_decode_cpu. fp16 and bf16 caches. Every kernel is enqueued

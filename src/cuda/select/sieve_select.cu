@@ -550,7 +550,10 @@ const void* kernel_of() {
 
 SievePlan plan_sieve(const SelectProblem& problem, const cuda_common::DeviceShape& device) {
   SievePlan plan{};
-  if (problem.batch == 0) return plan;
+  if (problem.batch == 0) {
+    plan.segments = 1;  // nothing to launch
+    return plan;
+  }
   const int per_vector = problem.dtype == DType::kFloat32 ? 4 : 8;
   const int64_t chunk_elements = int64_t{kChunkVectors} * per_vector;
   const int64_t row_chunks =

@@ -2,8 +2,9 @@
 // but spreads a row over many blocks in every pass, and grid-radix runs radix's passes in one
 // launch where the rows' blocks fit on the device at once. Sieve reads split rows once at their
 // own width: for 16-bit scores it beats grid-radix (which reads them at a quarter of its fp32
-// rate) wherever its survivors fit; for fp32 rows the two are within 10% of each other, and
-// grid-radix is kept. Sample-filter wins whenever each row
+// rate) wherever its survivors fit; for fp32 rows it wins by 5-10% while a row has at most
+// kMaxFp32SieveSegments segments, and loses beyond (one row of 128K or more: many segments, so
+// many survivors for the last block to merge). Sample-filter wins whenever each row
 // gets a block of its own. When rows are split, its last-block merge of up to segments * k
 // candidates runs on one SM: with a few long segments (at most kMaxMergedSegments, each of at
 // least kMinSegmentElements scores, or 16-bit scores, which grid-radix reads at a quarter of its
@@ -16,6 +17,7 @@ namespace litetopk::heuristics {
 namespace {
 constexpr int32_t kMaxMergedSegments = 4;
 constexpr int64_t kMinSegmentElements = 65536;
+constexpr int32_t kMaxFp32SieveSegments = 64;
 }  // namespace
 
 SelectAlgo choose_select_algo(const SelectShapeFacts& facts) {
@@ -28,8 +30,9 @@ SelectAlgo choose_select_algo(const SelectShapeFacts& facts) {
     }
   }
   if (facts.grid_radix_segments > 0) {
-    return facts.sieve_segments > 0 && facts.element_bytes < 4 ? SelectAlgo::kSieve
-                                                               : SelectAlgo::kGridRadix;
+    const bool sieve_pays = facts.element_bytes < 4 ||
+                            facts.sieve_segments <= kMaxFp32SieveSegments;
+    return facts.sieve_segments > 0 && sieve_pays ? SelectAlgo::kSieve : SelectAlgo::kGridRadix;
   }
   return SelectAlgo::kRadix;
 }

@@ -39,10 +39,13 @@ TEST(SelectDispatch, ManySegmentsGoToTheRadixPaths) {
   EXPECT_EQ(choose_select_algo(facts(1 << 24, 1024, 264, 0)), SelectAlgo::kRadix);
 }
 
-TEST(SelectDispatch, SplitSixteenBitRowsSieve) {
-  // 1 x 131072 and 32 x 131072 bf16: sieve where grid-radix would run; fp32 stays grid-radix.
+TEST(SelectDispatch, SplitRowsSieve) {
+  // 1 x 131072 and 32 x 131072 bf16: sieve where grid-radix would run.
   EXPECT_EQ(choose_select_algo(facts(131072, 2048, 33, 64, 2, 128)), SelectAlgo::kSieve);
   EXPECT_EQ(choose_select_algo(facts(131072, 2048, 8, 16, 2, 16)), SelectAlgo::kSieve);
+  // fp32: sieve for 8-64 rows of 131072 (33 and 16 segments), grid-radix for one row (128).
+  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 33, 64, 4, 33)), SelectAlgo::kSieve);
+  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 8, 16, 4, 16)), SelectAlgo::kSieve);
   EXPECT_EQ(choose_select_algo(facts(131072, 2048, 33, 64, 4, 128)), SelectAlgo::kGridRadix);
   // A few long 16-bit segments stay with sample-filter; survivors that do not fit: grid-radix.
   EXPECT_EQ(choose_select_algo(facts(131072, 2048, 4, 8, 2, 16)), SelectAlgo::kSampleFilter);

@@ -178,7 +178,6 @@ __device__ Cut cut_segment(SieveShared& sh, const uint32_t* keys, int slots, uin
     for (int i = threadIdx.x; i < kRadixBins; i += kThreads) sh.histogram[i] = 0;
     __syncthreads();
     uint32_t counted = 0;
-#pragma unroll 4
     for (int s = threadIdx.x; s < slots; s += kThreads) {
       const uint32_t key = keys[s];
       if (key != 0 && (top >= 32 || key >> top == prefix)) {
@@ -414,7 +413,6 @@ __global__ void __launch_bounds__(kThreads)
   const auto is_tie = [&](uint32_t key) { return cut.partial_ties && key == cut.cutoff; };
   uint32_t mine_above = 0;
   uint32_t mine_ties = 0;
-#pragma unroll 4
   for (int s = threadIdx.x; s < geometry.slots; s += kThreads) {
     mine_above += survives_above(keys[s]) ? 1u : 0u;
     mine_ties += is_tie(keys[s]) ? 1u : 0u;
@@ -424,7 +422,6 @@ __global__ void __launch_bounds__(kThreads)
   uint64_t* list = row_survivors + int64_t{segment} * capacity;
   uint32_t above_at = low_half(prefix);
   uint32_t tie_at = low_half(totals) + high_half(prefix);
-#pragma unroll 4
   for (int s = threadIdx.x; s < geometry.slots; s += kThreads) {
     const uint32_t key = keys[s];
     const bool tie = is_tie(key);
@@ -507,7 +504,6 @@ __global__ void __launch_bounds__(kThreads)
   const bool any = kept != 0;
   const uint32_t lowest = sh.bounds.low;
   const auto each_counted = [&](auto&& fn) {
-#pragma unroll 4
     for (uint32_t i = threadIdx.x; i < kept; i += kThreads) fn(held[i]);
   };
   // Digits over c - (lowest << 32): the survivors that count span [lowest, high].

@@ -52,6 +52,20 @@ TEST(SelectPlan, RejectsBadSizesBeforeAnyDevice) {
   expect_rejected(sized_problem(), bad_algo, "options.algo");
 }
 
+TEST(SelectPlan, EveryAlgoNameParsesBack) {
+  for (SelectAlgo algo : {SelectAlgo::kAuto, SelectAlgo::kRadix, SelectAlgo::kSampleFilter,
+                          SelectAlgo::kGridRadix, SelectAlgo::kSieve}) {
+    SelectAlgo parsed = SelectAlgo::kAuto;
+    ASSERT_TRUE(parse_select_algo(select_algo_name(algo), &parsed)) << select_algo_name(algo);
+    EXPECT_EQ(parsed, algo);
+  }
+  EXPECT_STREQ(select_algo_name(SelectAlgo::kSieve), "sieve");
+  SelectAlgo untouched = SelectAlgo::kRadix;
+  EXPECT_FALSE(parse_select_algo("invalid", &untouched));
+  EXPECT_FALSE(parse_select_algo("Sieve", &untouched));
+  EXPECT_EQ(untouched, SelectAlgo::kRadix);
+}
+
 TEST(SelectPlan, NullPlanIsNamed) {
   const Status status = select_topk_plan(sized_problem(), {}, nullptr);
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);

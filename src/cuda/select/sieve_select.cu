@@ -14,16 +14,17 @@
 //    (positions from a block scan, empty composites after them), its cutoff and whether anything
 //    was left behind; then one release atomic on the row's arrival counter. Every block but the
 //    row's last returns.
-// 4. Select, in the last block: the row's list and cutoffs in one round of loads. An exact answer
-//    lies at or above the highest cutoff of a segment that left entries behind, so only survivors
-//    from there up count: they are compacted into shared memory (positions from a block scan).
-//    The pivot of the k-th best of them: radix digits of up to 11 bits over the composites minus
-//    the lowest counted key (so that the first digit spreads a narrow key range over its bins),
-//    until the pivot's bin is small enough for one warp to rank. Each segment left behind only entries below
-//    its cutoff (or ties at it); when every such cutoff lies at or below the pivot's bin (ties at
-//    a key-precision pivot are interchangeable unless deterministic), the entries above the pivot
-//    and the ties still needed are written (positions from a block scan). Otherwise the block
-//    selects over the whole row itself. It resets the row's counter for the next launch.
+// 4. Select, in the last block: the cutoffs, then the row's list in rounds of eight loads a
+//    thread. An exact answer lies at or above the highest cutoff of a segment that left entries
+//    behind, so only survivors from there up count: they are compacted into shared memory (warp
+//    ballots, one shared atomic a warp per round). The pivot of the k-th best of them: radix
+//    digits of up to 11 bits over the composites minus the lowest counted key (so that the first
+//    digit spreads a narrow key range over its bins), until the pivot's bin is small enough for
+//    one warp to rank. Each segment left behind only entries below its cutoff (or ties at it);
+//    when every such cutoff lies at or below the pivot's bin (ties at a key-precision pivot are
+//    interchangeable unless deterministic), the entries above the pivot and the ties still
+//    needed are written (positions from a block scan). Otherwise the block selects over the
+//    whole row itself. It resets the row's counter for the next launch.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -46,7 +47,7 @@ constexpr int kThreads = 512;
 constexpr int kChunkVectors = 8;               // 16-byte vectors per chunk
 constexpr int64_t kMaxSegmentElements = 8192;  // keys a segment holds on chip
 constexpr int64_t kMinSegmentElements = 1024;  // shorter segments cost more than they spread
-constexpr int kMaxSegments = 2 * kThreads;     // the last block holds two segments' cutoffs a thread
+constexpr int kMaxSegments = 2 * kThreads;     // the last block reads two cutoffs a thread
 constexpr int64_t kMaxSurvivors = 12288;       // per row (segments * capacity)
 constexpr int kUnroll = 4;
 constexpr int kListUnroll = 8;  // survivors a thread loads per round in the last block
@@ -599,8 +600,8 @@ SieveWorkspace carve_sieve(cuda_common::WorkspaceCarver& carver, const SelectPro
 Status launch_sieve(const SelectProblem& problem, const SievePlan& plan, const SelectArgs& args,
                     const SieveWorkspace& ws, cudaStream_t stream) {
   if (problem.batch == 0) return Status::ok();
-  LITETOPK_CUDA_TRY(
-      cudaMemsetAsync(ws.arrivals, 0, static_cast<std::size_t>(problem.batch) * sizeof(uint32_t), stream));
+  const std::size_t counter_bytes = static_cast<std::size_t>(problem.batch) * sizeof(uint32_t);
+  LITETOPK_CUDA_TRY(cudaMemsetAsync(ws.arrivals, 0, counter_bytes, stream));
   return dispatch_dtype(problem.dtype, [&](auto traits) -> Status {
     using Traits = decltype(traits);
     const void* kernel = kernel_of<Traits>();

@@ -11,6 +11,22 @@ bool gpu_available() {
   return query_device(&info).is_ok() && info.device_count > 0;
 }
 
+::testing::AssertionResult gpu_matches_reference(const SelectCase& c, const HostRows& rows,
+                                                 SelectAlgo algo) {
+  HostResult ref, got;
+  if (const Status s = run_cpu_select(c, rows, CpuSelectAlgo::kReference, 1, &ref); !s) {
+    return ::testing::AssertionFailure()
+           << c.name << ": the CPU reference failed: " << s.to_string();
+  }
+  GpuRunOptions options;
+  options.algo = algo;
+  if (const Status s = run_gpu_select(c, rows, options, &got); !s) {
+    return ::testing::AssertionFailure() << c.name << ": the GPU run failed: " << s.to_string();
+  }
+  return check_selection(c, rows, got.indices.data(), got.values.data(), ref.indices.data(),
+                         ref.values.data());
+}
+
 Status run_gpu_select(const SelectCase& c, const HostRows& rows, const GpuRunOptions& options,
                       HostResult* result) {
   const std::size_t out_count = static_cast<std::size_t>(c.batch * c.k);

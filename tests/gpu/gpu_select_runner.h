@@ -1,4 +1,5 @@
-// Runs one SelectCase on the GPU: upload, poisoned outputs, select_topk, download.
+// Runs one SelectCase on the GPU (upload, poisoned outputs, select_topk, download), and checks it
+// against the CPU reference.
 #pragma once
 
 #include "common/select_testing.h"
@@ -14,6 +15,11 @@ struct GpuRunOptions {
 // Fills `result` (host) from a GPU run of the case. Output buffers are poisoned (0x5a bytes) first.
 Status run_gpu_select(const SelectCase& c, const HostRows& rows, const GpuRunOptions& options,
                       HostResult* result);
+
+// Runs the case on the GPU with `algo` and checks the result against the CPU reference on the
+// same rows (check_selection); a failure names the step that failed.
+::testing::AssertionResult gpu_matches_reference(const SelectCase& c, const HostRows& rows,
+                                                 SelectAlgo algo);
 
 // True when a CUDA device is present; GPU tests skip otherwise.
 bool gpu_available();

@@ -20,17 +20,6 @@ namespace {
 // Rows above the device's block slots (two per SM) get a block each.
 constexpr int64_t kManyRows = 280;
 
-void expect_sample_filter_exact(const SelectCase& c, const HostRows& rows) {
-  HostResult ref, got;
-  ASSERT_TRUE(run_cpu_select(c, rows, CpuSelectAlgo::kReference, 1, &ref).is_ok());
-  GpuRunOptions options;
-  options.algo = SelectAlgo::kSampleFilter;
-  const Status s = run_gpu_select(c, rows, options, &got);
-  ASSERT_TRUE(s.is_ok()) << s.to_string();
-  EXPECT_TRUE(check_selection(c, rows, got.indices.data(), got.values.data(), ref.indices.data(),
-                              ref.values.data()));
-}
-
 SelectCase make_case(std::string name, int64_t batch, int64_t n, int64_t k, Pattern pattern,
                      DType dtype, bool largest, bool deterministic) {
   SelectCase c;
@@ -78,7 +67,7 @@ TEST(SelectGpuEstimate, PatternsThroughTheEstimateAndTheSecondPass) {
   cases.push_back(ranges_det);
   for (const SelectCase& c : cases) {
     SCOPED_TRACE(c.name);
-    expect_sample_filter_exact(c, make_rows(c));
+    EXPECT_TRUE(gpu_matches_reference(c, make_rows(c), SelectAlgo::kSampleFilter));
   }
 }
 
@@ -172,7 +161,7 @@ TEST(SelectGpuEstimate, SignedZerosAtTheEstimate) {
                   kManyRows, 12000, 400, Pattern::kRandomNormal, v.dtype, v.largest,
                   v.deterministic);
     SCOPED_TRACE(c.name);
-    expect_sample_filter_exact(c, signed_zero_rows(c, v.zeros));
+    EXPECT_TRUE(gpu_matches_reference(c, signed_zero_rows(c, v.zeros), SelectAlgo::kSampleFilter));
   }
 }
 

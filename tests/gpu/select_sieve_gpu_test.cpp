@@ -44,17 +44,6 @@ SelectCase fp32_case(std::string name, int64_t batch, int64_t n, int64_t k, bool
   return c;
 }
 
-void expect_sieve_matches_reference(const SelectCase& c, const HostRows& rows) {
-  HostResult ref, got;
-  ASSERT_TRUE(run_cpu_select(c, rows, CpuSelectAlgo::kReference, 1, &ref).is_ok());
-  GpuRunOptions options;
-  options.algo = SelectAlgo::kSieve;
-  const Status s = run_gpu_select(c, rows, options, &got);
-  ASSERT_TRUE(s.is_ok()) << s.to_string();
-  EXPECT_TRUE(check_selection(c, rows, got.indices.data(), got.values.data(), ref.indices.data(),
-                              ref.values.data()));
-}
-
 // Sets every element of the row's 128-byte chunks c with c % segments == 0 (segment 0's) to
 // value(i), i counting those elements.
 template <typename Value>
@@ -174,7 +163,7 @@ TEST(SelectSieveGpu, BestEntriesInOneSegmentFallBackToTheRow) {
     HostRows rows = make_rows(c);
     crowd_segment_zero(c, plan.segments, &rows,
                        [](int64_t i) { return 100.0f + static_cast<float>(i % 977); });
-    expect_sieve_matches_reference(c, rows);
+    EXPECT_TRUE(gpu_matches_reference(c, rows, SelectAlgo::kSieve));
   }
 }
 
@@ -195,7 +184,7 @@ TEST(SelectSieveGpu, TiesAtOneSegmentsCutoff) {
         crowd_segment_zero(c, plan.segments, &rows, [](int64_t) { return 100.0f; });
         auto* row = reinterpret_cast<float*>(rows.scores.data());
         for (int64_t e = 1000; e < c.n; e += 4099) row[e] = other;  // outside segment 0
-        expect_sieve_matches_reference(c, rows);
+        EXPECT_TRUE(gpu_matches_reference(c, rows, SelectAlgo::kSieve));
       }
     }
   }
@@ -205,13 +194,13 @@ TEST(SelectSieveGpu, ShortRangesAndRowsOfNan) {
   SKIP_WITHOUT_GPU();
   SelectCase c = fp32_case("Ranges", 8, 131072, 2048, false);
   c.with_ranges = true;
-  expect_sieve_matches_reference(c, make_rows(c));
+  EXPECT_TRUE(gpu_matches_reference(c, make_rows(c), SelectAlgo::kSieve));
   c = fp32_case("NanRows", 3, 65536, 1024, true);
   c.pattern = Pattern::kNanInfSprinkled;
   HostRows rows = make_rows(c);
   auto* row = reinterpret_cast<float*>(rows.scores.data()) + c.n;  // row 1: all NaN but 10
   for (int64_t e = 0; e < c.n; ++e) row[e] = e % 6553 == 0 ? static_cast<float>(e) : NAN;
-  expect_sieve_matches_reference(c, rows);
+  EXPECT_TRUE(gpu_matches_reference(c, rows, SelectAlgo::kSieve));
 }
 
 TEST(SelectSieveGpu, MisalignedRangesWithCrowdedSegmentAndBestHeads) {
@@ -242,7 +231,7 @@ TEST(SelectSieveGpu, MisalignedRangesWithCrowdedSegmentAndBestHeads) {
           for (int64_t e = cut.start; e < cut.start + cut.head; ++e) {
             store_score(rows.scores.data(), dtype, e, encode_score(sign * 1000.0f, dtype));
           }
-          expect_sieve_matches_reference(c, rows);
+          EXPECT_TRUE(gpu_matches_reference(c, rows, SelectAlgo::kSieve));
         }
       }
     }
@@ -273,7 +262,7 @@ TEST(SelectSieveGpu, TiesAtOneSegmentsCutoffEveryDTypeSorted) {
               for (int64_t e = 1000; e < c.n; e += 4099) {  // outside segment 0
                 store_score(rows.scores.data(), dtype, e, encode_score(sign * other, dtype));
               }
-              expect_sieve_matches_reference(c, rows);
+              EXPECT_TRUE(gpu_matches_reference(c, rows, SelectAlgo::kSieve));
             }
           }
         }
@@ -312,7 +301,7 @@ TEST(SelectSieveGpu, KNearTheSurvivorLimit) {
                 return 100.0f + static_cast<float>(i % 97);
               });
             }
-            expect_sieve_matches_reference(c, rows);
+            EXPECT_TRUE(gpu_matches_reference(c, rows, SelectAlgo::kSieve));
           }
         }
       }
@@ -341,7 +330,7 @@ TEST(SelectSieveGpu, EmptyBatchPlansAndRuns) {
   SelectCase c = fp32_case("SieveBatch0", 0, 131072, 2048, false);
   const SelectPlan plan = sieve_plan(c);
   EXPECT_EQ(plan.algo, SelectAlgo::kSieve);
-  expect_sieve_matches_reference(c, make_rows(c));
+  EXPECT_TRUE(gpu_matches_reference(c, make_rows(c), SelectAlgo::kSieve));
 }
 
 TEST(SelectSieveGpu, ShortAndLongRangesInOneBatch) {
@@ -367,7 +356,7 @@ TEST(SelectSieveGpu, ShortAndLongRangesInOneBatch) {
               return 100.0f + static_cast<float>(i % 97);
             });
           }
-          expect_sieve_matches_reference(c, rows);
+          EXPECT_TRUE(gpu_matches_reference(c, rows, SelectAlgo::kSieve));
         }
       }
     }
@@ -390,7 +379,7 @@ TEST(SelectSieveGpu, LongRowPatterns) {
         c.pattern = pattern;
         const SelectPlan plan = sieve_plan(c);
         ASSERT_GT(plan.segments, 1) << c.name;
-        expect_sieve_matches_reference(c, make_rows(c));
+        EXPECT_TRUE(gpu_matches_reference(c, make_rows(c), SelectAlgo::kSieve));
       }
     }
   }

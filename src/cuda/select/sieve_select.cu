@@ -33,6 +33,7 @@
 #include <cub/block/block_scan.cuh>
 #include <cuda/atomic>
 #include <cuda/functional>
+#include <cuda/std/functional>
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/kernel_attributes.h"
@@ -121,9 +122,11 @@ struct SieveShared {
   bool last;
 };
 
-__device__ __forceinline__ uint32_t block_reduce_max(SieveShared& sh, uint32_t value) {
-  const uint32_t top = Reduce(sh.temp.reduce).Reduce(value, cuda::maximum<uint32_t>{});
-  if (threadIdx.x == 0) sh.sum = top;
+// The block-wide reduction of every thread's value by op, returned to every thread.
+template <typename Op>
+__device__ __forceinline__ uint32_t block_reduce(SieveShared& sh, uint32_t value, Op op) {
+  const uint32_t reduced = Reduce(sh.temp.reduce).Reduce(value, op);
+  if (threadIdx.x == 0) sh.sum = reduced;
   __syncthreads();
   const uint32_t all = sh.sum;
   __syncthreads();
@@ -131,12 +134,7 @@ __device__ __forceinline__ uint32_t block_reduce_max(SieveShared& sh, uint32_t v
 }
 
 __device__ __forceinline__ uint32_t block_sum(SieveShared& sh, uint32_t value) {
-  const uint32_t sum = Reduce(sh.temp.reduce).Sum(value);
-  if (threadIdx.x == 0) sh.sum = sum;
-  __syncthreads();
-  const uint32_t all = sh.sum;
-  __syncthreads();
-  return all;
+  return block_reduce(sh, value, cuda::std::plus<uint32_t>{});
 }
 
 // Two counts a thread (first, second) packed as first | second << 32: each thread's exclusive
@@ -457,7 +455,7 @@ __global__ void __launch_bounds__(kThreads)
     mine[j] = s < segments ? load_info(&row_infos[s]) : SegmentInfo{0, 0};
     if (mine[j].flags & kLeftBehind) floor_key = max(floor_key, mine[j].cutoff);
   }
-  floor_key = block_reduce_max(sh, floor_key);
+  floor_key = block_reduce(sh, floor_key, cuda::maximum<uint32_t>{});
   // The survivors that count (at or above the floor), compacted into shared memory: per round of
   // loads, one shared atomic a warp.
   uint64_t* held = reinterpret_cast<uint64_t*>(shared_raw);

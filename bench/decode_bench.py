@@ -225,14 +225,21 @@ def selection_label(rule, value):
     return f"delta {value:g}" if rule == "delta" else f"mass {value:g}"
 
 
-def bench_shape(pattern, shape, args, progress, state):
+def shape_workload(pattern, shape, args, progress):
+    """The shape's tokens, its progress label and its workload (q, keys, values)."""
     batch, context = shape
     tokens = context - TAIL_SHORTFALL
-    bs = args.block_size
     where = f"{pattern} B={batch} context={context // KI}K"
     progress(f"{where}: workload")
     q, keys, values = make_workload(pattern, batch, tokens,
                                     args.seed + batch * 1000 + context + PATTERNS.index(pattern))
+    return tokens, where, q, keys, values
+
+
+def bench_shape(pattern, shape, args, progress, state):
+    batch, context = shape
+    bs = args.block_size
+    tokens, where, q, keys, values = shape_workload(pattern, shape, args, progress)
     ref = reference(q, keys, values)
     rows = []
     lengths = torch.full((batch,), tokens, dtype=torch.int32, device="cuda")
@@ -311,12 +318,8 @@ def sweep_shape(pattern, shape, args, progress, split_tokens):
     blocks_per_split set for each tokens-per-split value (dense: tokens / 64 tiles; sparse:
     tokens / BS blocks), read_all_when_small off."""
     batch, context = shape
-    tokens = context - TAIL_SHORTFALL
     bs = args.block_size
-    where = f"{pattern} B={batch} context={context // KI}K"
-    progress(f"{where}: workload")
-    q, keys, values = make_workload(pattern, batch, tokens,
-                                    args.seed + batch * 1000 + context + PATTERNS.index(pattern))
+    tokens, where, q, keys, values = shape_workload(pattern, shape, args, progress)
     lengths = torch.full((batch,), tokens, dtype=torch.int32, device="cuda")
     scale = 1.0 / math.sqrt(D)
     sdpa_ms = timed(lambda: sdpa(q, keys, values), args)

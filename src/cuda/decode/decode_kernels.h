@@ -23,13 +23,10 @@ struct SplitPartials {
   int64_t split_tokens = 0;
 };
 
-// Zeroes `pairs` arrival counters; the split kernel after it is its programmatic dependent
-// (decode_arrivals.cu).
-Status launch_reset_arrivals(uint32_t* arrivals, int64_t pairs, cudaStream_t stream);
-
 // ---- dense flash-decoding (dense_decode_kernel.cu) ----
 constexpr int kDenseTileTokens = 64;  // tokens per pipeline stage; DecodeOptions' "block" here
-// A programmatic dependent of launch_reset_arrivals; writes problem.out and problem.lse.
+// A programmatic dependent of cuda_common::launch_counter_reset; writes problem.out and
+// problem.lse.
 Status launch_dense_decode(const DenseDecodeProblem& problem, const SplitPartials& partials,
                            cudaStream_t stream);
 
@@ -77,7 +74,7 @@ struct SparseSelectionBuffers {
                                       // 1 when the head keeps the block
 };
 // `dependent`: a programmatic dependent of the previous kernel (kScanDelta: the anchor kernel;
-// kAttendPicked: the pick kernel; kAttendAll: launch_reset_arrivals).
+// kAttendPicked: the pick kernel; kAttendAll: cuda_common::launch_counter_reset).
 Status launch_sparse_decode(const SparseDecodeProblem& problem, int blocks_per_split,
                             SparsePass pass, const SparseSelectionBuffers& selection,
                             const SplitPartials& partials, bool dependent, cudaStream_t stream);

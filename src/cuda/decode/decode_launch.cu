@@ -27,9 +27,10 @@
 
 #include "api/decode_backend.h"
 #include "api/format.h"
-#include "cuda/decode/decode_kernels.h"
+#include "cuda/common/counter_reset.h"
 #include "cuda/common/device_shape.h"
 #include "cuda/common/workspace_carver.h"
+#include "cuda/decode/decode_kernels.h"
 #include "heuristics/decode_heuristics.h"
 
 namespace litetopk::detail {
@@ -169,7 +170,8 @@ Status cuda_sparse_decode(const SparseDecodeProblem& problem, void* workspace, c
       }
       break;
     default:
-      if (Status s = decode::launch_reset_arrivals(partials.arrivals, plan.pairs, stream); !s) {
+      if (Status s = cuda_common::launch_counter_reset(partials.arrivals, plan.pairs, stream);
+          !s) {
         return s;
       }
       if (Status s = decode::launch_sparse_decode(problem, bps, SparsePass::kAttendAll, selection,
@@ -201,7 +203,9 @@ Status cuda_dense_decode(const DenseDecodeProblem& problem, void* workspace, cud
   const Plan plan = dense_plan(problem, options);
   decode::SplitPartials partials;
   plan.carve(workspace, &partials, nullptr);
-  if (Status s = decode::launch_reset_arrivals(partials.arrivals, plan.pairs, stream); !s) return s;
+  if (Status s = cuda_common::launch_counter_reset(partials.arrivals, plan.pairs, stream); !s) {
+    return s;
+  }
   return decode::launch_dense_decode(problem, partials, stream);
 }
 

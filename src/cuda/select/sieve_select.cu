@@ -12,8 +12,10 @@
 //    to the capacity. A segment with at most `capacity` valid keys keeps them all.
 // 3. Publish: the survivors as composites in the segment's `capacity` slots of the row's list
 //    (positions from a block scan, empty composites after them), its cutoff and whether anything
-//    was left behind; then one release atomic on the row's arrival counter. Every block but the
-//    row's last returns.
+//    was left behind; then one release atomic on the row's arrival counter, zeroed by a reset
+//    kernel launched before this one (the sieve is its programmatic dependent and waits for it
+//    only here, so its loads overlap the reset and its own launch). Every block but the row's
+//    last returns.
 // 4. Select, in the last block: the cutoffs, then the row's list in rounds of eight loads a
 //    thread. An exact answer lies at or above the highest cutoff of a segment that left entries
 //    behind, so only survivors from there up count: they are compacted into shared memory (warp
@@ -35,7 +37,9 @@
 #include <cuda/functional>
 #include <cuda/std/functional>
 
+#include "cuda/common/counter_reset.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/grid_dependency_sm90.cuh"
 #include "cuda/common/kernel_attributes.h"
 #include "cuda/common/warp_scan.cuh"
 #include "cuda/select/radix_digits.cuh"
@@ -439,6 +443,7 @@ __global__ void __launch_bounds__(kThreads)
     const uint32_t flags = (cut.valid > cut.survivors ? kLeftBehind : 0u) |
                            (cut.partial_ties ? kPartialTies : 0u);
     row_infos[segment] = SegmentInfo{cut.cutoff, flags};
+    sm90::wait_for_prerequisite_grids();  // the counters' reset
     cuda::atomic_ref<uint32_t, cuda::thread_scope_device> arrived(arrivals[row]);
     sh.last = arrived.fetch_add(1u, cuda::memory_order_acq_rel) ==
               static_cast<uint32_t>(segments - 1);
@@ -598,21 +603,26 @@ SieveWorkspace carve_sieve(cuda_common::WorkspaceCarver& carver, const SelectPro
 Status launch_sieve(const SelectProblem& problem, const SievePlan& plan, const SelectArgs& args,
                     const SieveWorkspace& ws, cudaStream_t stream) {
   if (problem.batch == 0) return Status::ok();
-  const std::size_t counter_bytes = static_cast<std::size_t>(problem.batch) * sizeof(uint32_t);
-  LITETOPK_CUDA_TRY(cudaMemsetAsync(ws.arrivals, 0, counter_bytes, stream));
+  if (Status s = cuda_common::launch_counter_reset(ws.arrivals, problem.batch, stream); !s) {
+    return s;
+  }
   return dispatch_dtype(problem.dtype, [&](auto traits) -> Status {
     using Traits = decltype(traits);
     const void* kernel = kernel_of<Traits>();
     if (Status s = cuda_common::allow_dynamic_shared_memory(kernel, plan.shared_bytes); !s) {
       return s;
     }
-    const dim3 grid(static_cast<unsigned>(problem.batch * plan.segments));
-    sieve_kernel<Traits><<<grid, kThreads, plan.shared_bytes, stream>>>(
-        args, plan.segments, static_cast<uint32_t>(plan.keep),
-        static_cast<uint32_t>(plan.capacity), ws.arrivals,
-        static_cast<SegmentInfo*>(ws.infos), ws.survivors);
-    LITETOPK_CUDA_TRY(cudaPeekAtLastError());
-    return Status::ok();
+    SelectArgs kernel_args = args;
+    int segments = plan.segments;
+    auto keep = static_cast<uint32_t>(plan.keep);
+    auto capacity = static_cast<uint32_t>(plan.capacity);
+    uint32_t* arrivals = ws.arrivals;
+    auto* infos = static_cast<SegmentInfo*>(ws.infos);
+    uint64_t* survivors = ws.survivors;
+    void* launch_args[] = {&kernel_args, &segments, &keep, &capacity, &arrivals, &infos, &survivors};
+    return cuda_common::launch_dependent(
+        kernel, dim3(static_cast<unsigned>(problem.batch * plan.segments)), dim3(kThreads),
+        static_cast<std::size_t>(plan.shared_bytes), /*dependent=*/true, stream, launch_args);
   });
 }
 

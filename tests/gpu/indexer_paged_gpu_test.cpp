@@ -390,10 +390,9 @@ TEST(PagedIndexerGpu, NoVisibleTokenAnywhere) {
 
 // ---- logits ----
 
-TEST(PagedIndexerGpu, LogitsMatchCpu) {
-  PagedIndexerWorkload w = testkit::make_paged_indexer_workload(
-      paged_spec(testkit::ragged_context_lens(6, 1500, 64, 31), 3, 64, 1, 31));
-  w.block_table[1] = -1;  // request 0's second block: NaN
+// indexer_logits_paged against the CPU logits at the GPU tolerance, over a row stride past
+// max_context (the positions past it untouched), -inf past each row's visible tokens.
+void check_logits_match_cpu(const PagedIndexerWorkload& w) {
   const PagedIndexerProblem host = w.host_problem();
   const int64_t rows = host.batch * host.next_n;
   const int64_t stride = host.max_context + 5;
@@ -442,6 +441,44 @@ TEST(PagedIndexerGpu, LogitsMatchCpu) {
       }
     }
   }
+}
+
+TEST(PagedIndexerGpu, LogitsMatchCpu) {
+  PagedIndexerWorkload w = testkit::make_paged_indexer_workload(
+      paged_spec(testkit::ragged_context_lens(6, 1500, 64, 31), 3, 64, 1, 31));
+  w.block_table[1] = -1;  // request 0's second block: NaN
+  check_logits_match_cpu(w);
+}
+
+// The logits kernel's blocks share the batch's tiles by the device's context lengths: a batch
+// larger than a wave and than one scan round of requests (288), mostly tiny or empty requests
+// around a few long ones, so that blocks score many requests one after another and others a
+// range inside one long request; every tenth request's length negative (empty).
+std::vector<int32_t> many_segment_lens(int64_t batch) {
+  std::vector<int32_t> lens(size(batch));
+  const int32_t tiny[] = {0, 1, 63, 64, 65, 3, 130, 0, 7, 200};
+  for (int64_t b = 0; b < batch; ++b) lens[size(b)] = tiny[b % 10];
+  lens[size(batch / 3)] = 30000;
+  lens[size(batch / 3 + 1)] = 12345;
+  lens[size(batch - 1)] = 20000;
+  return lens;
+}
+
+TEST(PagedIndexerGpu, BalancedScheduleAcrossManyRequests) {
+  for (int64_t next_n : {int64_t{1}, int64_t{2}}) {
+    SCOPED_TRACE("next_n " + std::to_string(next_n));
+    PagedIndexerWorkload w = testkit::make_paged_indexer_workload(
+        paged_spec(many_segment_lens(301), next_n, 64, 64, 40 + static_cast<uint64_t>(next_n)));
+    for (std::size_t b = 5; b < w.context_lens.size(); b += 10) w.context_lens[b] = -3;
+    const PagedIndexerProblem host = w.host_problem();
+    DevicePaged d;
+    d.upload(w, host);
+    const Result unfused = run_gpu(w, host, IndexerAlgo::kUnfused);
+    EXPECT_TRUE(check_result(w, host, unfused, true));
+    EXPECT_TRUE(check_exact_on_logits(host, gpu_logits(d, host), unfused));
+  }
+  check_logits_match_cpu(testkit::make_paged_indexer_workload(
+      paged_spec(many_segment_lens(290), 2, 32, 1, 43)));
 }
 
 // ---- CUDA graphs: one capture serves every step up to max_context ----

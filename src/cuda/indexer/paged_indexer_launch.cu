@@ -1,9 +1,9 @@
 // The CUDA backend of indexer_topk_paged and indexer_logits_paged: launch plans, workspace layout
 // and dispatch. The unfused path: paged_logits_kernel writes [rows, max_context] fp32 and each
 // row's visible count into the workspace, then the selection runs over [0, count) of each row.
-// The fused path: paged_fused_kernel, its grid co-resident, when every block's share of the
-// context fits in its shared memory. Everything is planned from max_context, never from the
-// device lengths.
+// The logits kernel balances its blocks over the batch from the device's context lengths; the
+// fused path: paged_fused_kernel, its grid co-resident, when every block's share of the context
+// fits in its shared memory. The host plans from sizes (batch, max_context) only.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -70,18 +70,6 @@ namespace litetopk::detail {
 namespace {
 
 using cuda_indexer::paged_max_tiles;
-
-// Unfused: one wave of the logits kernel's blocks over the batch, at most one per tile; a batch
-// larger than the wave gets a block per request.
-Status unfused_splits(const PagedIndexerProblem& problem, int64_t* splits) {
-  *splits = 0;
-  const int64_t tiles = paged_max_tiles(problem);
-  if (tiles == 0 || problem.batch == 0) return Status::ok();
-  int wave = 0;
-  if (Status s = cuda_indexer::paged_logits_resident_blocks(problem, &wave); !s) return s;
-  *splits = std::clamp<int64_t>(wave / problem.batch, 1, tiles);
-  return Status::ok();
-}
 
 // Fused: every block resident at once (one per SM), each holding next_n * its tiles * 64 scores.
 // 0 when the problem does not fit.
@@ -189,11 +177,12 @@ Status cuda_paged_indexer_topk(const PagedIndexerProblem& problem, IndexerAlgo a
   }
   UnfusedLayout layout;
   if (Status s = lay_out_unfused(problem, workspace, &layout); !s) return s;
-  int64_t splits = 0;
-  if (Status s = unfused_splits(problem, &splits); !s) return s;
-  if (Status s = cuda_indexer::prepare_paged_launch(problem, splits, &launch); !s) return s;
-  if (Status s = cuda_indexer::launch_paged_logits(launch, layout.logits, problem.max_context,
-                                                   /*fill_unseen=*/false, layout.row_ends, stream);
+  int blocks = 0;
+  if (Status s = cuda_indexer::paged_logits_blocks(problem, &blocks); !s) return s;
+  if (Status s = cuda_indexer::prepare_paged_launch(problem, 1, &launch); !s) return s;
+  if (Status s = cuda_indexer::launch_paged_logits(launch, blocks, layout.logits,
+                                                   problem.max_context, /*fill_unseen=*/false,
+                                                   layout.row_ends, stream);
       !s) {
     return s;
   }
@@ -203,12 +192,12 @@ Status cuda_paged_indexer_topk(const PagedIndexerProblem& problem, IndexerAlgo a
 
 Status cuda_paged_indexer_logits(const PagedIndexerProblem& problem, float* logits,
                                  int64_t logits_stride, cudaStream_t stream) {
-  int64_t splits = 0;
-  if (Status s = unfused_splits(problem, &splits); !s) return s;
+  int blocks = 0;
+  if (Status s = cuda_indexer::paged_logits_blocks(problem, &blocks); !s) return s;
   cuda_indexer::PagedLaunch launch;
-  if (Status s = cuda_indexer::prepare_paged_launch(problem, splits, &launch); !s) return s;
-  return cuda_indexer::launch_paged_logits(launch, logits, logits_stride, /*fill_unseen=*/true,
-                                           nullptr, stream);
+  if (Status s = cuda_indexer::prepare_paged_launch(problem, 1, &launch); !s) return s;
+  return cuda_indexer::launch_paged_logits(launch, blocks, logits, logits_stride,
+                                           /*fill_unseen=*/true, nullptr, stream);
 }
 
 }  // namespace litetopk::detail

@@ -4,15 +4,25 @@
 // to max_context. The unfused path: this kernel, then the selection over each row's visible
 // tokens.
 //
-// Pipeline of paged_logits_kernel (grid: splits x B; block (x, b) takes tiles
-// [x * tiles_per_split, + tiles_per_split) of request b):
-// 1.-3. paged_scoring_sm90.cuh scores the block's tiles that some query of the request sees.
-// 4. Epilogue: quad lane 0 writes token row0 and quad lane 1 token row0 + 8 of each query row.
-// 5. After scoring, the block writes -inf over its tiles that no query of the request sees (when
-//    the caller wants the whole [rows, max_context] matrix), and block 0 of each request writes
-//    its rows' visible counts (the selection's row ends) when asked to.
+// Pipeline of paged_logits_kernel (grid: `blocks` blocks over the whole batch):
+// 1. Schedule from the device's context lengths (graph-safe: nothing is planned from them on the
+//    host): request b costs kSegmentCost + the tiles its last query needs (nothing without one);
+//    block x takes the cost units [x * chunk, + chunk) of the batch in request order, chunk =
+//    ceil(total / blocks): one or more segments, each a request and a range of its tiles. The
+//    block scans the requests kThreads at a time (cub::BlockScan) and keeps each chunk's segments
+//    in shared memory.
+// 2.-4. For each segment, paged_scoring_sm90.cuh scores its tiles (a block barrier between
+//    segments; the ring's and the query's barrier phases continue across them); the epilogue's
+//    quad lane 0 writes token row0 and quad lane 1 token row0 + 8 of each query row.
+// 5. Block 0 writes every row's visible count (the selection's row ends) when asked to; when the
+//    caller wants the whole [rows, max_context] matrix, the blocks write -inf over each row's
+//    positions past its request's tiles (grid-stride).
 #include <cuda_runtime_api.h>
 
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+
+#include <algorithm>
 #include <cmath>
 
 #include "cuda/common/cuda_check.h"
@@ -25,8 +35,39 @@ namespace {
 
 using paged::PagedArgs;
 
+// A segment costs this many tiles more than its tiles: the drain and refill of the ring around
+// the block barrier that separates it from the block's next segment.
+constexpr int32_t kSegmentCost = 4;
+
+struct Segment {
+  int32_t request;  // -1: none (a request without tiles)
+  int32_t begin;
+  int32_t end;
+};
+
 template <int kHeads, int kColumns>
-using LogitsStorage = paged::PagedScoringStorage<kHeads, kColumns, kLogitsStages<kColumns>>;
+struct LogitsStorage {
+  using Scan = cub::BlockScan<int32_t, paged::kThreads>;
+  using Reduce = cub::BlockReduce<int32_t, paged::kThreads>;
+  paged::PagedScoringStorage<kHeads, kColumns, kLogitsStages<kColumns>> scoring;
+  Segment segments[paged::kThreads];
+  union {
+    typename Scan::TempStorage scan;
+    typename Reduce::TempStorage reduce;
+  } cub;
+  int32_t total;
+};
+
+// The tiles request b's last query needs (every query of b sees a prefix of them).
+__device__ __forceinline__ int32_t request_tiles(const PagedArgs& args, int b) {
+  return (paged::visible_tokens(args, b, args.next_n - 1) + paged::kTileKeys - 1) /
+         paged::kTileKeys;
+}
+__device__ __forceinline__ int32_t request_cost(const PagedArgs& args, int b, int batch) {
+  if (b >= batch) return 0;
+  const int32_t tiles = request_tiles(args, b);
+  return tiles > 0 ? tiles + kSegmentCost : 0;
+}
 
 struct PagedLogitsEpilogue {
   const PagedArgs& args;
@@ -58,68 +99,127 @@ template <int kHeads, int kColumns>
 __global__ void __launch_bounds__(paged::kThreads, kLogitsBlocksPerSm<kColumns>)
     paged_logits_kernel(const __grid_constant__ CUtensorMap q_map,
                         const __grid_constant__ CUtensorMap kv_map, const PagedArgs args,
-                        float* logits, int64_t stride, bool fill_unseen, int32_t* row_ends) {
+                        int32_t batch, float* logits, int64_t stride, bool fill_unseen,
+                        int32_t* row_ends) {
+  using Storage = LogitsStorage<kHeads, kColumns>;
   extern __shared__ __align__(1024) unsigned char shared_raw[];
-  auto& storage = *reinterpret_cast<LogitsStorage<kHeads, kColumns>*>(shared_raw);
-  const int b = static_cast<int>(blockIdx.y);
-  if (threadIdx.x == 0) paged::init_scoring(storage);
+  auto& s = *reinterpret_cast<Storage*>(shared_raw);
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid == 0) paged::init_scoring(s.scoring);
+  // 1. The batch's cost and this block's share of it.
+  int32_t cost = 0;
+  for (int b = tid; b < batch; b += paged::kThreads) cost += request_cost(args, b, batch);
+  cost = typename Storage::Reduce(s.cub.reduce).Sum(cost);
+  if (tid == 0) s.total = cost;
   __syncthreads();
-  const paged::TileRange range = paged::tile_range(args, b);
-  PagedLogitsEpilogue epilogue{args, logits, stride, b};
-  paged::run_scoring<kHeads, kColumns, kLogitsStages<kColumns>>(&q_map, &kv_map, args, storage, b, range, epilogue);
+  const int32_t total = s.total;
+  const int32_t chunk = (total + static_cast<int32_t>(gridDim.x) - 1) / static_cast<int32_t>(gridDim.x);
+  const int32_t mine_begin = min(static_cast<int32_t>(blockIdx.x) * chunk, total);
+  const int32_t mine_end = min(mine_begin + chunk, total);
+  uint32_t iters = 0;  // ring iterations and query loads of the block's segments so far
+  uint32_t loads = 0;
+  int32_t passed = 0;  // cost of the requests before this round's
+  for (int base = 0; base < batch && passed < mine_end; base += paged::kThreads) {
+    const int b = base + tid;
+    const int32_t here = request_cost(args, b, batch);
+    int32_t before = 0;
+    int32_t round = 0;
+    typename Storage::Scan(s.cub.scan).ExclusiveSum(here, before, round);
+    before += passed;
+    // The part of b's tiles inside [mine_begin, mine_end): its tiles occupy the cost units
+    // [before + kSegmentCost, before + here).
+    Segment segment{-1, 0, 0};
+    if (here > 0) {
+      const int32_t first = before + kSegmentCost;
+      const int32_t tile_begin = max(mine_begin - first, 0);
+      const int32_t tile_end = min(mine_end - first, here - kSegmentCost);
+      if (tile_begin < tile_end) segment = Segment{b, tile_begin, tile_end};
+    }
+    s.segments[tid] = segment;
+    __syncthreads();
+    // 2.-4.
+    const int count = min(paged::kThreads, batch - base);
+    for (int i = 0; i < count; ++i) {
+      const Segment seg = s.segments[i];
+      if (seg.request < 0) continue;
+      const paged::TileRange range{seg.begin, seg.end, iters, loads & 1u};
+      iters += static_cast<uint32_t>(seg.end - seg.begin);
+      ++loads;
+      PagedLogitsEpilogue epilogue{args, logits, stride, seg.request};
+      paged::run_scoring<kHeads, kColumns, kLogitsStages<kColumns>>(&q_map, &kv_map, args, s.scoring,
+                                                                   seg.request, range, epilogue);
+      __syncthreads();
+    }
+    passed += round;
+    __syncthreads();  // every thread has read this round's segments
+  }
   // 5.
-  if (row_ends != nullptr && blockIdx.x == 0 && static_cast<int>(threadIdx.x) < args.next_n) {
-    const int j = static_cast<int>(threadIdx.x);
-    row_ends[b * args.next_n + j] = paged::visible_tokens(args, b, j);
+  const int rows = batch * args.next_n;
+  if (row_ends != nullptr && blockIdx.x == 0) {
+    for (int r = tid; r < rows; r += paged::kThreads) {
+      row_ends[r] = paged::visible_tokens(args, r / args.next_n, r % args.next_n);
+    }
   }
   if (!fill_unseen) return;
-  const int32_t first = range.end * paged::kTileKeys;
-  const int32_t last = min((range.begin + args.tiles_per_split) * paged::kTileKeys, args.max_context);
-  for (int j = 0; j < args.next_n; ++j) {
-    float* row = logits + (int64_t{b} * args.next_n + j) * stride;
-    for (int32_t token = first + static_cast<int32_t>(threadIdx.x); token < last;
-         token += paged::kThreads) {
+  const int64_t step = int64_t{gridDim.x} * paged::kThreads;
+  for (int r = 0; r < rows; ++r) {
+    float* row = logits + int64_t{r} * stride;
+    const int64_t first = int64_t{request_tiles(args, r / args.next_n)} * paged::kTileKeys;
+    for (int64_t token = first + int64_t{blockIdx.x} * paged::kThreads + tid; token < args.max_context;
+         token += step) {
       row[token] = -INFINITY;
     }
   }
 }
 
 template <int kHeads, int kColumns>
-Status launch_kernel(const PagedLaunch& launch, float* logits, int64_t stride, bool fill_unseen,
-              int32_t* row_ends, cudaStream_t stream) {
+Status launch_kernel(const PagedLaunch& launch, int blocks, float* logits, int64_t stride,
+                     bool fill_unseen, int32_t* row_ends, cudaStream_t stream) {
+  static_assert(kLogitsBlocksPerSm<kColumns> * (sizeof(LogitsStorage<kHeads, kColumns>) + 1024) <=
+                    233472,
+                "the blocks of an SM must fit its 228 KB of shared memory");
   auto kernel = paged_logits_kernel<kHeads, kColumns>;
   const int smem = static_cast<int>(sizeof(LogitsStorage<kHeads, kColumns>));
   if (Status s = cuda_common::allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), smem);
       !s) {
     return s;
   }
-  const dim3 grid(launch.splits, launch.batch);
-  kernel<<<grid, paged::kThreads, smem, stream>>>(launch.q_map, launch.kv_map, launch.args, logits,
-                                                 stride, fill_unseen, row_ends);
+  kernel<<<blocks, paged::kThreads, smem, stream>>>(launch.q_map, launch.kv_map, launch.args,
+                                                    static_cast<int32_t>(launch.batch), logits,
+                                                    stride, fill_unseen, row_ends);
   LITETOPK_CUDA_TRY(cudaPeekAtLastError());
   return Status::ok();
 }
 
 }  // namespace
 
-Status paged_logits_resident_blocks(const PagedIndexerProblem& problem, int* blocks) {
-  return dispatch_paged_shape(static_cast<int>(problem.num_heads), paged_columns(problem),
-                              [&](auto heads, auto columns) {
-    constexpr int kHeads = decltype(heads)::value;
-    constexpr int kColumns = decltype(columns)::value;
-    const void* kernel = reinterpret_cast<const void*>(paged_logits_kernel<kHeads, kColumns>);
-    const int smem = static_cast<int>(sizeof(LogitsStorage<kHeads, kColumns>));
-    if (Status s = cuda_common::allow_dynamic_shared_memory(kernel, smem); !s) return s;
-    return cuda_common::resident_blocks(kernel, paged::kThreads, smem, blocks);
-  });
+Status paged_logits_blocks(const PagedIndexerProblem& problem, int* blocks) {
+  *blocks = 0;
+  const int64_t tiles = paged_max_tiles(problem) * problem.batch;
+  if (tiles == 0) return Status::ok();
+  int wave = 0;
+  if (Status s = dispatch_paged_shape(static_cast<int>(problem.num_heads), paged_columns(problem),
+                                      [&](auto heads, auto columns) {
+        constexpr int kHeads = decltype(heads)::value;
+        constexpr int kColumns = decltype(columns)::value;
+        const void* kernel = reinterpret_cast<const void*>(paged_logits_kernel<kHeads, kColumns>);
+        const int smem = static_cast<int>(sizeof(LogitsStorage<kHeads, kColumns>));
+        if (Status s = cuda_common::allow_dynamic_shared_memory(kernel, smem); !s) return s;
+        return cuda_common::resident_blocks(kernel, paged::kThreads, smem, &wave);
+      });
+      !s) {
+    return s;
+  }
+  *blocks = static_cast<int>(std::min<int64_t>(std::max<int64_t>(wave, problem.batch), tiles));
+  return Status::ok();
 }
 
-Status launch_paged_logits(const PagedLaunch& launch, float* logits, int64_t stride,
+Status launch_paged_logits(const PagedLaunch& launch, int blocks, float* logits, int64_t stride,
                            bool fill_unseen, int32_t* row_ends, cudaStream_t stream) {
-  if (launch.batch == 0 || launch.splits == 0) return Status::ok();
+  if (launch.batch == 0 || blocks == 0) return Status::ok();
   return dispatch_paged_shape(launch.heads, launch.columns, [&](auto heads, auto columns) {
     return launch_kernel<decltype(heads)::value, decltype(columns)::value>(
-        launch, logits, stride, fill_unseen, row_ends, stream);
+        launch, blocks, logits, stride, fill_unseen, row_ends, stream);
   });
 }
 

@@ -66,10 +66,14 @@ __device__ __forceinline__ int32_t visible_tokens(const PagedArgs& args, int b, 
 }
 
 // The block's tiles: [begin, end) of request b's context, clipped to the tiles its last query
-// (which sees the most) needs.
+// (which sees the most) needs. A block that scores several ranges one after another (with a block
+// barrier between them) continues its barriers' phases: first_iter is the ring iteration of the
+// range's first tile and q_parity the phase of the range's query load.
 struct TileRange {
   int32_t begin;
   int32_t end;
+  uint32_t first_iter = 0;
+  uint32_t q_parity = 0;
 };
 __device__ __forceinline__ TileRange tile_range(const PagedArgs& args, int b) {
   const int32_t longest = visible_tokens(args, b, args.next_n - 1);
@@ -130,7 +134,7 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
     for (int i = 0; i < count; ++i) {
       const int32_t entry = __shfl_sync(0xffffffffu, lane_entry, i);
       if (lane == 0) {
-        const uint32_t iter = static_cast<uint32_t>(base + i - range.begin);
+        const uint32_t iter = range.first_iter + static_cast<uint32_t>(base + i - range.begin);
         const uint32_t stage = iter % kStages;
         sm90::mbarrier_wait(&s.kv_empty[stage], ((iter / kStages) & 1) ^ 1);
         s.entries[stage] = entry;
@@ -162,7 +166,7 @@ __device__ __forceinline__ void score_tiles(const PagedArgs& args,
   const int group = __shfl_sync(0xffffffffu, warp / 4, 0);  // warp-uniform
   const int row0 = (warp % 4) * 16 + lane / 4;
   const int quad_lane = lane % 4;
-  sm90::mbarrier_wait(&s.q_full, 0);
+  sm90::mbarrier_wait(&s.q_full, range.q_parity);
   sm90core::BankWeights<kHeads, P::kBankQueries> weights[P::kBanks];
 #pragma unroll
   for (int bank = 0; bank < P::kBanks; ++bank) {
@@ -172,7 +176,7 @@ __device__ __forceinline__ void score_tiles(const PagedArgs& args,
   const uint32_t kv_low0 = sm90::swizzled_descriptor_low(s.kv[0]);
   const uint32_t q_low = sm90::swizzled_descriptor_low(s.q);
   for (int32_t tile = range.begin + group; tile < range.end; tile += 2) {
-    const uint32_t iter = static_cast<uint32_t>(tile - range.begin);
+    const uint32_t iter = range.first_iter + static_cast<uint32_t>(tile - range.begin);
     const uint32_t stage = iter % kStages;
     sm90::mbarrier_wait(&s.kv_full[stage], (iter / kStages) & 1);
     const bool in_cache = block_in_cache(args, s.entries[stage]);

@@ -316,6 +316,27 @@ TEST(PagedIndexerGpu, LargeBatchRunsUnfused) {
   EXPECT_TRUE(check_result(w, few, head, true));
 }
 
+// The best scores crowded into one stretch of the context (the last 8192 tokens scaled up, as
+// recent tokens often score): a few blocks hold most of the top k. Both paths exact on the
+// oracle, for a small k and DSA's.
+TEST(PagedIndexerGpu, CrowdedTopKAcrossFewBlocks) {
+  for (int64_t k : {int64_t{256}, int64_t{2048}}) {
+    SCOPED_TRACE("k " + std::to_string(k));
+    PagedIndexerWorkload w = testkit::make_paged_indexer_workload(
+        paged_spec({131072, 40000}, 1, 64, k, 90 + static_cast<uint64_t>(k)));
+    for (int64_t b = 0; b < 2; ++b) {
+      const int64_t blocks = w.context_lens[size(b)] / w.spec.block_size;
+      for (int64_t i = blocks - 128; i < blocks; ++i) {  // the last 8192 tokens
+        const int64_t block = w.block_table[size(b * w.max_blocks + i)];
+        for (int64_t slot = 0; slot < w.spec.block_size; ++slot) {
+          write_scale(&w, block, slot, 64.0f * read_scale(w, block, slot));
+        }
+      }
+    }
+    check_both_paths(w, w.host_problem(), true);
+  }
+}
+
 // ---- ties ----
 
 TEST(PagedIndexerGpu, ConstantScoresTieEverywhere) {

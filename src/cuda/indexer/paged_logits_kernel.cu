@@ -15,8 +15,8 @@
 //    segments; the ring's and the query's barrier phases continue across them); the epilogue's
 //    quad lane 0 writes token row0 and quad lane 1 token row0 + 8 of each query row.
 // 5. Block 0 writes every row's visible count (the selection's row ends) when asked to; when the
-//    caller wants the whole [rows, max_context] matrix, the blocks write -inf over each row's
-//    positions past its request's tiles (grid-stride).
+//    caller wants the whole [rows, max_context] matrix, block x writes -inf over the positions
+//    past the request's tiles of rows x, x + blocks, ...
 #include <cuda_runtime_api.h>
 
 #include <cub/block/block_reduce.cuh>
@@ -161,12 +161,10 @@ __global__ void __launch_bounds__(paged::kThreads, kLogitsBlocksPerSm<kColumns>)
     }
   }
   if (!fill_unseen) return;
-  const int64_t step = int64_t{gridDim.x} * paged::kThreads;
-  for (int r = 0; r < rows; ++r) {
+  for (int r = static_cast<int>(blockIdx.x); r < rows; r += static_cast<int>(gridDim.x)) {
     float* row = logits + int64_t{r} * stride;
-    const int64_t first = int64_t{request_tiles(args, r / args.next_n)} * paged::kTileKeys;
-    for (int64_t token = first + int64_t{blockIdx.x} * paged::kThreads + tid; token < args.max_context;
-         token += step) {
+    const int32_t first = request_tiles(args, r / args.next_n) * paged::kTileKeys;
+    for (int32_t token = first + tid; token < args.max_context; token += paged::kThreads) {
       row[token] = -INFINITY;
     }
   }

@@ -158,6 +158,9 @@ __device__ void load_tiles(const SparseAttentionArgs& a, const BlockWork& w, uns
   auto* barriers = reinterpret_cast<uint64_t*>(smem + L::kBarriers);
   auto* bits = smem + L::kBits;
   constexpr int kDqk = kSlabs * 64;
+  // kv rows stay in L2 before other lines: neighbouring queries and a query's other head block
+  // gather many of the same rows.
+  const uint64_t kv_policy = sm90::l2_evict_last_policy();
 
   // q rows: row r is head r % rows_per_query of query r / rows_per_query.
 #pragma unroll
@@ -206,7 +209,7 @@ __device__ void load_tiles(const SparseAttentionArgs& a, const BlockWork& w, uns
 #pragma unroll
           for (int slab = half * kLeftSlabs; slab < (half ? kSlabs : kLeftSlabs); ++slab) {
             sm90::cp_async_16(stage_base + slab * kSlabBytes + 16 * i * 128,
-                              source[stage][i] + slab * 64, valid[stage][i]);
+                              source[stage][i] + slab * 64, valid[stage][i], kv_policy);
           }
         }
         sm90::cp_async_arrive(&barriers[kFullBarrier + 2 * stage + half]);

@@ -64,6 +64,21 @@ __device__ __forceinline__ void cp_async_16(void* shared_dst, const void* global
                "l"(global_src), "r"(valid ? 16 : 0)
                : "memory");
 }
+// An L2 policy that keeps the lines a load brings in over others (evict_last), for data that is
+// read again soon (by another block).
+__device__ __forceinline__ uint64_t l2_evict_last_policy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+// cp_async_16 with an L2 cache policy (l2_evict_last_policy).
+__device__ __forceinline__ void cp_async_16(void* shared_dst, const void* global_src, bool valid,
+                                            uint64_t policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;" ::"r"(
+                   shared_address(shared_dst)),
+               "l"(global_src), "r"(valid ? 16 : 0), "l"(policy)
+               : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;" ::: "memory");
 }

@@ -17,7 +17,8 @@
 // 1. Loader: the block's 64 q rows into shared memory (cp.async, 128-byte swizzle, d_qk / 64
 //    slabs of 64 columns); then per tile, per half of its columns once that half's readers
 //    released it, the slots' kv rows (cp.async; a skipped slot, or one past the list, gets a zero
-//    row), completing on the half's full barrier; with the left half, the slots' query bits.
+//    row), completing on the half's full barrier; with the left half, the slots' query bits. The
+//    slot words of the next pair are loaded while this pair's copies are issued.
 // 2. Math warpgroup h: S = Q K^T over its own tile (m64n64k16 wgmma from shared memory, the left
 //    half's slabs while the right half lands), scaled to base-2 logits (sm_scale * log2 e); a
 //    slot the row does not take is -inf.
@@ -161,6 +162,7 @@ __device__ void load_tiles(const SparseAttentionArgs& a, const BlockWork& w, uns
   // kv rows stay in L2 before other lines: neighbouring queries and a query's other head block
   // gather many of the same rows.
   const uint64_t kv_policy = sm90::l2_evict_last_policy();
+  const uint64_t q_policy = sm90::l2_evict_first_policy();  // q rows are read once
 
   // q rows: row r is head r % rows_per_query of query r / rows_per_query.
 #pragma unroll
@@ -174,11 +176,25 @@ __device__ void load_tiles(const SparseAttentionArgs& a, const BlockWork& w, uns
 #pragma unroll
     for (int slab = 0; slab < kSlabs; ++slab) {
       sm90::cp_async_16(smem + L::kQ + slab * kSlabBytes + row_offset + 16 * i * 128,
-                        source + slab * 64, real);
+                        source + slab * 64, real, q_policy);
     }
   }
   sm90::cp_async_arrive(&barriers[kQBarrier]);
 
+  // The slot words of a pair's rows (both tiles), loaded one pair ahead so that their latency
+  // hides behind the previous pair's waits and copies.
+  int32_t words[2][kRowsPerThread];
+  auto load_words = [&](int pair, int32_t (&into)[2][kRowsPerThread]) {
+#pragma unroll
+    for (int stage = 0; stage < 2; ++stage) {
+#pragma unroll
+      for (int i = 0; i < kRowsPerThread; ++i) {
+        const int slot = (2 * pair + stage) * kTile + row0 + 16 * i;
+        into[stage][i] = slot < w.count ? __ldg(w.slots + slot) : -1;
+      }
+    }
+  };
+  load_words(0, words);
   for (int pair = 0; 2 * pair < tiles; ++pair) {
     const uint32_t parity = (pair & 1) ^ 1;
     // The rows' sources (a skipped slot reads nothing and gets zeros) and query bits, both tiles.
@@ -190,7 +206,7 @@ __device__ void load_tiles(const SparseAttentionArgs& a, const BlockWork& w, uns
 #pragma unroll
       for (int i = 0; i < kRowsPerThread; ++i) {
         const int slot = (2 * pair + stage) * kTile + row0 + 16 * i;
-        const int32_t word = slot < w.count ? __ldg(w.slots + slot) : -1;
+        const int32_t word = words[stage][i];
         const int32_t token = slot_token(w, word);
         valid[stage][i] = slot < w.count && (w.packed || (word >= 0 && word < a.s_kv));
         row_bits[stage][i] =
@@ -198,6 +214,7 @@ __device__ void load_tiles(const SparseAttentionArgs& a, const BlockWork& w, uns
         source[stage][i] = a.kv + (valid[stage][i] ? int64_t{token} * kDqk : 0) + chunk * 8;
       }
     }
+    load_words(pair + 1, words);
 #pragma unroll
     for (int stage = 0; stage < 2; ++stage) {
       unsigned char* stage_base = smem + L::kStage0 + stage * L::kStageBytes + row_offset;

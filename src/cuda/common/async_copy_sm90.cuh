@@ -71,7 +71,13 @@ __device__ __forceinline__ uint64_t l2_evict_last_policy() {
   asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
   return policy;
 }
-// cp_async_16 with an L2 cache policy (l2_evict_last_policy).
+// An L2 policy for data read once (evict_first): its lines go before others'.
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+// cp_async_16 with an L2 cache policy (l2_evict_last_policy, l2_evict_first_policy).
 __device__ __forceinline__ void cp_async_16(void* shared_dst, const void* global_src, bool valid,
                                             uint64_t policy) {
   asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;" ::"r"(

@@ -60,6 +60,11 @@ template <int kColumns>
 constexpr int kLogitsBlocksPerSm = kColumns == 64 ? 2 : 1;
 template <int kColumns>
 constexpr int kLogitsStages = kColumns == 64 ? 12 : 16;
+// The logits kernel's math warpgroups: three in the one block of an SM at 128 columns (next_n 2
+// at H 64: the epilogue's work per tile doubles; four would need more than the 96 registers
+// ptxas allows 544 threads), two otherwise.
+template <int kColumns>
+constexpr int kLogitsGroups = kColumns == 128 ? 3 : 2;
 
 // The current device's SMs.
 Status paged_sm_count(int* sms);

@@ -4,7 +4,8 @@
 // to max_context. The unfused path: this kernel, then the selection over each row's visible
 // tokens.
 //
-// Pipeline of paged_logits_kernel (grid: `blocks` blocks over the whole batch):
+// Pipeline of paged_logits_kernel (grid: `blocks` blocks over the whole batch; two math warpgroups
+// and the producer warp, three math warpgroups at 128 columns):
 // 1. Schedule from the device's context lengths (graph-safe: nothing is planned from them on the
 //    host): request b costs kSegmentCost + the tiles its last query needs (nothing without one);
 //    block x takes the cost units [x * chunk, + chunk) of the batch in request order, chunk =
@@ -45,12 +46,16 @@ struct Segment {
   int32_t end;
 };
 
+template <int kColumns>
+constexpr int kLogitsThreads = paged::kThreadsFor<kLogitsGroups<kColumns>>;
+
 template <int kHeads, int kColumns>
 struct LogitsStorage {
-  using Scan = cub::BlockScan<int32_t, paged::kThreads>;
-  using Reduce = cub::BlockReduce<int32_t, paged::kThreads>;
+  static constexpr int kThreads = kLogitsThreads<kColumns>;
+  using Scan = cub::BlockScan<int32_t, kThreads>;
+  using Reduce = cub::BlockReduce<int32_t, kThreads>;
   paged::PagedScoringStorage<kHeads, kColumns, kLogitsStages<kColumns>> scoring;
-  Segment segments[paged::kThreads];
+  Segment segments[kThreads];
   union {
     typename Scan::TempStorage scan;
     typename Reduce::TempStorage reduce;
@@ -96,19 +101,20 @@ struct PagedLogitsEpilogue {
 };
 
 template <int kHeads, int kColumns>
-__global__ void __launch_bounds__(paged::kThreads, kLogitsBlocksPerSm<kColumns>)
+__global__ void __launch_bounds__(kLogitsThreads<kColumns>, kLogitsBlocksPerSm<kColumns>)
     paged_logits_kernel(const __grid_constant__ CUtensorMap q_map,
                         const __grid_constant__ CUtensorMap kv_map, const PagedArgs args,
                         int32_t batch, float* logits, int64_t stride, bool fill_unseen,
                         int32_t* row_ends) {
   using Storage = LogitsStorage<kHeads, kColumns>;
+  constexpr int kThreads = Storage::kThreads;
   extern __shared__ __align__(1024) unsigned char shared_raw[];
   auto& s = *reinterpret_cast<Storage*>(shared_raw);
   const int tid = static_cast<int>(threadIdx.x);
   if (tid == 0) paged::init_scoring(s.scoring);
   // 1. The batch's cost and this block's share of it.
   int32_t cost = 0;
-  for (int b = tid; b < batch; b += paged::kThreads) cost += request_cost(args, b, batch);
+  for (int b = tid; b < batch; b += kThreads) cost += request_cost(args, b, batch);
   cost = typename Storage::Reduce(s.cub.reduce).Sum(cost);
   if (tid == 0) s.total = cost;
   __syncthreads();
@@ -119,7 +125,7 @@ __global__ void __launch_bounds__(paged::kThreads, kLogitsBlocksPerSm<kColumns>)
   uint32_t iters = 0;  // ring iterations and query loads of the block's segments so far
   uint32_t loads = 0;
   int32_t passed = 0;  // cost of the requests before this round's
-  for (int base = 0; base < batch && passed < mine_end; base += paged::kThreads) {
+  for (int base = 0; base < batch && passed < mine_end; base += kThreads) {
     const int b = base + tid;
     const int32_t here = request_cost(args, b, batch);
     int32_t before = 0;
@@ -138,7 +144,7 @@ __global__ void __launch_bounds__(paged::kThreads, kLogitsBlocksPerSm<kColumns>)
     s.segments[tid] = segment;
     __syncthreads();
     // 2.-4.
-    const int count = min(paged::kThreads, batch - base);
+    const int count = min(kThreads, batch - base);
     for (int i = 0; i < count; ++i) {
       const Segment seg = s.segments[i];
       if (seg.request < 0) continue;
@@ -146,8 +152,8 @@ __global__ void __launch_bounds__(paged::kThreads, kLogitsBlocksPerSm<kColumns>)
       iters += static_cast<uint32_t>(seg.end - seg.begin);
       ++loads;
       PagedLogitsEpilogue epilogue{args, logits, stride, seg.request};
-      paged::run_scoring<kHeads, kColumns, kLogitsStages<kColumns>>(&q_map, &kv_map, args, s.scoring,
-                                                                   seg.request, range, epilogue);
+      paged::run_scoring<kHeads, kColumns, kLogitsStages<kColumns>, kLogitsGroups<kColumns>>(
+          &q_map, &kv_map, args, s.scoring, seg.request, range, epilogue);
       __syncthreads();
     }
     passed += round;
@@ -156,7 +162,7 @@ __global__ void __launch_bounds__(paged::kThreads, kLogitsBlocksPerSm<kColumns>)
   // 5.
   const int rows = batch * args.next_n;
   if (row_ends != nullptr && blockIdx.x == 0) {
-    for (int r = tid; r < rows; r += paged::kThreads) {
+    for (int r = tid; r < rows; r += kThreads) {
       row_ends[r] = paged::visible_tokens(args, r / args.next_n, r % args.next_n);
     }
   }
@@ -164,7 +170,7 @@ __global__ void __launch_bounds__(paged::kThreads, kLogitsBlocksPerSm<kColumns>)
   for (int r = static_cast<int>(blockIdx.x); r < rows; r += static_cast<int>(gridDim.x)) {
     float* row = logits + int64_t{r} * stride;
     const int32_t first = request_tiles(args, r / args.next_n) * paged::kTileKeys;
-    for (int32_t token = first + tid; token < args.max_context; token += paged::kThreads) {
+    for (int32_t token = first + tid; token < args.max_context; token += kThreads) {
       row[token] = -INFINITY;
     }
   }
@@ -182,7 +188,7 @@ Status launch_kernel(const PagedLaunch& launch, int blocks, float* logits, int64
       !s) {
     return s;
   }
-  kernel<<<blocks, paged::kThreads, smem, stream>>>(launch.q_map, launch.kv_map, launch.args,
+  kernel<<<blocks, kLogitsThreads<kColumns>, smem, stream>>>(launch.q_map, launch.kv_map, launch.args,
                                                     static_cast<int32_t>(launch.batch), logits,
                                                     stride, fill_unseen, row_ends);
   LITETOPK_CUDA_TRY(cudaPeekAtLastError());
@@ -203,7 +209,7 @@ Status paged_logits_blocks(const PagedIndexerProblem& problem, int* blocks) {
         const void* kernel = reinterpret_cast<const void*>(paged_logits_kernel<kHeads, kColumns>);
         const int smem = static_cast<int>(sizeof(LogitsStorage<kHeads, kColumns>));
         if (Status s = cuda_common::allow_dynamic_shared_memory(kernel, smem); !s) return s;
-        return cuda_common::resident_blocks(kernel, paged::kThreads, smem, &wave);
+        return cuda_common::resident_blocks(kernel, kLogitsThreads<kColumns>, smem, &wave);
       });
       !s) {
     return s;

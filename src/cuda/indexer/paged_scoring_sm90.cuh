@@ -3,15 +3,15 @@
 //
 // One thread block scores a contiguous range of 64-token blocks (tiles) of one request's context
 // for all next_n queries of the request at once:
-// 1. Producer warp (after the two math warpgroups): lanes stage the request's head weights in
+// 1. Producer warp (after the math warpgroups): lanes stage the request's head weights in
 //    shared memory, lane 0 loads its q [next_n * H, 128] (padded to whole banks of 128 query-head
 //    columns) by TMA, then fills a kStages-deep ring with the range's key tiles: the lanes read 32
 //    block-table entries at a time, and for each tile lane 0 stores the entry with the stage and,
 //    for a block inside the cache, loads its keys by TMA from the 3-D map over kv_cache
 //    (litetopk/paged_kv_layout.h) and its 64 scales by a bulk copy; a block outside the cache is
 //    only announced (its tokens get NaN scores, its bytes are never read).
-// 2. Math warpgroups take alternate tiles: keys on the M side (64 per tile), query-heads on N: one
-//    bank of 64 columns or one or two of 128, 4 wgmma steps each (sm90core::issue_bank).
+// 2. Math warpgroups take the tiles in turn: keys on the M side (64 per tile), query-heads on N:
+//    one bank of 64 columns or one or two of 128, 4 wgmma steps each (sm90core::issue_bank).
 // 3. Epilogue per bank: the prefill core's head_sums (relu keeping NaN, head weights, head sum
 //    times the key's scale from the stage), then Epilogue::consume_bank with the scores of
 //    the thread's key rows row0 and row0 + 8 for the bank's queries.
@@ -31,8 +31,12 @@ namespace litetopk::cuda_indexer::paged {
 
 using sm90core::kHeadDim;
 using sm90core::kTileKeys;  // the block size: one tile is one cache block
+// A block: kGroups math warpgroups and the producer warp (two warpgroups unless a kernel asks
+// for more).
+template <int kGroups>
+constexpr int kThreadsFor = kGroups * 128 + 32;
 constexpr int kMathThreads = 256;
-constexpr int kThreads = kMathThreads + 32;  // two math warpgroups and the producer warp
+constexpr int kThreads = kThreadsFor<2>;
 constexpr int64_t kBlockBytes = kTileKeys * (kHeadDim + paged_kv::kScaleBytes);  // 8448
 constexpr int kScalesOffset = kTileKeys * kHeadDim;  // a block's scales follow its keys
 
@@ -154,10 +158,11 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
   }
 }
 
-// 2.-3. A math warpgroup (group 0 or 1 of the block). Epilogue::consume_bank(tile, row0,
-// first_query, scores0, scores1, in_cache, quad_lane) gets the bank's queries' scores of tokens
-// tile * 64 + row0 and + 8 (in_cache false: the block is outside the cache, the scores are junk).
-template <int kHeads, int kColumns, int kStages, class Epilogue>
+// 2.-3. A math warpgroup (group 0 .. kGroups - 1 of the block; group g takes the range's tiles
+// g, g + kGroups, ...). Epilogue::consume_bank(tile, row0, first_query, scores0, scores1,
+// in_cache, quad_lane) gets the bank's queries' scores of tokens tile * 64 + row0 and + 8
+// (in_cache false: the block is outside the cache, the scores are junk).
+template <int kHeads, int kColumns, int kStages, int kGroups, class Epilogue>
 __device__ __forceinline__ void score_tiles(const PagedArgs& args,
                                             PagedScoringStorage<kHeads, kColumns, kStages>& s, int b,
                                             TileRange range, Epilogue& epilogue, int warp,
@@ -175,7 +180,7 @@ __device__ __forceinline__ void score_tiles(const PagedArgs& args,
   }
   const uint32_t kv_low0 = sm90::swizzled_descriptor_low(s.kv[0]);
   const uint32_t q_low = sm90::swizzled_descriptor_low(s.q);
-  for (int32_t tile = range.begin + group; tile < range.end; tile += 2) {
+  for (int32_t tile = range.begin + group; tile < range.end; tile += kGroups) {
     const uint32_t iter = range.first_iter + static_cast<uint32_t>(tile - range.begin);
     const uint32_t stage = iter % kStages;
     sm90::mbarrier_wait(&s.kv_full[stage], (iter / kStages) & 1);
@@ -217,27 +222,27 @@ __device__ __forceinline__ void init_scoring(PagedScoringStorage<kHeads, kColumn
 // Runs steps 2-3 on the math warps and produce(lane) (step 1, for the tiles of `range`) on the
 // producer warp; returns when this thread's part is done (no block-wide synchronization at the
 // end).
-template <int kHeads, int kColumns, int kStages, class Produce, class Epilogue>
+template <int kHeads, int kColumns, int kStages, int kGroups = 2, class Produce, class Epilogue>
 __device__ __forceinline__ void run_scoring_with(const PagedArgs& args,
                                                  PagedScoringStorage<kHeads, kColumns, kStages>& s,
                                                  int b, TileRange range, Produce&& produce_tiles,
                                                  Epilogue& epilogue) {
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  if (warp == kMathThreads / 32) {
+  if (warp == kGroups * 4) {
     produce_tiles(lane);
   } else {
-    score_tiles<kHeads, kColumns, kStages>(args, s, b, range, epilogue, warp, lane);
+    score_tiles<kHeads, kColumns, kStages, kGroups>(args, s, b, range, epilogue, warp, lane);
   }
 }
 
-// Runs steps 1-3 for request b's tiles of `range` on the block's threads (kThreads).
-template <int kHeads, int kColumns, int kStages, class Epilogue>
+// Runs steps 1-3 for request b's tiles of `range` on the block's threads (kThreadsFor<kGroups>).
+template <int kHeads, int kColumns, int kStages, int kGroups = 2, class Epilogue>
 __device__ __forceinline__ void run_scoring(const CUtensorMap* q_map, const CUtensorMap* kv_map,
                                             const PagedArgs& args,
                                             PagedScoringStorage<kHeads, kColumns, kStages>& s, int b,
                                             TileRange range, Epilogue& epilogue) {
-  run_scoring_with<kHeads, kColumns, kStages>(
+  run_scoring_with<kHeads, kColumns, kStages, kGroups>(
       args, s, b, range,
       [&](int lane) { produce<kHeads, kColumns, kStages>(q_map, kv_map, args, s, b, range, lane); },
       epilogue);

@@ -52,7 +52,8 @@ Status launch_sparse_attention_sm90(const SparseAttentionArgs& args, cudaStream_
 
 // Builds every group's union (sorted, each token once with its query bits) into
 // args.union_slots / union_counts; a group in which a query lists a token twice gets count -1
-// (it runs per query: a repeated token counts twice, which one union slot cannot express).
+// (it runs per query: a repeated token counts twice, which one union slot cannot express), and so
+// does a pair of queries (h_q 32) sharing too few tokens for packing to pay.
 // Needs args.group * args.topk <= kUnionMaxSlots and s_kv <= kUnionMaxTokens.
 Status launch_union_packing(const SparseAttentionArgs& args, int32_t* union_slots,
                             int32_t* union_counts, cudaStream_t stream);

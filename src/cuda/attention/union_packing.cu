@@ -11,7 +11,7 @@
 //    bank conflicts); the warps' counts place the runs.
 // 3. Each nonzero cell writes token << 4 | its bits, in token order (a warp scan places a lane's
 //    cells after those of the lanes before it); the count is the union size, or -1 for a group
-//    with a repeat (it runs per query).
+//    with a repeat or whose union is too large to pay (packing_pays): it runs per query.
 //
 // Pipeline of union_packing_kernel (block = one group, 256 threads):
 // 1. The group's G x topk slots as keys token * 4 + query (a skipped slot: all ones, last).
@@ -19,7 +19,7 @@
 // 3. A token's run of keys (at most G long) is one union slot: run heads counted and placed with
 //    a block scan; a key equal to its predecessor (a query listing a token twice) marks the group.
 // 4. Each run head writes token << 4 | its run's query bits; the count is the union size, or -1
-//    for a marked group (it runs per query).
+//    for a marked group or one whose union is too large to pay (it runs per query).
 #include <cuda_runtime_api.h>
 
 #include <cub/block/block_radix_sort.cuh>
@@ -44,6 +44,15 @@ constexpr int64_t kBitmapMaxTokens = int64_t{1} << 18;
 
 using Sort = cub::BlockRadixSort<uint32_t, kThreads, kItems>;
 using Scan = cub::BlockScan<int, kThreads>;
+
+// Whether a group's union of `total` slots over its `queries` queries pays packed. Measured on
+// the H200 (docs/BENCHMARKS.md, "Sparse attention beside FlashMLA"): at G = 4 (h_q 16) packing
+// wins even when the queries share nothing (per query, 16 heads fill a quarter of the 64 MMA
+// rows); at G = 2 (h_q 32) it loses 8% with nothing shared and wins at a union of 3/4 of the
+// queries' slots, so a pair packs up to 27/32 of them. Else the group runs per query.
+__device__ __forceinline__ bool packing_pays(int group, int queries, int topk, int total) {
+  return group != 2 || 32 * int64_t{total} <= 27 * int64_t{queries} * topk;
+}
 
 __global__ void __launch_bounds__(kThreads)
     union_packing_kernel(const SparseAttentionArgs args, int32_t* union_slots,
@@ -96,11 +105,13 @@ __global__ void __launch_bounds__(kThreads)
   int offset = 0;
   int total = 0;
   Scan(scan).ExclusiveSum(heads, offset, total);
-  repeated = __syncthreads_or(repeated) != 0;
+  // A repeat, or a union too large to pay: the group runs per query.
+  const bool per_query = __syncthreads_or(repeated) != 0 ||
+                         !packing_pays(args.group, n / args.topk, args.topk, total);
 
   // 4.
   int32_t* slots = union_slots + group * args.group * args.topk;
-  if (!repeated) {
+  if (!per_query) {
 #pragma unroll
     for (int item = 0; item < kItems; ++item) {
       const int at = tid * kItems + item;
@@ -116,7 +127,7 @@ __global__ void __launch_bounds__(kThreads)
       slots[offset++] = static_cast<int32_t>((token << kUnionTokenShift) | bits);
     }
   }
-  if (tid == 0) union_counts[group] = repeated ? -1 : total;
+  if (tid == 0) union_counts[group] = per_query ? -1 : total;
 }
 
 // 1-3 of the bitmap pipeline; `words` 32-bit words of 8 cells cover s_kv tokens.
@@ -169,6 +180,10 @@ __global__ void __launch_bounds__(kThreads)
   for (int v = 0; v < kWarps; ++v) {
     running += v < warp ? warp_counts[v] : 0;
     total += warp_counts[v];
+  }
+  if (!packing_pays(args.group, n / args.topk, args.topk, total)) {
+    if (tid == 0) union_counts[group] = -1;  // it runs per query
+    return;
   }
 
   // 3. In token order: a lane's cells follow the cells of the lanes before it (a warp scan).

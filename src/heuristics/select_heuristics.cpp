@@ -8,7 +8,8 @@
 // gets a block of its own. When rows are split, its last-block merge of up to segments * k
 // candidates runs on one SM: with a few long segments (at most kMaxMergedSegments, each of at
 // least kMinSegmentElements scores, or 16-bit scores, which grid-radix reads at a quarter of its
-// fp32 rate) the single read still wins; with many short segments grid-radix does (docs/select.md,
+// fp32 rate; or just two segments of any length) the single read still wins; with many short
+// segments grid-radix does (docs/select.md,
 // "Dispatch"; the measurements in docs/BENCHMARKS.md).
 #include "heuristics/select_heuristics.h"
 
@@ -17,6 +18,9 @@ namespace litetopk::heuristics {
 namespace {
 constexpr int32_t kMaxMergedSegments = 4;
 constexpr int64_t kMinSegmentElements = 65536;
+// Two segments a row (a batch of at least half a wave of blocks) stream once whatever their
+// length: 128 x 65536 fp32, two segments of 32768, 0.054 ms against the sieve's 0.060.
+constexpr int32_t kAlwaysMergedSegments = 2;
 constexpr int32_t kMaxFp32SieveSegments = 64;
 }  // namespace
 
@@ -25,7 +29,8 @@ SelectAlgo choose_select_algo(const SelectShapeFacts& facts) {
     const int32_t segments = facts.sample_filter_segments;
     if (segments == 1) return SelectAlgo::kSampleFilter;
     const bool long_segments = segments > 0 && facts.n / segments >= kMinSegmentElements;
-    if (segments <= kMaxMergedSegments && (long_segments || facts.element_bytes < 4)) {
+    if (segments <= kAlwaysMergedSegments ||
+        (segments <= kMaxMergedSegments && (long_segments || facts.element_bytes < 4))) {
       return SelectAlgo::kSampleFilter;
     }
   }

@@ -37,14 +37,16 @@
 // - kUnionPacked (LiteDSA, h_q 16 and 32): G = 64 / h_q neighbouring queries s = G i .. G i + G - 1
 //   form a group; each row of the union of their selections is loaded once and the block's 64
 //   MMA rows are the G x h_q real heads, each query masked to its own slots. A group in which a
-//   query lists a token twice runs per query (its weight of two has no place in a union slot).
+//   query lists a token twice runs per query (its weight of two has no place in a union slot),
+//   and so does a pair of queries (h_q 32) whose union holds more than 27/32 of their slots
+//   (packing would not pay: decided per group on the device, also when kUnionPacked is asked).
 //   Needs topk <= 8192 / G and s_kv <= 2^27; the workspace holds the unions (about
 //   4 s_q topk bytes).
 // - kPlain: a plain mma.sync kernel without pipelining, the GPU cross-check of the others.
 // - kAuto: kUnionPacked where it applies, else kPerQuery. Packing never adds MMA work (a union
 //   is never longer than its queries' rows together, and every MMA row is a real head); it adds
-//   the union build, which random rows at h_q 32 do not pay back (docs/attention.md measures
-//   both).
+//   the union build, which pairs sharing little at h_q 32 do not pay back: those pairs run per
+//   query (above; docs/attention.md measures both).
 #pragma once
 
 #include <cstddef>

@@ -28,8 +28,9 @@ TEST(SelectDispatch, AFewLongSegmentsStillStreamOnce) {
   // 128 x 131072 (2 segments of 65536), 64 x 2^20 (4 of 262144).
   EXPECT_EQ(choose_select_algo(facts(131072, 2048, 2, 4)), SelectAlgo::kSampleFilter);
   EXPECT_EQ(choose_select_algo(facts(1 << 20, 2048, 4, 8)), SelectAlgo::kSampleFilter);
-  // 128 x 65536: two short fp32 segments stream too.
+  // 128 x 65536: two short fp32 segments stream too; three short ones do not.
   EXPECT_EQ(choose_select_algo(facts(65536, 2048, 2, 4, 4, 8)), SelectAlgo::kSampleFilter);
+  EXPECT_EQ(choose_select_algo(facts(65536, 2048, 3, 6, 4, 12)), SelectAlgo::kSieve);
   // 64 x 131072: 4 short fp32 segments go to grid-radix, 16-bit ones stream.
   EXPECT_EQ(choose_select_algo(facts(131072, 2048, 4, 8)), SelectAlgo::kGridRadix);
   EXPECT_EQ(choose_select_algo(facts(131072, 2048, 4, 8, 2)), SelectAlgo::kSampleFilter);

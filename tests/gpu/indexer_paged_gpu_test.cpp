@@ -472,7 +472,8 @@ TEST(PagedIndexerGpu, LogitsMatchCpu) {
 }
 
 // The logits kernel's blocks share the batch's tiles by the device's context lengths: a batch
-// larger than a wave and than one scan round of requests (288), mostly tiny or empty requests
+// larger than a wave and than one scan round of requests (288 threads, 416 with three math
+// warpgroups at 128 columns), mostly tiny or empty requests
 // around a few long ones, so that blocks score many requests one after another and others a
 // range inside one long request; every tenth request's length negative (empty).
 std::vector<int32_t> many_segment_lens(int64_t batch) {
@@ -489,7 +490,7 @@ TEST(PagedIndexerGpu, BalancedScheduleAcrossManyRequests) {
   for (int64_t next_n : {int64_t{1}, int64_t{2}}) {
     SCOPED_TRACE("next_n " + std::to_string(next_n));
     PagedIndexerWorkload w = testkit::make_paged_indexer_workload(
-        paged_spec(many_segment_lens(301), next_n, 64, 64, 40 + static_cast<uint64_t>(next_n)));
+        paged_spec(many_segment_lens(421), next_n, 64, 64, 40 + static_cast<uint64_t>(next_n)));
     for (std::size_t b = 5; b < w.context_lens.size(); b += 10) w.context_lens[b] = -3;
     const PagedIndexerProblem host = w.host_problem();
     DevicePaged d;

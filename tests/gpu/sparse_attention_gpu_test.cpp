@@ -149,6 +149,14 @@ SparseAttentionSpec spec_of(int64_t s_q, int64_t s_kv, int64_t h_q, int64_t d_qk
   return spec;
 }
 
+// `spec` with groups of `group` neighbouring queries sharing `shared` of their rows.
+SparseAttentionSpec group_shared(SparseAttentionSpec spec, int64_t group, double shared) {
+  spec.pattern = testkit::IndexPattern::kGroupShared;
+  spec.group = group;
+  spec.shared_fraction = shared;
+  return spec;
+}
+
 // Every algorithm that applies to the workload's shape.
 std::vector<SparseAttentionAlgo> algos_for(const SparseAttentionWorkload& w) {
   std::vector<SparseAttentionAlgo> algos = {SparseAttentionAlgo::kAuto,
@@ -196,10 +204,7 @@ TEST(SparseAttentionGpu, PaddingAndOutOfRangeIndices) {
 }
 
 TEST(SparseAttentionGpu, NeighbourSharedRows) {
-  SparseAttentionSpec spec = spec_of(16, 8000, 16, 576, 512, 8);
-  spec.pattern = testkit::IndexPattern::kGroupShared;
-  spec.group = 4;
-  spec.shared_fraction = 0.8;
+  SparseAttentionSpec spec = group_shared(spec_of(16, 8000, 16, 576, 512, 8), 4, 0.8);
   expect_matches_cpu(testkit::make_sparse_attention_workload(spec));
 }
 
@@ -234,34 +239,40 @@ TEST(SparseAttentionGpu, UnionGroupsAtTheChunkEdge) {
   for (int64_t h_q : {int64_t{16}, int64_t{32}}) {
     for (int64_t s_q : {int64_t{1}, int64_t{5}, int64_t{7}, int64_t{9}}) {
       SCOPED_TRACE("h_q " + std::to_string(h_q) + " s_q " + std::to_string(s_q));
-      SparseAttentionSpec spec = spec_of(s_q, 6000, h_q, 576, 130, static_cast<uint64_t>(s_q));
-      spec.pattern = testkit::IndexPattern::kGroupShared;
-      spec.group = 4;
-      spec.shared_fraction = 0.5;
-      expect_matches_cpu(testkit::make_sparse_attention_workload(spec));
+      expect_matches_cpu(testkit::make_sparse_attention_workload(
+          group_shared(spec_of(s_q, 6000, h_q, 576, 130, static_cast<uint64_t>(s_q)), 4, 0.5)));
     }
   }
 }
 
-// No overlap, full overlap, and a union of the largest packed size (G * topk = 8192 slots).
+// No overlap, full overlap, and unions of the largest packed size (G * topk = 8192 slots; at
+// h_q 32 random rows' pairs run per query, packing_pays).
 TEST(SparseAttentionGpu, UnionSizesFromOneRowToEveryRow) {
   for (double shared : {0.0, 1.0}) {
-    SparseAttentionSpec spec = spec_of(8, 20000, 16, 576, 300, 11);
-    spec.pattern = testkit::IndexPattern::kGroupShared;
-    spec.group = 4;
-    spec.shared_fraction = shared;
+    SparseAttentionSpec spec = group_shared(spec_of(8, 20000, 16, 576, 300, 11), 4, shared);
     expect_matches_cpu(testkit::make_sparse_attention_workload(spec));
   }
   expect_matches_cpu(testkit::make_sparse_attention_workload(spec_of(4, 40000, 16, 512, 2048, 12)));
   expect_matches_cpu(testkit::make_sparse_attention_workload(spec_of(4, 40000, 32, 576, 4096, 13)));
 }
 
+// At h_q 32 a pair packs only when its union holds at most 27/32 of its slots (packing_pays in
+// union_packing.cu): one batch where pairs 0 and 2 share nearly all their rows (packed) and pair
+// 1's second query shares none (it runs per query); every query against the CPU.
+TEST(SparseAttentionGpu, PairsPackOnlyWhenTheirUnionPays) {
+  SparseAttentionSpec spec = group_shared(spec_of(6, 20000, 32, 576, 256, 16), 2, 0.95);
+  SparseAttentionWorkload w = testkit::make_sparse_attention_workload(spec);
+  for (int64_t j = 0; j < spec.topk; ++j) {  // query 3: query 2's tokens, half the context on
+    const int32_t token = w.indices[size(2 * spec.topk + j)];
+    w.indices[size(3 * spec.topk + j)] =
+        token < 0 ? token : static_cast<int32_t>((token + spec.s_kv / 2) % spec.s_kv);
+  }
+  expect_matches_cpu(w);
+}
+
 // Unions over more tokens than the shared-memory bitmap covers (2^18) come from the radix sort.
 TEST(SparseAttentionGpu, UnionsOfALongContextComeFromTheSort) {
-  SparseAttentionSpec spec = spec_of(9, 270000, 16, 576, 100, 15);
-  spec.pattern = testkit::IndexPattern::kGroupShared;
-  spec.group = 4;
-  spec.shared_fraction = 0.5;
+  SparseAttentionSpec spec = group_shared(spec_of(9, 270000, 16, 576, 100, 15), 4, 0.5);
   SparseAttentionWorkload w = testkit::make_sparse_attention_workload(spec);
   w.indices[size(3)] = 269999;  // the last token
   w.indices[size(5 * spec.topk + 7)] = w.indices[size(5 * spec.topk + 8)];  // a repeat, group 1
@@ -271,10 +282,7 @@ TEST(SparseAttentionGpu, UnionsOfALongContextComeFromTheSort) {
 // A group where one query lists a token twice runs per query (the repeat counts twice) while
 // its neighbours' groups stay packed; skipped slots mixed into the unions.
 TEST(SparseAttentionGpu, UnionWithRepeatsAndSkippedSlots) {
-  SparseAttentionSpec spec = spec_of(12, 3000, 16, 576, 90, 14);
-  spec.pattern = testkit::IndexPattern::kGroupShared;
-  spec.group = 4;
-  spec.shared_fraction = 0.6;
+  SparseAttentionSpec spec = group_shared(spec_of(12, 3000, 16, 576, 90, 14), 4, 0.6);
   spec.padding_fraction = 0.2;
   spec.out_of_range_fraction = 0.1;
   SparseAttentionWorkload w = testkit::make_sparse_attention_workload(spec);

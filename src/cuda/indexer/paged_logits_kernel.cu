@@ -63,14 +63,9 @@ struct LogitsStorage {
   int32_t total;
 };
 
-// The tiles request b's last query needs (every query of b sees a prefix of them).
-__device__ __forceinline__ int32_t request_tiles(const PagedArgs& args, int b) {
-  return (paged::visible_tokens(args, b, args.next_n - 1) + paged::kTileKeys - 1) /
-         paged::kTileKeys;
-}
 __device__ __forceinline__ int32_t request_cost(const PagedArgs& args, int b, int batch) {
   if (b >= batch) return 0;
-  const int32_t tiles = request_tiles(args, b);
+  const int32_t tiles = paged::needed_tiles(args, b);
   return tiles > 0 ? tiles + kSegmentCost : 0;
 }
 
@@ -125,7 +120,8 @@ __global__ void __launch_bounds__(kLogitsThreads<kColumns>, kLogitsBlocksPerSm<k
   uint32_t iters = 0;  // ring iterations and query loads of the block's segments so far
   uint32_t loads = 0;
   int32_t passed = 0;  // cost of the requests before this round's
-  for (int base = 0; base < batch && passed < mine_end; base += kThreads) {
+  for (int base = 0; base < batch && mine_begin < mine_end && passed < mine_end;
+       base += kThreads) {
     const int b = base + tid;
     const int32_t here = request_cost(args, b, batch);
     int32_t before = 0;
@@ -169,7 +165,7 @@ __global__ void __launch_bounds__(kLogitsThreads<kColumns>, kLogitsBlocksPerSm<k
   if (!fill_unseen) return;
   for (int r = static_cast<int>(blockIdx.x); r < rows; r += static_cast<int>(gridDim.x)) {
     float* row = logits + int64_t{r} * stride;
-    const int32_t first = request_tiles(args, r / args.next_n) * paged::kTileKeys;
+    const int32_t first = paged::needed_tiles(args, r / args.next_n) * paged::kTileKeys;
     for (int32_t token = first + tid; token < args.max_context; token += kThreads) {
       row[token] = -INFINITY;
     }

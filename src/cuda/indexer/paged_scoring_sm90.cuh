@@ -79,9 +79,12 @@ struct TileRange {
   uint32_t first_iter = 0;
   uint32_t q_parity = 0;
 };
+// The tiles request b's last query needs (every query of b sees a prefix of them).
+__device__ __forceinline__ int32_t needed_tiles(const PagedArgs& args, int b) {
+  return (visible_tokens(args, b, args.next_n - 1) + kTileKeys - 1) / kTileKeys;
+}
 __device__ __forceinline__ TileRange tile_range(const PagedArgs& args, int b) {
-  const int32_t longest = visible_tokens(args, b, args.next_n - 1);
-  const int32_t needed = (longest + kTileKeys - 1) / kTileKeys;
+  const int32_t needed = needed_tiles(args, b);
   const int32_t begin = static_cast<int32_t>(blockIdx.x) * args.tiles_per_split;
   return {begin, max(begin, min(begin + args.tiles_per_split, needed))};
 }
@@ -188,8 +191,8 @@ __device__ __forceinline__ void score_tiles(const PagedArgs& args,
     const float scale0 = s.scales[stage][row0];
     const float scale1 = s.scales[stage][row0 + 8];
     const uint32_t kv_low = kv_low0 + stage * sm90core::kStageLow;
-    // One bank at a time (two banks' accumulators and weights would not fit the registers of a
-    // 288-thread block); the other warpgroup's tile overlaps the epilogue.
+    // One bank at a time (two banks' accumulators and weights would not fit the registers); the
+    // other warpgroups' tiles overlap the epilogue.
 #pragma unroll
     for (int bank = 0; bank < P::kBanks; ++bank) {
       float acc[P::kBankColumns / 2];

@@ -112,6 +112,17 @@ __device__ __forceinline__ void bulk_copy_global_to_shared(void* shared_dst, con
       : "memory");
 }
 
+// bulk_copy_global_to_shared with an L2 cache policy.
+__device__ __forceinline__ void bulk_copy_global_to_shared(void* shared_dst, const void* global_src,
+                                                          uint32_t bytes, uint64_t* barrier,
+                                                          uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], "
+      "%2, [%3], %4;" ::"r"(shared_address(shared_dst)),
+      "l"(global_src), "r"(bytes), "r"(shared_address(barrier)), "l"(policy)
+      : "memory");
+}
+
 // Makes this thread's generic-proxy shared-memory writes visible to the async proxy (TMA, wgmma).
 __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");

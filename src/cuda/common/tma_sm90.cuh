@@ -32,6 +32,18 @@ __device__ __forceinline__ void tma_load_3d(void* shared_dst, const CUtensorMap*
       : "memory");
 }
 
+// tma_load_3d with an L2 cache policy (async_copy_sm90.cuh: l2_evict_first_policy, ...).
+__device__ __forceinline__ void tma_load_3d(void* shared_dst, const CUtensorMap* map, int32_t x,
+                                            int32_t y, int32_t z, uint64_t* barrier,
+                                            uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint "
+      "[%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(shared_address(shared_dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(z), "r"(shared_address(barrier)),
+      "l"(policy)
+      : "memory");
+}
+
 __device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }

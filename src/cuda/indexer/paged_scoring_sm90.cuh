@@ -133,6 +133,9 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
                                         const PagedArgs& args, PagedScoringStorage<kHeads, kColumns, kStages>& s,
                                         int b, TileRange range, int lane) {
   stage_query(q_map, kv_map, args, s, b, lane);
+  // The keys are read once per call: their lines go first, so that what the kernel writes (the
+  // logits the selection reads next) stays in L2.
+  const uint64_t kv_policy = sm90::l2_evict_first_policy();
   // Lane i reads the table entry of tile base + i; lane 0 issues the copies.
   const int32_t* table = args.block_table + int64_t{b} * args.max_blocks;
   for (int32_t base = range.begin; base < range.end; base += 32) {
@@ -148,10 +151,10 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
         if (block_in_cache(args, entry)) {
           sm90::mbarrier_arrive_expect_bytes(&s.kv_full[stage],
                                              kTileKeys * kHeadDim + kTileKeys * sizeof(float));
-          sm90::tma_load_3d(s.kv[stage], kv_map, 0, 0, entry, &s.kv_full[stage]);
+          sm90::tma_load_3d(s.kv[stage], kv_map, 0, 0, entry, &s.kv_full[stage], kv_policy);
           sm90::bulk_copy_global_to_shared(
               s.scales[stage], args.kv_cache + int64_t{entry} * kBlockBytes + kScalesOffset,
-              kTileKeys * sizeof(float), &s.kv_full[stage]);
+              kTileKeys * sizeof(float), &s.kv_full[stage], kv_policy);
         } else {
           sm90::mbarrier_arrive(&s.kv_full[stage]);
         }

@@ -73,15 +73,12 @@ Status paged_sm_count(int* sms);
 Status prepare_paged_launch(const PagedIndexerProblem& problem, int64_t splits,
                             PagedLaunch* launch);
 
-// The logits kernel's blocks for `problem`: one wave, or a block per request when the batch is
-// larger; never more than the batch's tiles.
-Status paged_logits_blocks(const PagedIndexerProblem& problem, int* blocks);
-
 // Writes the logits of every row's positions [0, max_context) when fill_unseen (else only of the
 // tiles some query of the request sees), and row_ends[r] = row r's visible count when row_ends is
-// not null. `blocks` blocks share the batch's tiles (scheduled on the device from the context
-// lengths); the launch's splits and tiles_per_split are not used.
-Status launch_paged_logits(const PagedLaunch& launch, int blocks, float* logits, int64_t stride,
+// not null. One wave of blocks (a block per request when the batch is larger) shares the batch's
+// tiles, scheduled on the device from the context lengths; the launch's splits and
+// tiles_per_split are not used.
+Status launch_paged_logits(const PagedLaunch& launch, float* logits, int64_t stride,
                            bool fill_unseen, int32_t* row_ends, cudaStream_t stream);
 
 // ---- the fused kernel ----

@@ -177,12 +177,9 @@ Status cuda_paged_indexer_topk(const PagedIndexerProblem& problem, IndexerAlgo a
   }
   UnfusedLayout layout;
   if (Status s = lay_out_unfused(problem, workspace, &layout); !s) return s;
-  int blocks = 0;
-  if (Status s = cuda_indexer::paged_logits_blocks(problem, &blocks); !s) return s;
   if (Status s = cuda_indexer::prepare_paged_launch(problem, 1, &launch); !s) return s;
-  if (Status s = cuda_indexer::launch_paged_logits(launch, blocks, layout.logits,
-                                                   problem.max_context, /*fill_unseen=*/false,
-                                                   layout.row_ends, stream);
+  if (Status s = cuda_indexer::launch_paged_logits(launch, layout.logits, problem.max_context,
+                                                   /*fill_unseen=*/false, layout.row_ends, stream);
       !s) {
     return s;
   }
@@ -192,12 +189,10 @@ Status cuda_paged_indexer_topk(const PagedIndexerProblem& problem, IndexerAlgo a
 
 Status cuda_paged_indexer_logits(const PagedIndexerProblem& problem, float* logits,
                                  int64_t logits_stride, cudaStream_t stream) {
-  int blocks = 0;
-  if (Status s = cuda_indexer::paged_logits_blocks(problem, &blocks); !s) return s;
   cuda_indexer::PagedLaunch launch;
   if (Status s = cuda_indexer::prepare_paged_launch(problem, 1, &launch); !s) return s;
-  return cuda_indexer::launch_paged_logits(launch, blocks, logits, logits_stride,
-                                           /*fill_unseen=*/true, nullptr, stream);
+  return cuda_indexer::launch_paged_logits(launch, logits, logits_stride, /*fill_unseen=*/true,
+                                           nullptr, stream);
 }
 
 }  // namespace litetopk::detail

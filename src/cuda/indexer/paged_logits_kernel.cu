@@ -172,18 +172,26 @@ __global__ void __launch_bounds__(kLogitsThreads<kColumns>, kLogitsBlocksPerSm<k
   }
 }
 
+// Launches the logits kernel over the batch: one wave of resident blocks, or a block per request
+// when the batch is larger, never more blocks than the batch's tiles.
 template <int kHeads, int kColumns>
-Status launch_kernel(const PagedLaunch& launch, int blocks, float* logits, int64_t stride,
-                     bool fill_unseen, int32_t* row_ends, cudaStream_t stream) {
+Status launch_kernel(const PagedLaunch& launch, float* logits, int64_t stride, bool fill_unseen,
+                     int32_t* row_ends, cudaStream_t stream) {
   static_assert(kLogitsBlocksPerSm<kColumns> * (sizeof(LogitsStorage<kHeads, kColumns>) + 1024) <=
                     233472,
                 "the blocks of an SM must fit its 228 KB of shared memory");
   auto kernel = paged_logits_kernel<kHeads, kColumns>;
   const int smem = static_cast<int>(sizeof(LogitsStorage<kHeads, kColumns>));
-  if (Status s = cuda_common::allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), smem);
-      !s) {
+  const void* entry = reinterpret_cast<const void*>(kernel);
+  if (Status s = cuda_common::allow_dynamic_shared_memory(entry, smem); !s) return s;
+  int wave = 0;
+  if (Status s = cuda_common::resident_blocks(entry, kLogitsThreads<kColumns>, smem, &wave); !s) {
     return s;
   }
+  const int64_t tiles =
+      (int64_t{launch.args.max_context} + paged::kTileKeys - 1) / paged::kTileKeys * launch.batch;
+  const auto blocks = static_cast<unsigned>(
+      std::min<int64_t>(std::max<int64_t>(wave, launch.batch), tiles));
   kernel<<<blocks, kLogitsThreads<kColumns>, smem, stream>>>(launch.q_map, launch.kv_map, launch.args,
                                                     static_cast<int32_t>(launch.batch), logits,
                                                     stride, fill_unseen, row_ends);
@@ -193,33 +201,12 @@ Status launch_kernel(const PagedLaunch& launch, int blocks, float* logits, int64
 
 }  // namespace
 
-Status paged_logits_blocks(const PagedIndexerProblem& problem, int* blocks) {
-  *blocks = 0;
-  const int64_t tiles = paged_max_tiles(problem) * problem.batch;
-  if (tiles == 0) return Status::ok();
-  int wave = 0;
-  if (Status s = dispatch_paged_shape(static_cast<int>(problem.num_heads), paged_columns(problem),
-                                      [&](auto heads, auto columns) {
-        constexpr int kHeads = decltype(heads)::value;
-        constexpr int kColumns = decltype(columns)::value;
-        const void* kernel = reinterpret_cast<const void*>(paged_logits_kernel<kHeads, kColumns>);
-        const int smem = static_cast<int>(sizeof(LogitsStorage<kHeads, kColumns>));
-        if (Status s = cuda_common::allow_dynamic_shared_memory(kernel, smem); !s) return s;
-        return cuda_common::resident_blocks(kernel, kLogitsThreads<kColumns>, smem, &wave);
-      });
-      !s) {
-    return s;
-  }
-  *blocks = static_cast<int>(std::min<int64_t>(std::max<int64_t>(wave, problem.batch), tiles));
-  return Status::ok();
-}
-
-Status launch_paged_logits(const PagedLaunch& launch, int blocks, float* logits, int64_t stride,
+Status launch_paged_logits(const PagedLaunch& launch, float* logits, int64_t stride,
                            bool fill_unseen, int32_t* row_ends, cudaStream_t stream) {
-  if (launch.batch == 0 || blocks == 0) return Status::ok();
+  if (launch.batch == 0 || launch.args.max_context == 0) return Status::ok();
   return dispatch_paged_shape(launch.heads, launch.columns, [&](auto heads, auto columns) {
     return launch_kernel<decltype(heads)::value, decltype(columns)::value>(
-        launch, blocks, logits, stride, fill_unseen, row_ends, stream);
+        launch, logits, stride, fill_unseen, row_ends, stream);
   });
 }
 

@@ -48,6 +48,16 @@ const char* pattern_name(Pattern pattern) {
 
 void PrintTo(const SelectCase& c, std::ostream* os) { *os << c.name; }
 
+SelectCase select_case(std::string name, int64_t batch, int64_t n, int64_t k, uint64_t seed) {
+  SelectCase c;
+  c.name = std::move(name);
+  c.batch = batch;
+  c.n = n;
+  c.k = k;
+  c.seed = seed;
+  return c;
+}
+
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();

@@ -51,6 +51,8 @@ struct SelectCase {
 };
 // So that gtest prints a case by its name.
 void PrintTo(const SelectCase& c, std::ostream* os);
+// A case of `batch` rows of n scores, the top k, from `seed`; the other fields at their defaults.
+SelectCase select_case(std::string name, int64_t batch, int64_t n, int64_t k, uint64_t seed);
 
 // The case's input, host side. Positions outside a row's range and the stride padding hold the
 // best value of the mode (+inf for largest, -inf for smallest), so reading them shows up as a

@@ -22,16 +22,11 @@ constexpr int64_t kManyRows = 280;
 
 SelectCase make_case(std::string name, int64_t batch, int64_t n, int64_t k, Pattern pattern,
                      DType dtype, bool largest, bool deterministic) {
-  SelectCase c;
-  c.name = std::move(name);
-  c.batch = batch;
-  c.n = n;
-  c.k = k;
+  SelectCase c = select_case(std::move(name), batch, n, k, 23);
   c.pattern = pattern;
   c.dtype = dtype;
   c.largest = largest;
   c.deterministic = deterministic;
-  c.seed = 23;
   return c;
 }
 

@@ -80,16 +80,11 @@ std::vector<SelectCase> small_cases() {
   std::vector<SelectCase> cases;
   auto add = [&](std::string name, int64_t batch, int64_t n, int64_t k, Pattern pattern,
                  bool deterministic, bool sorted, DType dtype) {
-    SelectCase c;
-    c.name = std::move(name);
-    c.batch = batch;
-    c.n = n;
-    c.k = k;
+    SelectCase c = select_case(std::move(name), batch, n, k, 7);
     c.pattern = pattern;
     c.deterministic = deterministic;
     c.sorted = sorted;
     c.dtype = dtype;
-    c.seed = 7;
     cases.push_back(c);
   };
   add("OneBlockNormal", 3, 5000, 100, Pattern::kRandomNormal, false, false, DType::kFloat32);
@@ -115,16 +110,11 @@ std::vector<SelectCase> large_cases() {
   std::vector<SelectCase> cases;
   auto add = [&](std::string name, int64_t batch, int64_t n, int64_t k, Pattern pattern,
                  bool deterministic, DType dtype = DType::kFloat32, bool largest = true) {
-    SelectCase c;
-    c.name = std::move(name);
-    c.batch = batch;
-    c.n = n;
-    c.k = k;
+    SelectCase c = select_case(std::move(name), batch, n, k, 11);
     c.pattern = pattern;
     c.deterministic = deterministic;
     c.dtype = dtype;
     c.largest = largest;
-    c.seed = 11;
     cases.push_back(c);
   };
   add("Row2Pow24", 1, int64_t{1} << 24, 1024, Pattern::kRandomNormal, false);

@@ -34,13 +34,8 @@ SelectPlan sieve_plan(const SelectCase& c) {
 }
 
 SelectCase fp32_case(std::string name, int64_t batch, int64_t n, int64_t k, bool deterministic) {
-  SelectCase c;
-  c.name = std::move(name);
-  c.batch = batch;
-  c.n = n;
-  c.k = k;
+  SelectCase c = select_case(std::move(name), batch, n, k, 23);
   c.deterministic = deterministic;
-  c.seed = 23;
   return c;
 }
 

@@ -79,6 +79,7 @@ struct SelectPlan {
   int32_t segments = 0;       // blocks per row of the planned algorithm
   int32_t blocks_per_sm = 0;  // sample-filter's occupancy
   bool large_k = false;       // sample-filter's k > 2048 configuration
+  int32_t threads_per_block = 0;  // sample-filter's block size (256, or 512 for one wave)
   int32_t sieve_keep = 0;          // sieve: the entries each segment aims to keep
   int32_t sieve_capacity = 0;      // sieve: the most each segment keeps
   int32_t sieve_shared_bytes = 0;  // sieve: dynamic shared memory per block

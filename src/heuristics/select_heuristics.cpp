@@ -7,9 +7,9 @@
 // many survivors for the last block to merge). Sample-filter wins whenever each row
 // gets a block of its own. When rows are split, its last-block merge of up to segments * k
 // candidates runs on one SM: with a few long segments (at most kMaxMergedSegments, each of at
-// least kMinSegmentElements scores, or 16-bit scores, which grid-radix reads at a quarter of its
-// fp32 rate; or just two segments of any length) the single read still wins; with many short
-// segments grid-radix does (docs/select.md,
+// least kMinSegmentElements scores, or just two segments of any length) the single read still
+// wins; with more or shorter segments the sieve or grid-radix does, for 16-bit scores too (4
+// segments of 32768 bf16 a row: sample-filter 0.060 ms, sieve 0.040) (docs/select.md,
 // "Dispatch"; the measurements in docs/BENCHMARKS.md).
 #include "heuristics/select_heuristics.h"
 
@@ -18,8 +18,8 @@ namespace litetopk::heuristics {
 namespace {
 constexpr int32_t kMaxMergedSegments = 4;
 constexpr int64_t kMinSegmentElements = 65536;
-// Two segments a row stream once whatever their length: 128 x 65536 fp32, two segments of
-// 32768, 0.054 ms against the sieve's 0.060.
+// Two segments a row stream once whatever their length: 64 x 131072 in wide blocks, two
+// segments of 65536, 0.043 ms fp32 against the sieve's 0.059, 0.039 bf16 against 0.067.
 constexpr int32_t kAlwaysMergedSegments = 2;
 constexpr int32_t kMaxFp32SieveSegments = 64;
 }  // namespace
@@ -30,7 +30,7 @@ SelectAlgo choose_select_algo(const SelectShapeFacts& facts) {
     if (segments == 1) return SelectAlgo::kSampleFilter;
     const bool long_segments = segments > 0 && facts.n / segments >= kMinSegmentElements;
     if (segments <= kAlwaysMergedSegments ||
-        (segments <= kMaxMergedSegments && (long_segments || facts.element_bytes < 4))) {
+        (segments <= kMaxMergedSegments && long_segments)) {
       return SelectAlgo::kSampleFilter;
     }
   }

@@ -25,15 +25,16 @@ TEST(SelectDispatch, ABlockPerRowStreamsOnce) {
 }
 
 TEST(SelectDispatch, AFewLongSegmentsStillStreamOnce) {
-  // 128 x 131072 (2 segments of 65536), 64 x 2^20 (4 of 262144).
+  // 64 x 131072 in wide blocks (2 segments of 65536), 32 x 2^20 (4 of 262144).
   EXPECT_EQ(choose_select_algo(facts(131072, 2048, 2, 4)), SelectAlgo::kSampleFilter);
   EXPECT_EQ(choose_select_algo(facts(1 << 20, 2048, 4, 8)), SelectAlgo::kSampleFilter);
-  // 128 x 65536: two short fp32 segments stream too; three short ones do not.
+  // 64 x 65536: two short fp32 segments stream too; three short ones do not.
   EXPECT_EQ(choose_select_algo(facts(65536, 2048, 2, 4, 4, 8)), SelectAlgo::kSampleFilter);
   EXPECT_EQ(choose_select_algo(facts(65536, 2048, 3, 6, 4, 12)), SelectAlgo::kSieve);
-  // 64 x 131072: 4 short fp32 segments go to grid-radix, 16-bit ones stream.
+  // 32 x 131072 in wide blocks: 4 short segments go to grid-radix (no sieve plan) or the
+  // sieve, 16-bit ones too.
   EXPECT_EQ(choose_select_algo(facts(131072, 2048, 4, 8)), SelectAlgo::kGridRadix);
-  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 4, 8, 2)), SelectAlgo::kSampleFilter);
+  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 4, 8, 2, 16)), SelectAlgo::kSieve);
 }
 
 TEST(SelectDispatch, ManySegmentsGoToTheRadixPaths) {
@@ -50,8 +51,8 @@ TEST(SelectDispatch, SplitRowsSieve) {
   EXPECT_EQ(choose_select_algo(facts(131072, 2048, 33, 64, 4, 33)), SelectAlgo::kSieve);
   EXPECT_EQ(choose_select_algo(facts(131072, 2048, 8, 16, 4, 16)), SelectAlgo::kSieve);
   EXPECT_EQ(choose_select_algo(facts(131072, 2048, 33, 64, 4, 128)), SelectAlgo::kGridRadix);
-  // A few long 16-bit segments stay with sample-filter; survivors that do not fit: grid-radix.
-  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 4, 8, 2, 16)), SelectAlgo::kSampleFilter);
+  // Two 16-bit segments stay with sample-filter; survivors that do not fit: grid-radix.
+  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 2, 8, 2, 16)), SelectAlgo::kSampleFilter);
   EXPECT_EQ(choose_select_algo(facts(131072, 2048, 33, 64, 2, 0)), SelectAlgo::kGridRadix);
 }
 

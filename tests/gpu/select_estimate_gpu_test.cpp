@@ -6,6 +6,7 @@
 // stream).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
@@ -17,8 +18,10 @@
 namespace litetopk::testing {
 namespace {
 
-// Rows above the device's block slots (two per SM) get a block each.
+// Rows above the device's block slots (two per SM) get a (narrow) block each; rows up to one per
+// SM a wide block each.
 constexpr int64_t kManyRows = 280;
+constexpr int64_t kOneWave = 96;
 
 SelectCase make_case(std::string name, int64_t batch, int64_t n, int64_t k, Pattern pattern,
                      DType dtype, bool largest, bool deterministic) {
@@ -157,6 +160,61 @@ TEST(SelectGpuEstimate, SignedZerosAtTheEstimate) {
                   v.deterministic);
     SCOPED_TRACE(c.name);
     EXPECT_TRUE(gpu_matches_reference(c, signed_zero_rows(c, v.zeros), SelectAlgo::kSampleFilter));
+  }
+}
+
+// The estimate comes from the first tile alone: rows where that tile misleads it or gives none.
+// Descending rows put the row's best entries in it (the estimate is too high: fewer than k reach
+// it, the second pass), ascending rows its worst (too low: the stream overflows); a finite range
+// wider than the largest float (no estimate, the exact path), and a first tile mostly of NaN
+// (fewer numbers than the estimate's rank: none) follow.
+HostRows first_tile_rows(const SelectCase& c, int variant) {
+  HostRows rows = make_rows(c);
+  if (c.dtype != DType::kFloat32) return rows;
+  const int64_t stride = c.row_stride > 0 ? c.row_stride : c.n;
+  auto* values = reinterpret_cast<float*>(rows.scores.data());
+  std::mt19937_64 rng(c.seed * 31 + static_cast<uint64_t>(variant));
+  for (int64_t r = 0; r < c.batch; ++r) {
+    for (int64_t i = 0; i < 8192 && i < c.n; ++i) {  // the first tile of either block shape
+      float& v = values[r * stride + i];
+      if (variant == 0) {
+        v = (i % 2 == 0 ? 3.0e38f : -3.0e38f) * static_cast<float>(rng() % 1000) / 1000.0f;
+      } else if (rng() % 100 < 97) {
+        v = std::nanf("");
+      }
+    }
+  }
+  return rows;
+}
+
+TEST(SelectGpuEstimate, FirstTilesThatMisleadTheEstimate) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
+  for (int64_t batch : {kManyRows, kOneWave}) {
+    const std::string rows = batch == kManyRows ? "Narrow" : "Wide";
+    for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+      for (Pattern pattern : {Pattern::kDescending, Pattern::kAscending}) {
+        const SelectCase c = make_case(rows + pattern_name(pattern) + dtype_tag(dtype), batch,
+                                       70000, 2048, pattern, dtype, true, false);
+        SCOPED_TRACE(c.name);
+        EXPECT_TRUE(gpu_matches_reference(c, make_rows(c), SelectAlgo::kSampleFilter));
+      }
+    }
+    for (int variant : {0, 1}) {
+      for (bool largest : {true, false}) {
+        const SelectCase c = make_case(rows + (variant == 0 ? "HugeSpread" : "MostlyNan") +
+                                           (largest ? "Largest" : "Smallest"),
+                                       batch, 70000, 1000, Pattern::kRandomNormal,
+                                       DType::kFloat32, largest, !largest);
+        SCOPED_TRACE(c.name);
+        EXPECT_TRUE(
+            gpu_matches_reference(c, first_tile_rows(c, variant), SelectAlgo::kSampleFilter));
+      }
+    }
+    // The k = 8192 buffer of each block shape, ties at the k-th.
+    const SelectCase large = make_case(rows + "K8192TiesF32", batch, 60000, 8192,
+                                       Pattern::kTiesAtKth, DType::kFloat32, true, false);
+    SCOPED_TRACE(large.name);
+    EXPECT_TRUE(gpu_matches_reference(large, make_rows(large), SelectAlgo::kSampleFilter));
   }
 }
 

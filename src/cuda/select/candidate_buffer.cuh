@@ -12,8 +12,8 @@
 //    move into the holes left before it. The gate only rises, and the buffer never drops an entry
 //    that can still be in the answer.
 // 3. emit(): the final range select writes the best k entries (and -1 padding) to the output.
-// Also: appends that move the count directly (resume_steps after them), keep_at_or_above (the
-// estimated gate of sample_filter_select.cu) and count_at_or_above (its check).
+// Also: appends that move the count directly (resume_steps after them) and count_at_or_above (the
+// check of sample_filter_select.cu's estimated gate).
 #pragma once
 
 #include <cstdint>
@@ -337,37 +337,6 @@ struct CandidateBuffer {
     return pivot;
   }
 
-  // Keeps the entries at or above `bound` (count <= kPerThread * kThreads, between steps: after
-  // finish_steps) and makes `bound` the gate. All threads call it.
-  template <int kPerThread>
-  __device__ void keep_at_or_above(uint64_t bound) {
-    static_assert(kPerThread <= 32, "one pass mask per thread");
-    const uint32_t count = s.count;
-    uint64_t held[kPerThread];
-    uint32_t pass = 0;
-#pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-      const uint32_t e = threadIdx.x + i * kThreads;
-      held[i] = e < count ? s.entries[e] : keys::kEmptyComposite;
-      if (e < count && held[i] >= bound) pass |= 1u << i;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) s.count = 0;
-    __syncthreads();
-    uint32_t before = 0;
-    uint32_t at = reserve(pass, &s.count, &before) + before;
-#pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-      if ((pass >> i) & 1u) s.entries[at++] = held[i];
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      s.gate = max_u64(s.gate, bound);
-      s.step_count[0] = s.count;
-    }
-    __syncthreads();
-  }
-
   // How many of the first count entries are at or above `bound`. All threads call it and get it.
   __device__ uint32_t count_at_or_above(uint64_t bound) {
     if (threadIdx.x == 0) s.hole_counter = 0;
@@ -400,13 +369,28 @@ struct CandidateBuffer {
       s.slot_counter = 0;
     }
     __syncthreads();
-    for (uint32_t e = threadIdx.x; e < count; e += kThreads) {
-      const uint64_t c = s.entries[e];
-      const int order = pivot.compare(c);
+    // Slots with one shared atomic per warp and kind: the entries above the pivot take slots from
+    // 0 on, the ties theirs from count_greater on in arrival order (those past ties_wanted none).
+    const unsigned full = 0xffffffffu;
+    const int lane = static_cast<int>(threadIdx.x % 32);
+    const unsigned lower_lanes = (1u << lane) - 1u;
+    for (uint32_t base = 0; base < count; base += kThreads) {
+      const uint32_t e = base + threadIdx.x;
+      const uint64_t c = e < count ? s.entries[e] : keys::kEmptyComposite;
+      const int order = e < count ? pivot.compare(c) : -1;
+      const unsigned above = __ballot_sync(full, order > 0);
+      const unsigned tied = __ballot_sync(full, order == 0);
+      uint32_t above_base = 0;
+      uint32_t tie_base = 0;
+      if (lane == 0 && above != 0) above_base = atomicAdd(&s.slot_counter, __popc(above));
+      if (lane == 0 && tied != 0) tie_base = atomicAdd(&s.tie_counter, __popc(tied));
+      above_base = __shfl_sync(full, above_base, 0);
+      tie_base = __shfl_sync(full, tie_base, 0);
       if (order > 0) {
-        write_output<Traits>(args, row, static_cast<int32_t>(atomicAdd(&s.slot_counter, 1u)), c);
+        const uint32_t slot = above_base + __popc(above & lower_lanes);
+        write_output<Traits>(args, row, static_cast<int32_t>(slot), c);
       } else if (order == 0) {
-        const uint32_t tie = atomicAdd(&s.tie_counter, 1u);
+        const uint32_t tie = tie_base + __popc(tied & lower_lanes);
         if (tie < ties_wanted) {
           write_output<Traits>(args, row, static_cast<int32_t>(pivot.count_greater + tie), c);
         }

@@ -1,22 +1,25 @@
 // Sample-Filter-Select on materialized rows: one streaming pass over the scores.
 //
-// Pipeline of sample_filter_kernel (one block per row segment):
-// 1. Sample: the segment is cut into 16 KB tiles visited in a spread order (0, 8, 16, ..., then
-//    1, 9, ...), one tile per step (four 16-byte vectors per thread: 16 fp32 or 32 16-bit
-//    scores). Four elements of each of the first step's vectors are admitted whole (the sample:
-//    S = 4096); their entry of rank r = kEstimateMargin * k * S / segment (at least
-//    kEstimateMinRank, unless that would expect more than half the buffer to fill) becomes an
-//    estimated gate, which leaves about kEstimateMargin * k candidates in the whole segment.
-// 2. Filter: thread 0 keeps three tiles in flight with the bulk copy engine (cp.async.bulk into
-//    shared memory, completing on mbarriers). Each thread compares its elements of a step, as
-//    floats at their own width, with the gate's value; only the few candidates are keyed (the
-//    decode picks them out of the registers by position) and written behind the buffer's count
-//    with one shared atomic per warp. Behind the estimated gate the warps stream without block
-//    barriers: a stage is refilled once every warp holds its part of the tile in registers, and
-//    a buffer that overflows sends the segment to a second pass. Otherwise (no estimate: short
-//    segments, the second pass) each step ends in one barrier, and a step that would overflow the
-//    buffer is appended in halves, compacting the buffer to its best k first, which raises the
-//    gate; the blocks of one row share their compaction bounds through global memory (atomicMax).
+// Pipeline of sample_filter_kernel (one block per row segment; narrow blocks of 256 threads or,
+// when every block is resident at once, wide ones of 512: BlockShape):
+// 1. Estimate: the segment is cut into tiles (16 KB narrow, 32 KB wide) visited in a spread order
+//    (0, 8, 16, ..., then 1, 9, ...), one tile per step (four 16-byte vectors per thread: 16 fp32
+//    or 32 16-bit scores). The first tile's elements, in registers, go into 2048 equal-width
+//    bins over their range; the lower edge of the bin holding their entry of rank
+//    r = kEstimateMargin * k * tile / segment (at least kEstimateMinRank, unless that would expect
+//    more than half the buffer to fill) becomes an estimated gate, which leaves about
+//    kEstimateMargin * k candidates in the whole segment; that tile then passes it like the rest.
+// 2. Filter: thread 0 keeps the shape's stages (3 or 2 tiles) in flight with the bulk copy engine
+//    (cp.async.bulk into shared memory, completing on mbarriers). Each thread compares its
+//    elements of a step, as floats at their own width, with the gate's value; only the few
+//    candidates are keyed (the decode picks them out of the registers by position) and written
+//    behind the buffer's count with one shared atomic per warp. Behind the estimated gate the
+//    warps stream without block barriers: a stage is refilled once every warp holds its part of
+//    the tile in registers, and a buffer that overflows sends the segment to a second pass.
+//    Otherwise (no estimate: short segments, the second pass) each step ends in one barrier, and
+//    a step that would overflow the buffer is appended in halves, compacting the buffer to its
+//    best k first, which raises the gate; the blocks of one row share their compaction bounds
+//    through global memory (atomicMax).
 // 3. Select: one block per row ends with a range select over its buffer. With several blocks per
 //    row, each compacts its buffer to its best k (publishing that bound) and appends the entries
 //    at or above the row's bound to a candidate list; the last block to finish takes that list
@@ -38,28 +41,42 @@
 namespace litetopk::cuda_select {
 namespace {
 
-constexpr int kThreads = 256;
 constexpr int kVectorsPerThread = 4;    // 16-byte vectors each thread offers per step (a tile)
-constexpr int kStageVectors = kThreads * kVectorsPerThread;  // 16-byte vectors per tile (16 KB)
-constexpr int kHalfStep = kThreads * 16;  // 4-byte elements per step; 16-bit ones: twice that
-constexpr int kStages = 3;              // tiles in flight per block
 constexpr int kSpread = 8;              // tile visiting stride (the sample)
 constexpr int kListItemsPerThread = 4;  // composites per thread per step of the merge
 constexpr uint32_t kEstimateMargin = 2; // estimated gate: about this many times k candidates
 constexpr int64_t kEstimateMinRank = 32; // and this rank in the sample at least (its spread),
                                          // unless that expects more than half the buffer
 
-// Room for a step of 4-byte elements (half a step of 16-bit ones) after a compaction.
-using SmallBuffer = CandidateBuffer<kThreads, 2048 + kHalfStep, 2048>;
-using LargeBuffer = CandidateBuffer<kThreads, 8192 + kHalfStep, 8192>;
+// The two block shapes. Narrow: 256 threads, three tiles in flight, two blocks per SM for
+// k <= 2048, so that one block's estimate and select overlap the other's stream; for rows past
+// one wave of the device. Wide: 512 threads, two tiles in flight, one block per SM; when every
+// block of the call is resident at once, twice the warps hide a block's latencies (a row's
+// stream, estimate and select each run about twice as fast).
+template <int kThreads_, int kStages_>
+struct BlockShape {
+  static constexpr int kThreads = kThreads_;
+  static constexpr int kStages = kStages_;
+  static constexpr int kStageVectors = kThreads * kVectorsPerThread;  // 16-byte vectors per tile
+  static constexpr int kHalfStep = kThreads * 16;  // 4-byte elements per step; 16-bit: twice that
+  // Room for a step of 4-byte elements (half a step of 16-bit ones) after a compaction.
+  using SmallBuffer = CandidateBuffer<kThreads, 2048 + kHalfStep, 2048>;
+  using LargeBuffer = CandidateBuffer<kThreads, 8192 + kHalfStep, 8192>;
+  static constexpr int blocks_per_sm(bool large_k) { return kThreads == 256 && !large_k ? 2 : 1; }
+};
+using NarrowShape = BlockShape<256, 3>;
+using WideShape = BlockShape<512, 2>;
 
-template <typename Buffer>
+template <typename Shape, typename Buffer>
 struct KernelStorage {
   typename Buffer::Storage buffer;
-  alignas(128) uint4 stages[kStages][kStageVectors];
-  uint64_t stage_full[kStages];   // the tile has landed
-  uint64_t stage_empty[kStages];  // every warp holds its part of the tile in registers
+  alignas(128) uint4 stages[Shape::kStages][Shape::kStageVectors];
+  uint64_t stage_full[Shape::kStages];   // the tile has landed
+  uint64_t stage_empty[Shape::kStages];  // every warp holds its part of the tile in registers
 };
+
+static_assert(sizeof(KernelStorage<WideShape, WideShape::LargeBuffer>) <= 227 * 1024,
+              "the largest configuration fits an SM's shared memory");
 
 // What filter_segment did: the estimated gate (0: none) and whether the stream behind it
 // overflowed the buffer (then the segment must be read again).
@@ -101,14 +118,14 @@ struct SpreadOrder {
 // element b % 4 of vector b / 4; for 16-bit scores, 32-bit word p = b % 16 (word p % 4 of vector
 // p / 4) and its low (b < 16) or high half, so that one paired comparison of a word fills both of
 // its bits.
-template <typename Traits>
+template <typename Traits, int kThreads>
 struct StepElements {
   static constexpr int kPer = Traits::kPerVector;
   static constexpr int kVectors = kVectorsPerThread;
   static constexpr int kCount = kVectors * kPer;
   static_assert(kVectors == 4 && kCount <= 32, "four vectors of fp32 or 16-bit scores");
   // Bits 0-15: four elements of each vector (all of fp32's, the low halves of 16-bit pairs).
-  static constexpr uint32_t kSampleBits = 0xffffu;
+  static constexpr uint32_t kLowBits = 0xffffu;
   uint4 raw[kVectors];
   uint32_t first_index;  // row position of element 0 of vector 0
 
@@ -318,9 +335,10 @@ __device__ __forceinline__ uint64_t offer_elements(Buffer& buffer, uint32_t step
       bound = max_u64(bound, append_exact(buffer, el, pass & ~kLowHalf, largest, gate));
     }
     if (threadIdx.x == 0) s.step_count[(slot + 1) % 3] = s.count;
-  } else if (__all_sync(0xffffffffu, pass == Elements::kSampleBits)) {
-    // A whole sample in this warp: element b of lane l goes to slot 32 b + l of the warp's
-    // range (positions known at compile time, conflict-free stores).
+  } else if (__all_sync(0xffffffffu, pass == Elements::kLowBits)) {
+    // Bits 0-15 of every lane in this warp (a whole fp32 step, as when a short segment fills
+    // the buffer): element b of lane l goes to slot 32 b + l of the warp's range (positions
+    // known at compile time, conflict-free stores).
     const uint32_t lane = threadIdx.x % 32;
 #pragma unroll
     for (int b = 0; b < 16; ++b) {
@@ -336,10 +354,10 @@ __device__ __forceinline__ uint64_t offer_elements(Buffer& buffer, uint32_t step
   return bound;
 }
 
-template <typename Buffer>
-__device__ __forceinline__ KernelStorage<Buffer>& kernel_storage() {
+template <typename Storage>
+__device__ __forceinline__ Storage& kernel_storage() {
   extern __shared__ __align__(128) unsigned char shared_raw[];
-  return *reinterpret_cast<KernelStorage<Buffer>*>(shared_raw);
+  return *reinterpret_cast<Storage*>(shared_raw);
 }
 
 // The row's shared bound folded into the thread's gate (several blocks per row).
@@ -370,28 +388,81 @@ __device__ __forceinline__ void offer_shared(Buffer& buffer, const RowShared& sh
   publish_bound(shared, row, buffer.offer_step(step, items, gate, after_barrier));
 }
 
-// Step 1's estimate: the entry of rank r among the `seen` sampled elements (the buffer holds their
-// best k, or all of them), r set so that about kEstimateMargin * k entries of the segment's
-// `length` reach it; r is at least kEstimateMinRank (so that the estimate is rarely too high),
-// but no more than the rank at which half the buffer would be expected to fill (a stream behind
-// the estimate that overflows the buffer reads its segment again).
-// Keeps the entries at or above it and makes it the gate. Returns whether it did (r must be below
-// k and count).
-template <typename Buffer>
-__device__ bool estimate_gate(Buffer& buffer, int64_t seen, int64_t length) {
-  const uint32_t count = buffer.s.count;
+// Step 1's estimate, from the first tile's elements (`valid`: those in the segment) in registers:
+// 2048 equal-width bins over the [min, max] of their finite values (oriented: negated for
+// smallest-first), and the lower edge of the bin that holds the entry of rank
+// r = kEstimateMargin * k * seen / length (at least kEstimateMinRank, unless that would expect
+// more than half the buffer to fill), so that about kEstimateMargin * k entries of the segment's
+// `length` reach it. Returns the gate at that value, or 0 for none (r not below k and the tile's
+// non-NaN count, or no spread of finite values). All threads call it and get the result. Only a
+// guess: the kernel keeps it only if k entries reach it and the buffer did not overflow.
+template <typename Traits, typename Buffer, typename Elements>
+__device__ uint64_t estimate_gate(Buffer& buffer, const Elements& el, uint32_t valid,
+                                  int64_t seen, int64_t length, bool largest) {
+  auto& s = buffer.s;
   const int64_t wanted = (int64_t{kEstimateMargin} * buffer.k * seen + length - 1) / length;
   const int64_t half_buffer = int64_t{Buffer::kCapacity} / 2 * seen / length;
   const int64_t least = half_buffer < kEstimateMinRank ? half_buffer : kEstimateMinRank;
   const int64_t rank = wanted > least ? wanted : least;
-  if (rank < 1 || rank >= buffer.k || rank >= count) return false;
-  Buffer ranked(buffer.s, static_cast<uint32_t>(rank), buffer.deterministic);
-  // Two levels of bins place the rank-r entry closely enough for a gate.
-  const RangePivot pivot = ranked.select_pivot(count, 2);
-  // At most one step's elements (32 per thread) or the whole buffer are held.
-  constexpr int kHeld = Buffer::kCapacity / kThreads < 32 ? Buffer::kCapacity / kThreads : 32;
-  buffer.template keep_at_or_above<kHeld>(Buffer::shared_bound(pivot));
-  return true;
+  if (rank < 1 || rank >= buffer.k) return 0;
+
+  // Oriented values; the range of the finite ones as ordered keys (NaN is left out).
+  float value[Elements::kCount];
+  uint32_t lo = ~0u;
+  uint32_t hi = 0;
+  uint32_t numbers = 0;
+#pragma unroll
+  for (int b = 0; b < Elements::kCount; ++b) {
+    const float v = Traits::to_float(el.bits(b));
+    value[b] = largest ? v : -v;
+    if (((valid >> b) & 1u) && isfinite(value[b])) {
+      const uint32_t key = keys::key_from_f32_bits(__float_as_uint(value[b]), true);
+      lo = min(lo, key);
+      hi = max(hi, key);
+    }
+    if (((valid >> b) & 1u) && !isnan(value[b])) ++numbers;
+  }
+  if (threadIdx.x == 0) {
+    s.range_min = ~uint64_t{0};
+    s.range_max = 0;
+    s.hole_counter = 0;
+  }
+  for (int i = static_cast<int>(threadIdx.x); i < kRadixBins; i += Buffer::kThreads) {
+    s.histogram[i] = 0;
+  }
+  __syncthreads();
+  lo = __reduce_min_sync(0xffffffffu, lo);
+  hi = __reduce_max_sync(0xffffffffu, hi);
+  numbers = __reduce_add_sync(0xffffffffu, numbers);
+  if (threadIdx.x % 32 == 0) {
+    atomicMin(reinterpret_cast<unsigned long long*>(&s.range_min), lo);
+    atomicMax(reinterpret_cast<unsigned long long*>(&s.range_max), hi);
+    atomicAdd(&s.hole_counter, numbers);
+  }
+  __syncthreads();
+  auto value_of = [](uint64_t key) {
+    return __uint_as_float(keys::f32_bits_from_key(static_cast<uint32_t>(key), true));
+  };
+  const float low = value_of(s.range_min);
+  const float high = value_of(s.range_max);
+  const float scale = static_cast<float>(kRadixBins) / (high - low);
+  const bool spread = s.range_min < s.range_max && isfinite(scale) && scale > 0.0f;
+  if (!spread || rank >= static_cast<int64_t>(s.hole_counter)) return 0;  // the same in all threads
+#pragma unroll
+  for (int b = 0; b < Elements::kCount; ++b) {
+    if (((valid >> b) & 1u) && !isnan(value[b])) {
+      // inf lands in the top bin, -inf in the bottom one.
+      const float at = fminf(fmaxf((value[b] - low) * scale, 0.0f), kRadixBins - 1.0f);
+      atomicAdd(&s.histogram[static_cast<int>(at)], 1u);
+    }
+  }
+  __syncthreads();
+  uint32_t above = 0;
+  const uint32_t bin =
+      Buffer::Finder::find(s.finder, s.histogram, static_cast<uint32_t>(rank), &above);
+  const float edge = low + static_cast<float>(bin) / scale;
+  const uint32_t key = Traits::key(Traits::bits_of_float(largest ? edge : -edge), largest);
+  return max_u64(uint64_t{key} << 32, keys::kAdmitAllValid);
 }
 
 // Streams this block's share of the row through the buffer (steps 1 and 2), with the sample's
@@ -400,13 +471,16 @@ __device__ bool estimate_gate(Buffer& buffer, int64_t seen, int64_t length) {
 // warp has taken its part of the tile into registers (stage_empty); the buffer is not compacted
 // then, so a stream that overflows it is reported (the segment is read again). `sequence` counts
 // the tiles this block has consumed (the stage barriers' phases).
-template <typename Traits, typename Buffer>
-__device__ SegmentPass filter_segment(KernelStorage<Buffer>& st, Buffer& buffer,
+template <typename Shape, typename Traits, typename Buffer>
+__device__ SegmentPass filter_segment(KernelStorage<Shape, Buffer>& st, Buffer& buffer,
                                       const SelectArgs& args, const RowShared& shared,
                                       int64_t row, int segment, bool estimate,
                                       uint32_t& sequence) {
-  using Elements = StepElements<Traits>;
+  using Elements = StepElements<Traits, Shape::kThreads>;
   constexpr int kPer = Traits::kPerVector;
+  constexpr int kThreads = Shape::kThreads;
+  constexpr int kStages = Shape::kStages;
+  constexpr int kStageVectors = Shape::kStageVectors;
   const RowLayout<Traits> layout(args, row);
   const uint4* body = reinterpret_cast<const uint4*>(layout.base + layout.head);
 
@@ -459,17 +533,28 @@ __device__ SegmentPass filter_segment(KernelStorage<Buffer>& st, Buffer& buffer,
     }
     __syncwarp();
     if (threadIdx.x % 32 == 0) sm90::mbarrier_arrive(&st.stage_empty[stage]);
+    uint32_t valid = ~0u;
+    if (tile_vectors < kStageVectors) {  // the segment's last, partial tile
+#pragma unroll
+      for (int j = 0; j < Elements::kVectors; ++j) {
+        if (thread_vector + j * kThreads >= tile_vectors) valid &= ~Elements::vector_bits(j);
+      }
+    }
+    if (estimate) {  // the first tile sets the estimated gate; it and the rest stream behind it
+      estimate = false;
+      estimated = estimate_gate<Traits>(buffer, el, valid, int64_t{tile_vectors} * kPer,
+                                        segment_vectors * kPer, args.largest);
+      if (estimated != 0) {
+        gate = max_u64(gate, estimated);
+        candidate_gate.set(gate, args.largest);
+        streaming = true;
+      }
+    }
     if (streaming && threadIdx.x == 0) {
       sm90::mbarrier_wait(&st.stage_empty[stage], phase);
       issue_next();
     }
-    uint32_t pass = candidate_gate.candidates(el);
-    if (tile_vectors < kStageVectors) {  // the segment's last, partial tile
-#pragma unroll
-      for (int j = 0; j < Elements::kVectors; ++j) {
-        if (thread_vector + j * kThreads >= tile_vectors) pass &= ~Elements::vector_bits(j);
-      }
-    }
+    const uint32_t pass = candidate_gate.candidates(el) & valid;
     if (streaming) {
       uint32_t before = 0;
       const uint32_t at = Buffer::reserve(pass, &buffer.s.count, &before) + before;
@@ -477,33 +562,8 @@ __device__ SegmentPass filter_segment(KernelStorage<Buffer>& st, Buffer& buffer,
       continue;
     }
     // After the step's barrier every thread is done with this stage.
-    if (!estimate) {
-      publish_bound(shared, row,
-                    offer_elements(buffer, step++, el, pass, args.largest, gate, issue_next));
-      continue;
-    }
-    // The sample: the step's bits 0-15 (every fp32 element; the low halves of 16-bit pairs),
-    // which fit the buffer whole, then the rest of the step through the estimated gate.
-    estimate = false;
-    publish_bound(shared, row, offer_elements(buffer, step++, el, pass & Elements::kSampleBits,
-                                              args.largest, gate, issue_next));
-    buffer.finish_steps(step);
-    step = 0;
-    if (estimate_gate(buffer, int64_t{tile_vectors} * 4, segment_vectors * kPer)) {
-      estimated = buffer.s.gate;
-    }
-    gate = max_u64(gate, buffer.s.gate);
-    if constexpr (Elements::kCount > 16) {
-      candidate_gate.set(gate, args.largest);
-      const uint32_t rest = pass & ~Elements::kSampleBits & candidate_gate.candidates(el);
-      publish_bound(shared, row,
-                    offer_elements(buffer, step++, el, rest, args.largest, gate, [] {}));
-    }
-    if (estimated != 0) {
-      buffer.finish_steps(step);  // s.count current for the streaming appends
-      step = 0;
-      streaming = true;
-    }
+    publish_bound(shared, row,
+                  offer_elements(buffer, step++, el, pass, args.largest, gate, issue_next));
   }
   if (streaming) {
     __syncthreads();
@@ -545,6 +605,7 @@ __device__ bool gather_row(Buffer& buffer, const RowShared& shared, int64_t row)
   uint64_t* list = shared.lists + row * shared.list_capacity;
   uint32_t* list_length = &shared.counters[row];
   const uint32_t count = buffer.s.count;
+  constexpr int kThreads = Buffer::kThreads;
   for (uint32_t base = 0; base < count; base += kThreads) {
     const uint32_t e = base + threadIdx.x;
     const uint64_t c = e < count ? buffer.s.entries[e] : keys::kEmptyComposite;
@@ -603,25 +664,25 @@ __device__ bool gather_row(Buffer& buffer, const RowShared& shared, int64_t row)
   return true;
 }
 
-template <typename Traits, typename Buffer>
-__global__ void __launch_bounds__(kThreads, 2)
+template <typename Shape, typename Traits, typename Buffer>
+__global__ void __launch_bounds__(Shape::kThreads, Shape::blocks_per_sm(Buffer::kMaxK > 2048))
     sample_filter_kernel(const SelectArgs args, const RowShared shared) {
-  auto& st = kernel_storage<Buffer>();
+  auto& st = kernel_storage<KernelStorage<Shape, Buffer>>();
   Buffer buffer(st.buffer, static_cast<uint32_t>(args.k), args.deterministic);
   const int64_t row = blockIdx.x / shared.segments;
   const int segment = static_cast<int>(blockIdx.x % shared.segments);
   if (threadIdx.x == 0) {
     buffer.reset(keys::kAdmitAllValid);
-    for (int stage = 0; stage < kStages; ++stage) {
+    for (int stage = 0; stage < Shape::kStages; ++stage) {
       sm90::mbarrier_init(&st.stage_full[stage], 1);
-      sm90::mbarrier_init(&st.stage_empty[stage], kThreads / 32);
+      sm90::mbarrier_init(&st.stage_empty[stage], Shape::kThreads / 32);
     }
     sm90::fence_barrier_init();
   }
   __syncthreads();
   uint32_t sequence = 0;
   const SegmentPass pass =
-      filter_segment<Traits>(st, buffer, args, shared, row, segment, true, sequence);
+      filter_segment<Shape, Traits>(st, buffer, args, shared, row, segment, true, sequence);
   // The float test also admits a few entries below the gate (ties with its value): only those at
   // or above the estimate count.
   if (pass.overflowed ||
@@ -629,26 +690,26 @@ __global__ void __launch_bounds__(kThreads, 2)
     // The estimate was too high for this segment: stream it again with the exact gates only.
     if (threadIdx.x == 0) buffer.reset(keys::kAdmitAllValid);
     __syncthreads();
-    filter_segment<Traits>(st, buffer, args, shared, row, segment, false, sequence);
+    filter_segment<Shape, Traits>(st, buffer, args, shared, row, segment, false, sequence);
   }
   if (shared.segments > 1 && !gather_row(buffer, shared, row)) return;
   buffer.template emit<Traits>(args, row);
 }
 
-template <typename Buffer>
+template <typename Shape, typename Buffer>
 Status launch_config(const SelectProblem& problem, const SampleFilterPlan& plan,
                      const SelectArgs& args, const RowShared& shared, cudaStream_t stream) {
   return dispatch_dtype(problem.dtype, [&](auto traits) -> Status {
     using Traits = decltype(traits);
-    auto kernel = sample_filter_kernel<Traits, Buffer>;
-    const int smem = static_cast<int>(sizeof(KernelStorage<Buffer>));
+    auto kernel = sample_filter_kernel<Shape, Traits, Buffer>;
+    const int smem = static_cast<int>(sizeof(KernelStorage<Shape, Buffer>));
     if (Status s =
             cuda_common::allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), smem);
         !s) {
       return s;
     }
     const int64_t blocks = problem.batch * plan.segments;
-    kernel<<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(args, shared);
+    kernel<<<static_cast<unsigned>(blocks), Shape::kThreads, smem, stream>>>(args, shared);
     LITETOPK_CUDA_TRY(cudaPeekAtLastError());
     return Status::ok();
   });
@@ -658,11 +719,15 @@ Status launch_config(const SelectProblem& problem, const SampleFilterPlan& plan,
 
 SampleFilterPlan plan_sample_filter(const SelectProblem& problem, const cuda_common::DeviceShape& device) {
   SampleFilterPlan plan{};
-  plan.large_k = problem.k > SmallBuffer::kMaxK;
-  plan.blocks_per_sm = plan.large_k ? 1 : 2;
+  plan.large_k = problem.k > NarrowShape::SmallBuffer::kMaxK;
+  // Wide blocks while every row has an SM of its own (then each gets one block or more).
+  const bool wide = problem.batch <= device.sm_count;
+  plan.threads = wide ? WideShape::kThreads : NarrowShape::kThreads;
+  plan.blocks_per_sm = wide ? 1 : NarrowShape::blocks_per_sm(plan.large_k);
   // Enough blocks to fill the GPU once, but at least two tiles per block.
   const int64_t slots = int64_t{device.sm_count} * plan.blocks_per_sm;
-  const int64_t tile_elements = int64_t{kStageVectors} * 4;
+  const int64_t tile_elements =
+      int64_t{wide ? WideShape::kStageVectors : NarrowShape::kStageVectors} * 4;
   const int64_t max_segments = std::max<int64_t>(1, problem.n / (2 * tile_elements));
   const int64_t wanted = problem.batch >= slots ? 1 : slots / std::max<int64_t>(problem.batch, 1);
   plan.segments = static_cast<int>(std::clamp<int64_t>(wanted, 1, max_segments));
@@ -676,7 +741,12 @@ SampleFilterWorkspace carve_sample_filter(cuda_common::WorkspaceCarver& carver, 
   ws.row_bounds = carver.take<uint64_t>(problem.batch);
   ws.row_counters = carver.take<uint32_t>(2 * problem.batch);
   if (plan.segments > 1) {
-    const int64_t capacity = plan.large_k ? LargeBuffer::kCapacity : SmallBuffer::kCapacity;
+    auto capacity_of = [&](auto shape) -> int64_t {
+      using Shape = decltype(shape);
+      return plan.large_k ? Shape::LargeBuffer::kCapacity : Shape::SmallBuffer::kCapacity;
+    };
+    const int64_t capacity = plan.threads == WideShape::kThreads ? capacity_of(WideShape{})
+                                                                 : capacity_of(NarrowShape{});
     ws.list_capacity = capacity * plan.segments;
     ws.candidate_lists = carver.take<uint64_t>(problem.batch * ws.list_capacity);
   }
@@ -686,16 +756,26 @@ SampleFilterWorkspace carve_sample_filter(cuda_common::WorkspaceCarver& carver, 
 Status launch_sample_filter(const SelectProblem& problem, const SampleFilterPlan& plan,
                             const SelectArgs& args, const SampleFilterWorkspace& ws,
                             cudaStream_t stream) {
-  // The row state must start from zero on every call (bounds 0 = none yet): one memset from the
-  // bounds to the end of the counters, carved right after them.
-  const auto* first = reinterpret_cast<const char*>(ws.row_bounds);
-  const auto* last = reinterpret_cast<const char*>(ws.row_counters + 2 * problem.batch);
-  LITETOPK_CUDA_TRY(
-      cudaMemsetAsync(ws.row_bounds, 0, static_cast<std::size_t>(last - first), stream));
+  // The row state of split rows must start from zero on every call (bounds 0 = none yet): one
+  // memset from the bounds to the end of the counters, carved right after them. A block per row
+  // does not use it.
+  if (plan.segments > 1) {
+    const auto* first = reinterpret_cast<const char*>(ws.row_bounds);
+    const auto* last = reinterpret_cast<const char*>(ws.row_counters + 2 * problem.batch);
+    LITETOPK_CUDA_TRY(
+        cudaMemsetAsync(ws.row_bounds, 0, static_cast<std::size_t>(last - first), stream));
+  }
   const RowShared shared{ws.row_bounds, ws.row_counters, ws.candidate_lists, ws.list_capacity,
                          plan.segments, problem.batch};
-  if (plan.large_k) return launch_config<LargeBuffer>(problem, plan, args, shared, stream);
-  return launch_config<SmallBuffer>(problem, plan, args, shared, stream);
+  auto launch = [&](auto shape) -> Status {
+    using Shape = decltype(shape);
+    if (plan.large_k) {
+      return launch_config<Shape, typename Shape::LargeBuffer>(problem, plan, args, shared, stream);
+    }
+    return launch_config<Shape, typename Shape::SmallBuffer>(problem, plan, args, shared, stream);
+  };
+  if (plan.threads == WideShape::kThreads) return launch(WideShape{});
+  return launch(NarrowShape{});
 }
 
 }  // namespace litetopk::cuda_select

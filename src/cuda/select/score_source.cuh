@@ -31,6 +31,7 @@ struct Float32Scores {
   static constexpr uint32_t kNegInfBits = 0xff800000u;
   static constexpr uint32_t kPosInfBits = 0x7f800000u;
   static __device__ __forceinline__ float to_float(uint32_t bits) { return __uint_as_float(bits); }
+  static __device__ __forceinline__ uint32_t bits_of_float(float v) { return __float_as_uint(v); }
   static __device__ __forceinline__ uint32_t bits_of_key(uint32_t key, bool largest) {
     return keys::f32_bits_from_key(key, largest);
   }
@@ -52,6 +53,9 @@ struct BFloat16Scores {
   static __device__ __forceinline__ float to_float(uint32_t bits) {
     return __uint_as_float(bits << 16);
   }
+  static __device__ __forceinline__ uint32_t bits_of_float(float v) {
+    return __bfloat16_as_ushort(__float2bfloat16_rz(v));
+  }
   static __device__ __forceinline__ uint32_t bits_of_key(uint32_t key, bool largest) {
     return keys::bits16_from_key(key, largest);
   }
@@ -72,6 +76,9 @@ struct Float16Scores {
   static constexpr uint32_t kPosInfBits = 0x7c00u;
   static __device__ __forceinline__ float to_float(uint32_t bits) {
     return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
+  }
+  static __device__ __forceinline__ uint32_t bits_of_float(float v) {
+    return __half_as_ushort(__float2half_rz(v));
   }
   static __device__ __forceinline__ uint32_t bits_of_key(uint32_t key, bool largest) {
     return keys::bits16_from_key(key, largest);

@@ -17,6 +17,7 @@ struct SampleFilterPlan {
   bool large_k;     // the kMaxK = 8192 configuration (one block per SM)
   int segments;     // blocks per row
   int blocks_per_sm;
+  int threads;      // per block: 256 (narrow) or 512 (wide: every block resident at once)
 };
 SampleFilterPlan plan_sample_filter(const SelectProblem& problem, const cuda_common::DeviceShape& device);
 // Carves this algorithm's workspace (bytes counted when carver has no base).

@@ -27,7 +27,8 @@ struct CallLayout {
 };
 
 SampleFilterPlan sample_filter_of(const SelectPlan& plan) {
-  return SampleFilterPlan{plan.large_k, plan.segments, plan.blocks_per_sm};
+  return SampleFilterPlan{plan.large_k, plan.segments, plan.blocks_per_sm,
+                          plan.threads_per_block};
 }
 
 SievePlan sieve_of(const SelectPlan& plan) {
@@ -101,6 +102,7 @@ Status cuda_select_plan(const SelectProblem& problem, SelectAlgo algo, SelectPla
     plan->segments = sample_filter.segments;
     plan->blocks_per_sm = sample_filter.blocks_per_sm;
     plan->large_k = sample_filter.large_k;
+    plan->threads_per_block = sample_filter.threads;
   } else if (algo == SelectAlgo::kGridRadix) {
     cuda_select::GridRadixPlan grid{};
     if (Status status = cuda_select::plan_grid_radix(problem, &grid); !status) return status;

@@ -25,7 +25,8 @@ TEST(SelectDispatch, ABlockPerRowStreamsOnce) {
 }
 
 TEST(SelectDispatch, AFewLongSegmentsStillStreamOnce) {
-  // 64 x 131072 in wide blocks (2 segments of 65536), 32 x 2^20 (4 of 262144).
+  // 2 segments of 65536 (64 x 131072 in wide blocks before 4ffe6d4 kept them whole), 32 x 2^20
+  // (4 of 262144).
   EXPECT_EQ(choose_select_algo(facts(131072, 2048, 2, 4)), SelectAlgo::kSampleFilter);
   EXPECT_EQ(choose_select_algo(facts(1 << 20, 2048, 4, 8)), SelectAlgo::kSampleFilter);
   // 64 x 65536: two short fp32 segments stream too; three short ones do not.

@@ -167,7 +167,7 @@ TEST(SelectGpuEstimate, SignedZerosAtTheEstimate) {
 // Descending rows put the row's best entries in it (the estimate is too high: fewer than k reach
 // it, the second pass), ascending rows its worst (too low: the stream overflows); a finite range
 // wider than the largest float (no estimate, the exact path), and a first tile mostly of NaN
-// (fewer numbers than the estimate's rank: none) follow.
+// (its few numbers set the estimate, or are fewer than its rank: none) follow.
 HostRows first_tile_rows(const SelectCase& c, int variant) {
   HostRows rows = make_rows(c);
   if (c.dtype != DType::kFloat32) return rows;

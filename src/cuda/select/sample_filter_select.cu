@@ -470,8 +470,8 @@ __device__ uint64_t estimate_gate(Buffer& buffer, const Elements& el, uint32_t v
   return max_u64(uint64_t{key} << 32, keys::kAdmitAllValid);
 }
 
-// Streams this block's share of the row through the buffer (steps 1 and 2), with the sample's
-// estimate when `estimate`. Behind an estimated gate the warps stream without block barriers:
+// Streams this block's share of the row through the buffer (steps 1 and 2), with an estimate from
+// its first tile when `estimate`. Behind an estimated gate the warps stream without block barriers:
 // each appends its candidates with one shared atomic per tile, and a stage is refilled once every
 // warp has taken its part of the tile into registers (stage_empty); the buffer is not compacted
 // then, so a stream that overflows it is reported (the segment is read again). `sequence` counts
@@ -750,13 +750,9 @@ SampleFilterWorkspace carve_sample_filter(cuda_common::WorkspaceCarver& carver, 
   // The counters right after the bounds: launch_sample_filter clears both with one memset.
   ws.row_bounds = carver.take<uint64_t>(problem.batch);
   ws.row_counters = carver.take<uint32_t>(2 * problem.batch);
-  if (plan.segments > 1) {
-    auto capacity_of = [&](auto shape) -> int64_t {
-      using Shape = decltype(shape);
-      return plan.large_k ? Shape::LargeBuffer::kCapacity : Shape::SmallBuffer::kCapacity;
-    };
-    const int64_t capacity = plan.threads == WideShape::kThreads ? capacity_of(WideShape{})
-                                                                 : capacity_of(NarrowShape{});
+  if (plan.segments > 1) {  // only wide blocks split rows (narrow ones run past one wave)
+    const int64_t capacity = plan.large_k ? WideShape::LargeBuffer::kCapacity
+                                          : WideShape::SmallBuffer::kCapacity;
     ws.list_capacity = capacity * plan.segments;
     ws.candidate_lists = carver.take<uint64_t>(problem.batch * ws.list_capacity);
   }

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "common/select_testing.h"
@@ -89,6 +90,58 @@ TEST(SelectPlanGpu, OnePlanManyBuffers) {
       ASSERT_TRUE(testkit::copy_to_host(untouched.data(), indices.data(), out * 4).is_ok());
       EXPECT_EQ(untouched, std::vector<int32_t>(out, 0x5a5a5a5a));
     }
+  }
+}
+
+// Sample-filter's block shapes and segments as planned on this device: wide blocks (512 threads,
+// one per SM) while the batch fits one wave, narrow ones (256, two per SM for k <= 2048) beyond;
+// rows of up to 1 MB kept whole from a third of a wave of rows, longer or fewer rows split to
+// fill the device once.
+TEST(SelectPlanGpu, SampleFilterBlockShapes) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
+  int device = 0;
+  int sms = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
+  struct Expected {
+    int64_t batch, n, k;
+    DType dtype;
+    int32_t threads, blocks_per_sm, segments;  // segments 0: at least 2
+  };
+  const int64_t wave = sms;
+  const Expected cases[] = {
+      {wave, 131072, 2048, DType::kFloat32, 512, 1, 1},
+      {(wave + 2) / 3, 131072, 2048, DType::kFloat32, 512, 1, 1},
+      {(wave + 2) / 3, 1 << 20, 2048, DType::kFloat32, 512, 1, 0},  // 4 MB rows split
+      {(wave + 2) / 3, 1 << 19, 2048, DType::kBFloat16, 512, 1, 1},  // 1 MB rows whole
+      {4, 131072, 2048, DType::kFloat32, 512, 1, 0},
+      {wave + 1, 131072, 2048, DType::kFloat32, 256, 2, 1},
+      {wave + 1, 131072, 4096, DType::kFloat32, 256, 1, 1},
+      {4, 1 << 20, 8192, DType::kBFloat16, 512, 1, 0},
+  };
+  for (const Expected& e : cases) {
+    SCOPED_TRACE(std::to_string(e.batch) + " x " + std::to_string(e.n) + ", k " +
+                 std::to_string(e.k));
+    SelectProblem problem;
+    problem.dtype = e.dtype;
+    problem.batch = e.batch;
+    problem.n = e.n;
+    problem.k = e.k;
+    std::vector<int32_t> placeholder(1);
+    problem.indices = placeholder.data();
+    SelectOptions options;
+    options.algo = SelectAlgo::kSampleFilter;
+    SelectPlan plan;
+    const Status planned = select_topk_plan(problem, options, &plan);
+    ASSERT_TRUE(planned.is_ok()) << planned.to_string();
+    EXPECT_EQ(plan.threads_per_block, e.threads);
+    EXPECT_EQ(plan.blocks_per_sm, e.blocks_per_sm);
+    if (e.segments > 0) {
+      EXPECT_EQ(plan.segments, e.segments);
+    } else {
+      EXPECT_GE(plan.segments, 2);
+    }
+    EXPECT_EQ(plan.large_k, e.k > 2048);
   }
 }
 

@@ -572,7 +572,9 @@ __device__ SegmentPass filter_segment(KernelStorage<Shape, Buffer>& st, Buffer& 
   }
   if (streaming) {
     __syncthreads();
-    if (buffer.s.count > static_cast<uint32_t>(Buffer::kCapacity)) return {estimated, true};
+    const bool overflowed = buffer.s.count > static_cast<uint32_t>(Buffer::kCapacity);
+    __syncthreads();  // every thread has the count before the second pass's reset clears it
+    if (overflowed) return {estimated, true};
     buffer.resume_steps();
   }
 

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "cuda/common/warp_scan.cuh"
 #include "formats/score_keys.h"
 #include "cuda/select/radix_digits.cuh"
 #include "cuda/select/score_source.cuh"
@@ -369,28 +370,17 @@ struct CandidateBuffer {
       s.slot_counter = 0;
     }
     __syncthreads();
-    // Slots with one shared atomic per warp and kind: the entries above the pivot take slots from
-    // 0 on, the ties theirs from count_greater on in arrival order (those past ties_wanted none).
-    const unsigned full = 0xffffffffu;
-    const int lane = static_cast<int>(threadIdx.x % 32);
-    const unsigned lower_lanes = (1u << lane) - 1u;
-    for (uint32_t base = 0; base < count; base += kThreads) {
-      const uint32_t e = base + threadIdx.x;
-      const uint64_t c = e < count ? s.entries[e] : keys::kEmptyComposite;
-      const int order = e < count ? pivot.compare(c) : -1;
-      const unsigned above = __ballot_sync(full, order > 0);
-      const unsigned tied = __ballot_sync(full, order == 0);
-      uint32_t above_base = 0;
-      uint32_t tie_base = 0;
-      if (lane == 0 && above != 0) above_base = atomicAdd(&s.slot_counter, __popc(above));
-      if (lane == 0 && tied != 0) tie_base = atomicAdd(&s.tie_counter, __popc(tied));
-      above_base = __shfl_sync(full, above_base, 0);
-      tie_base = __shfl_sync(full, tie_base, 0);
+    // Slots with one shared atomic per warp and kind (cuda_common::warp_aggregated_slot): the
+    // entries above the pivot take slots from 0 on, the ties theirs from count_greater on in
+    // arrival order (those past ties_wanted none).
+    for (uint32_t e = threadIdx.x; e < count; e += kThreads) {
+      const uint64_t c = s.entries[e];
+      const int order = pivot.compare(c);
       if (order > 0) {
-        const uint32_t slot = above_base + __popc(above & lower_lanes);
+        const uint32_t slot = cuda_common::warp_aggregated_slot(&s.slot_counter);
         write_output<Traits>(args, row, static_cast<int32_t>(slot), c);
       } else if (order == 0) {
-        const uint32_t tie = tie_base + __popc(tied & lower_lanes);
+        const uint32_t tie = cuda_common::warp_aggregated_slot(&s.tie_counter);
         if (tie < ties_wanted) {
           write_output<Traits>(args, row, static_cast<int32_t>(pivot.count_greater + tie), c);
         }

@@ -205,9 +205,9 @@ __global__ void __launch_bounds__(kSelectThreads)
     const uint32_t key = select ? key_at(i, at) : 1u;
     uint32_t slot;
     if (key >= top) {
-      slot = atomicAdd(&s.above_used, 1u);
+      slot = cuda_common::warp_aggregated_slot(&s.above_used);
     } else if (key >= base) {
-      const uint32_t t = atomicAdd(&s.ties_used, 1u);
+      const uint32_t t = cuda_common::warp_aggregated_slot(&s.ties_used);
       if (t >= rank) return;
       slot = above_count + t;
     } else {

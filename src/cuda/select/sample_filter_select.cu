@@ -21,12 +21,15 @@
 //    best k first, which raises the gate; the blocks of one row share their compaction bounds
 //    through global memory (atomicMax).
 // 3. Select: one block per row ends with a range select over its buffer. With several blocks per
-//    row, each compacts its buffer to its best k (publishing that bound) and appends the entries
-//    at or above the row's bound to a candidate list; the last block to finish takes that list
-//    into its buffer (streaming it through, when it is longer) and selects from it.
+//    row (their tiles interleaved: segment s reads tiles s, s + segments, ...), each aims its
+//    estimate at its share of the top k, publishes it (the row's highest), compacts its buffer
+//    to its best k (publishing that bound) and appends the entries at or above the row's bound
+//    to a candidate list; the last block to finish takes that list into its buffer (streaming it
+//    through, when it is longer), checks that k of them lie at or above the row's highest
+//    estimate (else it streams the whole row again with exact gates) and selects.
 // Exact by construction: an entry is dropped only when k entries at least as good are held, or
-// when it is below the estimated gate and the segment ends with k entries at or above that gate
-// and no overflow; any other segment is streamed again with no estimate.
+// when it is below an estimated gate and the row ends with k entries at or above that gate and
+// no overflow; any other segment (or split row) is streamed again with no estimate.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -45,7 +48,9 @@ constexpr int kVectorsPerThread = 4;    // 16-byte vectors each thread offers pe
 constexpr int kSpread = 8;              // tile visiting stride (the sample)
 constexpr int kListItemsPerThread = 4;  // composites per thread per step of the merge
 constexpr uint32_t kEstimateMargin = 2; // estimated gate: about this many times k candidates
-constexpr int64_t kEstimateMinRank = 32; // and this rank in the sample at least (its spread),
+constexpr int64_t kEstimateMinRank = 32; // and this rank in the sample at least (its spread;
+                                         // twice that for a split row's segments, whose
+                                         // failed estimate costs the whole row),
                                          // unless that expects more than half the buffer
 // Wide blocks do not split rows of up to kUnsplitRowBytes once the batch reaches a third of the
 // SMs: the merge of split rows costs more than the longer stream (64 x 131072 fp32: 0.034 ms
@@ -92,6 +97,7 @@ struct SegmentPass {
 
 struct RowShared {
   uint64_t* bounds;
+  uint64_t* cuts;      // [row] the highest estimated gate a segment of the row streamed behind
   uint32_t* counters;  // [row] list length, [batch + row] finished blocks
   uint64_t* lists;
   int64_t list_capacity;
@@ -403,11 +409,16 @@ __device__ __forceinline__ void offer_shared(Buffer& buffer, const RowShared& sh
 // guess: the kernel keeps it only if k entries reach it and the buffer did not overflow.
 template <typename Traits, typename Buffer, typename Elements>
 __device__ uint64_t estimate_gate(Buffer& buffer, const Elements& el, uint32_t valid,
-                                  int64_t seen, int64_t length, bool largest) {
+                                  int64_t seen, int64_t length, uint32_t share, bool largest) {
   auto& s = buffer.s;
-  const int64_t wanted = (int64_t{kEstimateMargin} * buffer.k * seen + length - 1) / length;
+  // About kEstimateMargin * share candidates, but no more than halfway from k to the buffer's
+  // capacity (at k = 8192 twice k would not fit).
+  const int64_t aim = min(int64_t{kEstimateMargin} * share,
+                          (int64_t{buffer.k} + Buffer::kCapacity) / 2);
+  const int64_t wanted = (aim * seen + length - 1) / length;
   const int64_t half_buffer = int64_t{Buffer::kCapacity} / 2 * seen / length;
-  const int64_t least = half_buffer < kEstimateMinRank ? half_buffer : kEstimateMinRank;
+  const int64_t floor_rank = share < buffer.k ? 2 * kEstimateMinRank : kEstimateMinRank;
+  const int64_t least = half_buffer < floor_rank ? half_buffer : floor_rank;
   const int64_t rank = wanted > least ? wanted : least;
   if (rank < 1 || rank >= buffer.k) return 0;
 
@@ -489,13 +500,30 @@ __device__ SegmentPass filter_segment(KernelStorage<Shape, Buffer>& st, Buffer& 
   const RowLayout<Traits> layout(args, row);
   const uint4* body = reinterpret_cast<const uint4*>(layout.base + layout.head);
 
+  // The segment's tiles interleave with the other segments' (tile segment + t * segments), so
+  // that a run of high scores spreads over them, and each segment starts its visit at a
+  // different part of the row (local tile `rotate`), so that the estimates do not all come from
+  // the row's first tiles.
+  const int segments = shared.segments;
   const int num_tiles = (layout.num_vectors + kStageVectors - 1) / kStageVectors;
-  const int first = static_cast<int>(int64_t{num_tiles} * segment / shared.segments);
-  const int m = static_cast<int>(int64_t{num_tiles} * (segment + 1) / shared.segments) - first;
+  const int m = segment < num_tiles ? (num_tiles - segment + segments - 1) / segments : 0;
+  const int last_tile = num_tiles - 1;
+  // One tile past an even spread, so that no segment starts at the row's first or last tile
+  // (attention sinks and recent windows make those the least typical).
+  const int rotate = m > 0 ? static_cast<int>((int64_t{segment} * m / segments + 1) % m) : 0;
+  auto global_tile = [&](int local) {  // local < m and rotate < m: one wrap at most
+    const int t = local + rotate;
+    return segment + (t >= m ? t - m : t) * segments;
+  };
   const int64_t segment_vectors =
-      min(int64_t{first + m} * kStageVectors, int64_t{layout.num_vectors}) -
-      int64_t{first} * kStageVectors;
+      int64_t{m} * kStageVectors -
+      (m > 0 && last_tile % segments == segment
+           ? int64_t{num_tiles} * kStageVectors - layout.num_vectors
+           : 0);
   estimate = estimate && segment_vectors * kPer > Buffer::kCapacity;
+  // A split row's segment aims its estimate at its share of the top k; the last block checks
+  // that the row's k best all lie at or above every segment's estimate.
+  const uint32_t share = (buffer.k + segments - 1) / segments;
 
   // Thread 0 issues tiles in visiting order, kStages ahead of the consumers.
   SpreadOrder issue_order(m);
@@ -503,7 +531,7 @@ __device__ SegmentPass filter_segment(KernelStorage<Shape, Buffer>& st, Buffer& 
   auto issue_next = [&]() {
     if (issue_order.tile < 0) return;
     const int stage = static_cast<int>(issued % kStages);
-    const int v0 = (first + issue_order.tile) * kStageVectors;
+    const int v0 = global_tile(issue_order.tile) * kStageVectors;
     const auto bytes = static_cast<uint32_t>(min(kStageVectors, layout.num_vectors - v0) * 16);
     sm90::mbarrier_arrive_expect_bytes(&st.stage_full[stage], bytes);
     sm90::bulk_copy_global_to_shared(st.stages[stage], body + v0, bytes, &st.stage_full[stage]);
@@ -524,7 +552,7 @@ __device__ SegmentPass filter_segment(KernelStorage<Shape, Buffer>& st, Buffer& 
     const int stage = static_cast<int>(sequence % kStages);
     const uint32_t phase = (sequence / kStages) & 1u;
     sm90::mbarrier_wait(&st.stage_full[stage], phase);
-    const int tile_vector = (first + order.tile) * kStageVectors;
+    const int tile_vector = global_tile(order.tile) * kStageVectors;
     const int tile_vectors = min(kStageVectors, layout.num_vectors - tile_vector);
     // A float comparison per element marks the few candidates; only those become keys.
     adopt_row_bound(shared, row, gate);
@@ -548,7 +576,7 @@ __device__ SegmentPass filter_segment(KernelStorage<Shape, Buffer>& st, Buffer& 
     if (estimate) {  // the first tile sets the estimated gate; it and the rest stream behind it
       estimate = false;
       estimated = estimate_gate<Traits>(buffer, el, valid, int64_t{tile_vectors} * kPer,
-                                        segment_vectors * kPer, args.largest);
+                                        segment_vectors * kPer, share, args.largest);
       if (estimated != 0) {
         gate = max_u64(gate, estimated);
         candidate_gate.set(gate, args.largest);
@@ -691,15 +719,32 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::blocks_per_sm(Buffer::
   const SegmentPass pass =
       filter_segment<Shape, Traits>(st, buffer, args, shared, row, segment, true, sequence);
   // The float test also admits a few entries below the gate (ties with its value): only those at
-  // or above the estimate count.
+  // or above the estimate count. A whole row checks its estimate here; a split row's segments
+  // publish theirs, which the row's last block checks.
+  const bool whole = shared.segments == 1;
   if (pass.overflowed ||
-      (pass.estimate != 0 && buffer.count_at_or_above(pass.estimate) < buffer.k)) {
+      (whole && pass.estimate != 0 && buffer.count_at_or_above(pass.estimate) < buffer.k)) {
     // The estimate was too high for this segment: stream it again with the exact gates only.
     if (threadIdx.x == 0) buffer.reset(keys::kAdmitAllValid);
     __syncthreads();
     filter_segment<Shape, Traits>(st, buffer, args, shared, row, segment, false, sequence);
+  } else if (!whole && pass.estimate != 0 && threadIdx.x == 0) {
+    atomicMax(reinterpret_cast<unsigned long long*>(&shared.cuts[row]),
+              static_cast<unsigned long long>(pass.estimate));
   }
-  if (shared.segments > 1 && !gather_row(buffer, shared, row)) return;
+  if (!whole) {
+    if (!gather_row(buffer, shared, row)) return;
+    // Entries a segment dropped lie below its estimate: harmless when the row's k best (of the
+    // survivors) all lie at or above the highest estimate; otherwise the row again, exactly.
+    const uint64_t cut = *reinterpret_cast<volatile uint64_t*>(&shared.cuts[row]);
+    if (cut != 0 && buffer.count_at_or_above(cut) < buffer.k) {
+      RowShared one = shared;
+      one.segments = 1;
+      if (threadIdx.x == 0) buffer.reset(keys::kAdmitAllValid);
+      __syncthreads();
+      filter_segment<Shape, Traits>(st, buffer, args, one, row, 0, false, sequence);
+    }
+  }
   buffer.template emit<Traits>(args, row);
 }
 
@@ -749,8 +794,10 @@ SampleFilterPlan plan_sample_filter(const SelectProblem& problem, const cuda_com
 SampleFilterWorkspace carve_sample_filter(cuda_common::WorkspaceCarver& carver, const SelectProblem& problem,
                                           const SampleFilterPlan& plan) {
   SampleFilterWorkspace ws{};
-  // The counters right after the bounds: launch_sample_filter clears both with one memset.
+  // The cuts and counters right after the bounds: launch_sample_filter clears all three with one
+  // memset.
   ws.row_bounds = carver.take<uint64_t>(problem.batch);
+  ws.row_cuts = carver.take<uint64_t>(problem.batch);
   ws.row_counters = carver.take<uint32_t>(2 * problem.batch);
   if (plan.segments > 1) {  // only wide blocks split rows (narrow ones run past one wave)
     const int64_t capacity = plan.large_k ? WideShape::LargeBuffer::kCapacity
@@ -773,8 +820,8 @@ Status launch_sample_filter(const SelectProblem& problem, const SampleFilterPlan
     LITETOPK_CUDA_TRY(
         cudaMemsetAsync(ws.row_bounds, 0, static_cast<std::size_t>(last - first), stream));
   }
-  const RowShared shared{ws.row_bounds, ws.row_counters, ws.candidate_lists, ws.list_capacity,
-                         plan.segments, problem.batch};
+  const RowShared shared{ws.row_bounds, ws.row_cuts, ws.row_counters, ws.candidate_lists,
+                         ws.list_capacity, plan.segments, problem.batch};
   auto launch = [&](auto shape) -> Status {
     using Shape = decltype(shape);
     if (plan.large_k) {

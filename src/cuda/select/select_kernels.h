@@ -23,6 +23,7 @@ SampleFilterPlan plan_sample_filter(const SelectProblem& problem, const cuda_com
 // Carves this algorithm's workspace (bytes counted when carver has no base).
 struct SampleFilterWorkspace {
   uint64_t* row_bounds;      // [batch] shared lower bound of each row's k-th composite
+  uint64_t* row_cuts;        // [batch] highest estimated gate of a row's segments
   uint32_t* row_counters;    // [2 * batch] candidate-list length, blocks finished
   uint64_t* candidate_lists; // [batch, segments * capacity] (only when segments > 1)
   int64_t list_capacity;

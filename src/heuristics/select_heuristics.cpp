@@ -4,13 +4,14 @@
 // own width: for 16-bit scores it beats grid-radix (which reads them at a quarter of its fp32
 // rate) wherever its survivors fit; for fp32 rows it wins by 5-10% while a row has at most
 // kMaxFp32SieveSegments segments, and loses beyond (one row of 128K or more: many segments, so
-// many survivors for the last block to merge). Sample-filter wins whenever each row
-// gets a block of its own. When rows are split, its last-block merge of up to segments * k
-// candidates runs on one SM: with a few long segments (at most kMaxMergedSegments, each of at
-// least kMinSegmentElements scores, or just two segments of any length) the single read still
-// wins; with more or shorter segments the sieve or grid-radix does, for 16-bit scores too (4
-// segments of 32768 bf16 a row: sample-filter 0.060 ms, sieve 0.040) (docs/select.md,
-// "Dispatch"; the measurements in docs/BENCHMARKS.md).
+// many survivors for the last block to merge). Sample-filter wins whenever each row gets a
+// block of its own. When rows are split, its segments aim at their share of k, and the last
+// block merges what they kept: that pays with a few long segments (at most kMaxMergedSegments,
+// each of at least kMinSegmentElements scores, or just two of any length), and whenever the
+// split rows' blocks fill most of the device (16 x 131072 in 8 segments: 0.025 ms fp32 against
+// the sieve's 0.030; 8 x 2^20, k 4096, in 16: 0.038 against grid-radix's 0.050). With fewer
+// blocks (1 to 8 rows of 131072) each segment's stream is short beside the merge, and the sieve
+// or grid-radix wins (docs/select.md, "Dispatch"; the measurements in docs/BENCHMARKS.md).
 #include "heuristics/select_heuristics.h"
 
 namespace litetopk::heuristics {
@@ -23,6 +24,9 @@ constexpr int64_t kMinSegmentElements = 65536;
 // sieve's 0.059, 0.039 bf16 against 0.067.
 constexpr int32_t kAlwaysMergedSegments = 2;
 constexpr int32_t kMaxFp32SieveSegments = 64;
+// Split rows stream with sample-filter once their blocks reach this share of the SMs.
+constexpr int64_t kFilledNumerator = 3;
+constexpr int64_t kFilledDenominator = 4;
 }  // namespace
 
 SelectAlgo choose_select_algo(const SelectShapeFacts& facts) {
@@ -30,8 +34,10 @@ SelectAlgo choose_select_algo(const SelectShapeFacts& facts) {
     const int32_t segments = facts.sample_filter_segments;
     if (segments == 1) return SelectAlgo::kSampleFilter;
     const bool long_segments = segments > 0 && facts.n / segments >= kMinSegmentElements;
+    const bool fills_device = segments > 0 && facts.batch * segments * kFilledDenominator >=
+                                                  int64_t{facts.sm_count} * kFilledNumerator;
     if (segments <= kAlwaysMergedSegments ||
-        (segments <= kMaxMergedSegments && long_segments)) {
+        (segments <= kMaxMergedSegments && long_segments) || fills_device) {
       return SelectAlgo::kSampleFilter;
     }
   }

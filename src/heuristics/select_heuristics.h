@@ -12,6 +12,8 @@ namespace litetopk::heuristics {
 struct SelectShapeFacts {
   int64_t k = 0;
   int64_t n = 0;
+  int64_t batch = 0;
+  int32_t sm_count = 0;                // the device's SMs
   int32_t element_bytes = 4;           // 4 for fp32 scores, 2 for bf16 and fp16
   int32_t sample_filter_segments = 0;  // blocks per row sample-filter would use
   int32_t grid_radix_segments = 0;     // blocks per row grid-radix would use; 0: does not fit

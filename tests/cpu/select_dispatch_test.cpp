@@ -7,9 +7,14 @@
 namespace litetopk::heuristics {
 namespace {
 
-SelectShapeFacts facts(int64_t n, int64_t k, int32_t segments, int32_t grid_segments,
-                       int32_t element_bytes = 4, int32_t sieve_segments = 0) {
+constexpr int32_t kSms = 132;  // an H200
+
+SelectShapeFacts facts(int64_t batch, int64_t n, int64_t k, int32_t segments,
+                       int32_t grid_segments, int32_t element_bytes = 4,
+                       int32_t sieve_segments = 0) {
   SelectShapeFacts f;
+  f.batch = batch;
+  f.sm_count = kSms;
   f.n = n;
   f.k = k;
   f.element_bytes = element_bytes;
@@ -20,46 +25,47 @@ SelectShapeFacts facts(int64_t n, int64_t k, int32_t segments, int32_t grid_segm
 }
 
 TEST(SelectDispatch, ABlockPerRowStreamsOnce) {
-  EXPECT_EQ(choose_select_algo(facts(200000, 1024, 1, 0)), SelectAlgo::kSampleFilter);
-  EXPECT_EQ(choose_select_algo(facts(524288, 256, 1, 1)), SelectAlgo::kSampleFilter);
+  EXPECT_EQ(choose_select_algo(facts(4096, 200000, 1024, 1, 0)), SelectAlgo::kSampleFilter);
+  EXPECT_EQ(choose_select_algo(facts(256, 524288, 256, 1, 1)), SelectAlgo::kSampleFilter);
 }
 
 TEST(SelectDispatch, AFewLongSegmentsStillStreamOnce) {
-  // 2 segments of 65536 (64 x 131072 in wide blocks before 4ffe6d4 kept them whole), 32 x 2^20
-  // (4 of 262144).
-  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 2, 4)), SelectAlgo::kSampleFilter);
-  EXPECT_EQ(choose_select_algo(facts(1 << 20, 2048, 4, 8)), SelectAlgo::kSampleFilter);
-  // 64 x 65536: two short fp32 segments stream too; three short ones do not.
-  EXPECT_EQ(choose_select_algo(facts(65536, 2048, 2, 4, 4, 8)), SelectAlgo::kSampleFilter);
-  EXPECT_EQ(choose_select_algo(facts(65536, 2048, 3, 6, 4, 12)), SelectAlgo::kSieve);
-  // 32 x 131072 in wide blocks: 4 short segments go to grid-radix (no sieve plan) or the
-  // sieve, 16-bit ones too.
-  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 4, 8)), SelectAlgo::kGridRadix);
-  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 4, 8, 2, 16)), SelectAlgo::kSieve);
+  // 2 segments of 65536 (64 x 131072 in wide blocks before 4ffe6d4 kept them whole), 2 x 2^20
+  // in 4 of 262144 (as a device of 8 SMs would split them).
+  EXPECT_EQ(choose_select_algo(facts(64, 131072, 2048, 2, 4)), SelectAlgo::kSampleFilter);
+  EXPECT_EQ(choose_select_algo(facts(2, 1 << 20, 2048, 4, 8)), SelectAlgo::kSampleFilter);
+  // Two short fp32 segments stream too; 8 rows of three or four short ones do not.
+  EXPECT_EQ(choose_select_algo(facts(64, 65536, 2048, 2, 4, 4, 8)), SelectAlgo::kSampleFilter);
+  EXPECT_EQ(choose_select_algo(facts(8, 65536, 2048, 3, 6, 4, 12)), SelectAlgo::kSieve);
+  EXPECT_EQ(choose_select_algo(facts(8, 65536, 2048, 4, 8)), SelectAlgo::kGridRadix);
 }
 
-TEST(SelectDispatch, ManySegmentsGoToTheRadixPaths) {
-  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 33, 64)), SelectAlgo::kGridRadix);
-  EXPECT_EQ(choose_select_algo(facts(1 << 20, 4096, 16, 32, 2)), SelectAlgo::kGridRadix);
-  EXPECT_EQ(choose_select_algo(facts(1 << 24, 1024, 264, 0)), SelectAlgo::kRadix);
+TEST(SelectDispatch, SplitRowsThatFillTheDeviceStreamOnce) {
+  // 16 x 131072 in 8 segments, 32 x 131072 in 4 (fp32 and bf16), 8 x 2^20 at k 4096 in 16:
+  // 128 blocks, about the device.
+  EXPECT_EQ(choose_select_algo(facts(16, 131072, 2048, 8, 16, 4, 16)), SelectAlgo::kSampleFilter);
+  EXPECT_EQ(choose_select_algo(facts(32, 131072, 2048, 4, 8)), SelectAlgo::kSampleFilter);
+  EXPECT_EQ(choose_select_algo(facts(32, 131072, 2048, 4, 8, 2, 16)), SelectAlgo::kSampleFilter);
+  EXPECT_EQ(choose_select_algo(facts(8, 1 << 20, 4096, 16, 32, 2)), SelectAlgo::kSampleFilter);
+  // Half the device or less: 8 x 131072 in 8 segments, one row of 2^20 in 64.
+  EXPECT_EQ(choose_select_algo(facts(8, 131072, 2048, 8, 16, 4, 16)), SelectAlgo::kSieve);
+  EXPECT_EQ(choose_select_algo(facts(1, 1 << 20, 2048, 64, 128)), SelectAlgo::kGridRadix);
 }
 
 TEST(SelectDispatch, SplitRowsSieve) {
-  // 1 x 131072 and 32 x 131072 bf16: sieve where grid-radix would run.
-  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 33, 64, 2, 128)), SelectAlgo::kSieve);
-  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 8, 16, 2, 16)), SelectAlgo::kSieve);
-  // fp32: sieve for 8-64 rows of 131072 (33 and 16 segments), grid-radix for one row (128).
-  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 33, 64, 4, 33)), SelectAlgo::kSieve);
-  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 8, 16, 4, 16)), SelectAlgo::kSieve);
-  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 33, 64, 4, 128)), SelectAlgo::kGridRadix);
-  // Two 16-bit segments stay with sample-filter; survivors that do not fit: grid-radix.
-  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 2, 8, 2, 16)), SelectAlgo::kSampleFilter);
-  EXPECT_EQ(choose_select_algo(facts(131072, 2048, 33, 64, 2, 0)), SelectAlgo::kGridRadix);
+  // 1 x 131072 (8 segments): sieve for bf16, grid-radix for fp32 (128 sieve segments).
+  EXPECT_EQ(choose_select_algo(facts(1, 131072, 2048, 8, 64, 2, 128)), SelectAlgo::kSieve);
+  EXPECT_EQ(choose_select_algo(facts(1, 131072, 2048, 8, 64, 4, 128)), SelectAlgo::kGridRadix);
+  // fp32 at 64 sieve segments or fewer (8 x 131072: 16).
+  EXPECT_EQ(choose_select_algo(facts(8, 131072, 2048, 8, 16, 4, 33)), SelectAlgo::kSieve);
+  // Survivors that do not fit: grid-radix; nothing resident at once: radix.
+  EXPECT_EQ(choose_select_algo(facts(1, 131072, 2048, 8, 64, 2, 0)), SelectAlgo::kGridRadix);
+  EXPECT_EQ(choose_select_algo(facts(1, 1 << 24, 1024, 64, 0)), SelectAlgo::kRadix);
 }
 
 TEST(SelectDispatch, KBeyondSampleFilterNeverPicksIt) {
-  EXPECT_EQ(choose_select_algo(facts(100000, 20000, 1, 0)), SelectAlgo::kRadix);
-  EXPECT_EQ(choose_select_algo(facts(100000, 20000, 1, 2)), SelectAlgo::kGridRadix);
+  EXPECT_EQ(choose_select_algo(facts(8, 100000, 20000, 1, 0)), SelectAlgo::kRadix);
+  EXPECT_EQ(choose_select_algo(facts(8, 100000, 20000, 1, 2)), SelectAlgo::kGridRadix);
 }
 
 }  // namespace

@@ -61,6 +61,8 @@ Status shape_facts(const SelectProblem& problem, const cuda_common::DeviceShape&
                    heuristics::SelectShapeFacts* facts) {
   facts->k = problem.k;
   facts->n = problem.n;
+  facts->batch = problem.batch;
+  facts->sm_count = device.sm_count;
   facts->element_bytes = problem.dtype == DType::kFloat32 ? 4 : 2;
   facts->sample_filter_segments = plan_sample_filter(problem, device).segments;
   GridRadixPlan grid{};

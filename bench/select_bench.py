@@ -11,8 +11,9 @@ not serve the input). Every litetopk method and every peer is verified against t
 each row (the selected multiset of values equal; -0 and +0 equal; NaN ranks below -inf, so a NaN or a
 -1 may fill only the slots a row has no other value for; indices in range, no duplicates).
 With --adversarial, the families of tests/common/select_cases.cpp (ties at the k-th value,
-constant rows, NaN/inf, -0/+0, denormals, few distinct values, mostly tied, ...) at --adv-shape
-go through litetopk auto and every peer, and the JSON records which are exact per family.
+constant rows, NaN/inf, -0/+0, denormals, few distinct values, mostly tied, ...) and an attention
+row (sinks and a recent window) at --adv-shape go through litetopk auto and every peer; the JSON
+records which are exact per family, and auto's time on each (one copy of the rows, L2-warm).
 litetopk runs through its torch op (litetopk.ops.topk, out variant, algo forced), from the
 installed package (`pip install .`) or python/ of this repository, or with --capi through its C
 ABI (liblitetopk_c.so, no Python extension needed). Writes JSON (--out) and a markdown table
@@ -388,6 +389,11 @@ def make_family(family, batch, n, k, dtype, seed):
         x = (bits | (sign << 31)).view(torch.float32)
         x[:, ::97] = 0.0
         x[:, 1::97] = -0.0
+    elif family == "sink-window":
+        # An attention row: a few sink tokens far above, a recent window of 4096 above the rest.
+        x = torch.randn(shape, device="cuda", generator=g)
+        x[:, :4] += 10
+        x[:, -min(n, 4096):] += 2
     elif family == "few-distinct":
         x = torch.randint(-2, 3, shape, device="cuda", generator=g).float()
     elif family == "ascending":
@@ -400,7 +406,8 @@ def make_family(family, batch, n, k, dtype, seed):
 
 
 FAMILIES = ["random", "constant", "ties-at-kth", "mostly-tied", "nan-inf", "all-neg-inf",
-            "all-nan", "signed-zeros", "denormals", "few-distinct", "ascending", "descending"]
+            "all-nan", "signed-zeros", "denormals", "sink-window", "few-distinct", "ascending",
+            "descending"]
 
 
 def adversarial(shape, dtypes, args, ours, peers, progress):
@@ -438,6 +445,9 @@ def adversarial(shape, dtypes, args, ours, peers, progress):
                 record["exact"][method] = not mismatch
                 if mismatch:
                     record["errors"][f"verify {method}"] = mismatch
+                elif method == "auto":  # one copy of the rows, so L2-warm: families side by side
+                    record["auto_ms"] = time_cuda(lambda i: run(scores), args.warmup,
+                                                  args.iters)[0]
             print("  " + ", ".join(f"{m}: {'exact' if ok else 'NOT exact'}"
                                    for m, ok in record["exact"].items()), flush=True)
             records.append(record)
@@ -479,13 +489,13 @@ def markdown_table(rows, peer_names, records):
         methods = ["auto"] + list(peer_names)
         lines = ["", f"Exact on the adversarial families ({records[0]['batch']} x "
                  f"{records[0]['n']}, k = {records[0]['k']}; - = not supported or failed):", "",
-                 "| family | dtype |" + "".join(f" {m} |" for m in methods),
-                 "|" + " --- |" * (2 + len(methods))]
+                 "| family | dtype | auto ms (L2-warm) |" + "".join(f" {m} |" for m in methods),
+                 "|" + " --- |" * (3 + len(methods))]
         for r in records:
             cells = "".join(
                 f" {'-' if m not in r['exact'] else 'yes' if r['exact'][m] else 'NO'} |"
                 for m in methods)
-            lines.append(f"| {r['family']} | {r['dtype']} |{cells}")
+            lines.append(f"| {r['family']} | {r['dtype']} | {fmt(r.get('auto_ms'))} |{cells}")
         table += "\n".join(lines) + "\n"
     return table
 

@@ -2,8 +2,8 @@
 // that give a block per row or long split segments (so that the first tile's estimate is taken),
 // with inputs that make the estimate land on ties (signed zeros, few distinct values, constant
 // rows), overflow the stream (ascending rows, zeros everywhere: the second pass), leave fewer
-// than k at or above it (the second pass), and unaligned ranges (the head and tail after the
-// stream).
+// than k at or above it (the second pass), unaligned ranges (the head and tail after the
+// stream), and split rows whose hot run misleads one segment's estimate (the row again).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -215,6 +215,39 @@ TEST(SelectGpuEstimate, FirstTilesThatMisleadTheEstimate) {
                                        Pattern::kTiesAtKth, DType::kFloat32, true, false);
     SCOPED_TRACE(large.name);
     EXPECT_TRUE(gpu_matches_reference(large, make_rows(large), SelectAlgo::kSampleFilter));
+  }
+}
+
+// Split rows (1, 16 and 32 rows of 131072 in wide blocks: 8, 8 and 4 segments) whose hot run
+// of scores lies in a different 8192-score tile of each row: the segment that samples that tile
+// first sets an estimate far above the row's k-th, drops what lies below it, and the row's last
+// block must find fewer than k at or above that cut and stream the row again. A run of 1024
+// (fewer than k) and a run of 16384 (more) above the rest; fp32 keeps the run's values
+// distinct, so the exact top k is unique.
+HostRows hot_run_rows(const SelectCase& c, int64_t run) {
+  HostRows rows = make_rows(c);
+  auto* values = reinterpret_cast<float*>(rows.scores.data());
+  for (int64_t r = 0; r < c.batch; ++r) {
+    const int64_t start = (r * 8192 + 4096) % (c.n - run);
+    for (int64_t i = start; i < start + run; ++i) values[r * c.n + i] += c.largest ? 8.0f : -8.0f;
+  }
+  return rows;
+}
+
+TEST(SelectGpuEstimate, SplitRowsWithAHotRunInOneSegment) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
+  for (int64_t batch : {1, 16, 32}) {
+    for (int64_t run : {1024, 16384}) {
+      for (bool largest : {true, false}) {
+        const SelectCase c = make_case("HotRun" + std::to_string(batch) + "x" +
+                                           std::to_string(run) + (largest ? "Largest" : "Smallest"),
+                                       batch, 131072, 2048, Pattern::kRandomNormal,
+                                       DType::kFloat32, largest, false);
+        SCOPED_TRACE(c.name);
+        EXPECT_TRUE(gpu_matches_reference(c, hot_run_rows(c, run), SelectAlgo::kSampleFilter));
+        EXPECT_TRUE(gpu_matches_reference(c, hot_run_rows(c, run), SelectAlgo::kAuto));
+      }
+    }
   }
 }
 

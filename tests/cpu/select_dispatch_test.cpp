@@ -50,6 +50,9 @@ TEST(SelectDispatch, SplitRowsThatFillTheDeviceStreamOnce) {
   // Half the device or less: 8 x 131072 in 8 segments, one row of 2^20 in 64.
   EXPECT_EQ(choose_select_algo(facts(8, 131072, 2048, 8, 16, 4, 16)), SelectAlgo::kSieve);
   EXPECT_EQ(choose_select_algo(facts(1, 1 << 20, 2048, 64, 128)), SelectAlgo::kGridRadix);
+  // More than 16 segments a row: 2 x 2^20 in 64, one row of 2^24 in 132.
+  EXPECT_EQ(choose_select_algo(facts(2, 1 << 20, 2048, 64, 128, 4, 64)), SelectAlgo::kSieve);
+  EXPECT_EQ(choose_select_algo(facts(1, 1 << 24, 1024, 132, 264)), SelectAlgo::kGridRadix);
 }
 
 TEST(SelectDispatch, SplitRowsSieve) {

@@ -5,45 +5,35 @@
 // rate) wherever its survivors fit; for fp32 rows it wins by 5-10% while a row has at most
 // kMaxFp32SieveSegments segments, and loses beyond (one row of 128K or more: many segments, so
 // many survivors for the last block to merge). Sample-filter wins whenever each row gets a
-// block of its own. When rows are split, its segments aim at their share of k, and the last
-// block merges what they kept: that pays with a few long segments (at most kMaxMergedSegments,
-// each of at least kMinSegmentElements scores, or just two of any length), and whenever the
-// split rows' blocks fill most of the device in at most kMaxFilledSegments segments a row (16 x
-// 131072 in 8 segments: 0.026 ms fp32 against the sieve's 0.028; 8 x 2^20, k 4096, in 16: 0.037
-// against grid-radix's 0.049). With fewer blocks (1 to 8 rows of 131072) each segment's stream is
-// short beside the merge, and with more segments (one row of 2^24 in 132: 0.117 against
-// grid-radix's 0.071) the merge of their estimates' survivors is long: the sieve or grid-radix
-// wins (docs/select.md, "Dispatch"; the measurements in docs/BENCHMARKS.md).
+// block of its own. When rows are split, its segments aim at their share of k and the last
+// block merges what they kept: that pays when the split rows' blocks fill most of the device in
+// at most kMaxFilledSegments segments a row (16 x 131072 in 8 segments: 0.026 ms fp32 against
+// the sieve's 0.028; 8 x 2^20, k 4096, in 16: 0.037 against grid-radix's 0.049). With fewer
+// blocks (1 to 8 rows of 131072, one row of 32768 in 2) each segment's stream is short beside
+// the estimates, the compactions and the merge, which run one after another; with more segments
+// (one row of 2^24 in 132: 0.117 against grid-radix's 0.071) the merge of their estimates'
+// survivors is long: the sieve or grid-radix wins (docs/select.md, "Dispatch"; the measurements
+// in docs/BENCHMARKS.md).
 #include "heuristics/select_heuristics.h"
 
 namespace litetopk::heuristics {
 
 namespace {
-constexpr int32_t kMaxMergedSegments = 4;
-constexpr int64_t kMinSegmentElements = 65536;
-// Two segments a row stream once whatever their length: 64 x 131072 in wide blocks, two
-// segments of 65536 (as planned before 4ffe6d4 kept such rows whole), 0.043 ms fp32 against the
-// sieve's 0.059, 0.039 bf16 against 0.067.
-constexpr int32_t kAlwaysMergedSegments = 2;
-constexpr int32_t kMaxFp32SieveSegments = 64;
-// Split rows stream with sample-filter once their blocks reach this share of the SMs.
+// Split rows stream with sample-filter once their blocks reach 3/4 of the SMs.
 constexpr int64_t kFilledNumerator = 3;
 constexpr int64_t kFilledDenominator = 4;
 constexpr int32_t kMaxFilledSegments = 16;
+constexpr int32_t kMaxFp32SieveSegments = 64;
 }  // namespace
 
 SelectAlgo choose_select_algo(const SelectShapeFacts& facts) {
   if (facts.k <= kSampleFilterMaxK) {
     const int32_t segments = facts.sample_filter_segments;
     if (segments == 1) return SelectAlgo::kSampleFilter;
-    const bool long_segments = segments > 0 && facts.n / segments >= kMinSegmentElements;
     const bool fills_device = segments > 0 && segments <= kMaxFilledSegments &&
                               facts.batch * segments * kFilledDenominator >=
                                   int64_t{facts.sm_count} * kFilledNumerator;
-    if (segments <= kAlwaysMergedSegments ||
-        (segments <= kMaxMergedSegments && long_segments) || fills_device) {
-      return SelectAlgo::kSampleFilter;
-    }
+    if (fills_device) return SelectAlgo::kSampleFilter;
   }
   if (facts.grid_radix_segments > 0) {
     const bool sieve_pays = facts.element_bytes < 4 ||

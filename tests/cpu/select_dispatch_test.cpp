@@ -29,24 +29,24 @@ TEST(SelectDispatch, ABlockPerRowStreamsOnce) {
   EXPECT_EQ(choose_select_algo(facts(256, 524288, 256, 1, 1)), SelectAlgo::kSampleFilter);
 }
 
-TEST(SelectDispatch, AFewLongSegmentsStillStreamOnce) {
-  // 2 segments of 65536 (64 x 131072 in wide blocks before 4ffe6d4 kept them whole), 2 x 2^20
-  // in 4 of 262144 (as a device of 8 SMs would split them).
-  EXPECT_EQ(choose_select_algo(facts(64, 131072, 2048, 2, 4)), SelectAlgo::kSampleFilter);
-  EXPECT_EQ(choose_select_algo(facts(2, 1 << 20, 2048, 4, 8)), SelectAlgo::kSampleFilter);
-  // Two short fp32 segments stream too; 8 rows of three or four short ones do not.
-  EXPECT_EQ(choose_select_algo(facts(64, 65536, 2048, 2, 4, 4, 8)), SelectAlgo::kSampleFilter);
-  EXPECT_EQ(choose_select_algo(facts(8, 65536, 2048, 3, 6, 4, 12)), SelectAlgo::kSieve);
+TEST(SelectDispatch, SplitRowsThatDoNotFillTheDeviceGoElsewhere) {
+  // One row of 32768 in 2 segments, 8 rows of 65536 in 4: short streams beside the estimates
+  // and the merge.
+  EXPECT_EQ(choose_select_algo(facts(1, 32768, 2048, 2, 4, 4, 8)), SelectAlgo::kSieve);
+  EXPECT_EQ(choose_select_algo(facts(8, 65536, 2048, 4, 8, 4, 12)), SelectAlgo::kSieve);
   EXPECT_EQ(choose_select_algo(facts(8, 65536, 2048, 4, 8)), SelectAlgo::kGridRadix);
 }
 
 TEST(SelectDispatch, SplitRowsThatFillTheDeviceStreamOnce) {
-  // 16 x 131072 in 8 segments, 32 x 131072 in 4 (fp32 and bf16), 8 x 2^20 at k 4096 in 16:
-  // 128 blocks, about the device.
+  // 16 x 131072 in 8 segments, 32 x 131072 in 4 (fp32 and bf16), 8 x 2^20 at k 4096 in 16,
+  // 64 x 65536 and 64 x 2^20 in 2: 128 blocks, about the device; 44 x 65536 in 3.
   EXPECT_EQ(choose_select_algo(facts(16, 131072, 2048, 8, 16, 4, 16)), SelectAlgo::kSampleFilter);
   EXPECT_EQ(choose_select_algo(facts(32, 131072, 2048, 4, 8)), SelectAlgo::kSampleFilter);
   EXPECT_EQ(choose_select_algo(facts(32, 131072, 2048, 4, 8, 2, 16)), SelectAlgo::kSampleFilter);
   EXPECT_EQ(choose_select_algo(facts(8, 1 << 20, 4096, 16, 32, 2)), SelectAlgo::kSampleFilter);
+  EXPECT_EQ(choose_select_algo(facts(64, 65536, 2048, 2, 4, 4, 8)), SelectAlgo::kSampleFilter);
+  EXPECT_EQ(choose_select_algo(facts(64, 1 << 20, 2048, 2, 4)), SelectAlgo::kSampleFilter);
+  EXPECT_EQ(choose_select_algo(facts(44, 65536, 2048, 3, 6, 4, 12)), SelectAlgo::kSampleFilter);
   // Half the device or less: 8 x 131072 in 8 segments, one row of 2^20 in 64.
   EXPECT_EQ(choose_select_algo(facts(8, 131072, 2048, 8, 16, 4, 16)), SelectAlgo::kSieve);
   EXPECT_EQ(choose_select_algo(facts(1, 1 << 20, 2048, 64, 128)), SelectAlgo::kGridRadix);

@@ -2,7 +2,8 @@
 """Decode attention on Llama-3.1-8B shapes: litetopk sparse decode (2-bit key scan; top-delta or
 bounded-mass blocks), litetopk dense flash-decoding and torch SDPA, measured in the same run.
 
-Shapes: 32 query heads, 8 KV heads, d = 128, fp16, BS = 128 (--block-size). The sequence holds
+Shapes: 32 query heads, 8 KV heads (--q-heads, --kv-heads: a GQA group of 1 to 16), d = 128,
+fp16 (--dtype bf16 for a bf16 cache and query), BS = 128 (--block-size). The sequence holds
 context - 50 tokens, so the open block of the sparse cache is not empty. Workloads (--patterns),
 made on the GPU with torch after the generators of testkit/decode_workload.h (the same constants,
 torch's random numbers): synthetic (sinks, a local window, needles, a heavy tail) at B in {1, 8}
@@ -23,7 +24,7 @@ split plan (src/heuristics/decode_heuristics.h).
 
 Timing: every path (SDPA, dense, each sparse row) is captured once in a CUDA graph and the graph
 is replayed; CUDA events, median of --iters after --warmup. torch SDPA:
-scaled_dot_product_attention(q [B, 32, 1, D], k/v [B, 8, S, D], enable_gqa=True), backend chosen
+scaled_dot_product_attention(q [B, Hq, 1, D], k/v [B, Hkv, S, D], enable_gqa=True), backend chosen
 by torch. Reports ms, GB/s (bytes the kernel must read over time: dense 512 B per token per KV
 head; sparse every code and scale, plus codes, residuals, values and scales of the kept blocks
 and the open block's keys and values), the kept fraction of full blocks (from kept_mask),
@@ -45,7 +46,10 @@ from litetopk_bench_common import (Progress, add_common_arguments, capture_graph
 
 D = 128
 KI = 1024
-Q_HEADS, KV_HEADS = 32, 8
+Q_HEADS, KV_HEADS = 32, 8  # --q-heads, --kv-heads (configure)
+DTYPE = torch.float16  # --dtype
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+SMALLEST_SUBNORMAL = {torch.float16: 2.0 ** -24, torch.bfloat16: 2.0 ** -133}
 TAIL_SHORTFALL = 50  # tokens = context - 50
 PATTERNS = ("synthetic", "spread", "passages", "rope")
 SYNTHETIC_SHAPES = [(b, s * KI) for b in (1, 8) for s in (16, 32, 128, 256)]
@@ -117,7 +121,8 @@ def rope(x, positions):
 
 
 def make_workload(pattern, batch, tokens, seed):
-    """q [B, 32, D], keys and values [B, 8, tokens, D] fp16 of one pattern, on the GPU."""
+    """q [B, Q_HEADS, D], keys and values [B, KV_HEADS, tokens, D] of DTYPE, one pattern, on the
+    GPU."""
     gen = torch.Generator(device="cuda").manual_seed(seed)
     dev = "cuda"
     scale = 1.0 / math.sqrt(D)
@@ -140,7 +145,7 @@ def make_workload(pattern, batch, tokens, seed):
     q = (beta[:, :, None] * direction)
     gain = (scale * beta * (direction * u[:, None, :]).sum(2)).mean(1)  # [pairs]
     a = logit_offsets(pattern, pairs, tokens, gen) / gain[:, None]  # [pairs, tokens]
-    keys = torch.empty(pairs, tokens, D, dtype=torch.float16, device=dev)
+    keys = torch.empty(pairs, tokens, D, dtype=DTYPE, device=dev)
     values = torch.empty_like(keys)
     step = 16 * KI
     for p0 in range(pairs):
@@ -150,11 +155,11 @@ def make_workload(pattern, batch, tokens, seed):
             k = c[p0] * n + a[p0, t0:t1, None] * u[p0]
             if pattern == "rope":
                 k = rope(k, torch.arange(t0, t1, device=dev))
-            keys[p0, t0:t1] = k.half()
-            values[p0, t0:t1] = torch.randn(t1 - t0, D, device=dev, generator=gen).half()
+            keys[p0, t0:t1] = k.to(DTYPE)
+            values[p0, t0:t1] = torch.randn(t1 - t0, D, device=dev, generator=gen).to(DTYPE)
     if pattern == "rope":
         q = rope(q, torch.full((group,), float(tokens), device=dev))
-    q = q.reshape(batch, Q_HEADS, D).half()
+    q = q.reshape(batch, Q_HEADS, D).to(DTYPE)
     return q, keys.view(batch, KV_HEADS, tokens, D), values.view(batch, KV_HEADS, tokens, D)
 
 
@@ -165,8 +170,8 @@ def torch_quantize(keys, values, block_size, max_blocks):
     nf, nt = S // block_size, S % block_size
     k = keys[:, :, :nf * block_size].float().view(B, H, nf, block_size, D)
     amax = k.abs().amax(dim=3)
-    s = (amax / 1.5).half()
-    tiny = torch.tensor(2.0 ** -24, dtype=torch.float16, device=keys.device)
+    s = (amax / 1.5).to(DTYPE)
+    tiny = torch.tensor(SMALLEST_SUBNORMAL[DTYPE], dtype=DTYPE, device=keys.device)
     s = torch.where((s == 0) & (amax > 0), tiny, s)
     sf = s.float()[:, :, :, None, :]
     x = torch.where(sf > 0, k / sf, torch.zeros_like(k))
@@ -176,14 +181,14 @@ def torch_quantize(keys, values, block_size, max_blocks):
     q4 = q.view(B, H, nf, block_size, D // 4, 4)
     packed = q4[..., 0] | (q4[..., 1] << 2) | (q4[..., 2] << 4) | (q4[..., 3] << 6)
     codes = torch.zeros(B, H, max_blocks, block_size, D // 4, dtype=torch.uint8, device=keys.device)
-    scales = torch.zeros(B, H, max_blocks, D, dtype=torch.float16, device=keys.device)
+    scales = torch.zeros(B, H, max_blocks, D, dtype=DTYPE, device=keys.device)
     residuals = torch.zeros(B, H, max_blocks, block_size, D, dtype=torch.uint8, device=keys.device)
-    vals = torch.zeros(B, H, max_blocks, block_size, D, dtype=torch.float16, device=keys.device)
+    vals = torch.zeros(B, H, max_blocks, block_size, D, dtype=DTYPE, device=keys.device)
     codes[:, :, :nf] = packed
     scales[:, :, :nf] = s
     residuals[:, :, :nf] = residual.view(torch.uint8)
     vals.view(B, H, max_blocks * block_size, D)[:, :, :S] = values
-    tail = torch.zeros(B, H, block_size, D, dtype=torch.float16, device=keys.device)
+    tail = torch.zeros(B, H, block_size, D, dtype=DTYPE, device=keys.device)
     tail[:, :, :nt] = keys[:, :, nf * block_size:]
     return codes, scales, residuals, vals, tail
 
@@ -255,7 +260,7 @@ def bench_shape(pattern, shape, args, progress, state):
                      rel_l2=rel_l2(out_sdpa, ref)))
 
     # litetopk dense.
-    out_dense = torch.empty(batch, Q_HEADS, D, dtype=torch.float16, device="cuda")
+    out_dense = torch.empty(batch, Q_HEADS, D, dtype=DTYPE, device="cuda")
     split = args.blocks_per_split
     run_dense = lambda: litetopk.ops.dense_decode(  # noqa: E731
         q, keys, values, lengths, scale, out=(out_dense, None), blocks_per_split=split)
@@ -267,8 +272,7 @@ def bench_shape(pattern, shape, args, progress, state):
 
     # The sparse cache: litetopk's GPU converter, checked against the torch rule at B = 1.
     max_blocks = (tokens + bs - 1) // bs
-    cache = litetopk.ops.SparseKvCache.empty(batch, KV_HEADS, max_blocks, bs, torch.float16,
-                                             "cuda")
+    cache = litetopk.ops.SparseKvCache.empty(batch, KV_HEADS, max_blocks, bs, DTYPE, "cuda")
     cache.fill_from_dense(keys, values, lengths)
     torch.cuda.synchronize()
     nf, nt = tokens // bs, tokens % bs
@@ -287,7 +291,7 @@ def bench_shape(pattern, shape, args, progress, state):
     # What the default options (read_all_when_small) would run at this size.
     dispatch = cache.reads_all(q)
     for rule, value in SELECTIONS:
-        out_sparse = torch.empty(batch, Q_HEADS, D, dtype=torch.float16, device="cuda")
+        out_sparse = torch.empty(batch, Q_HEADS, D, dtype=DTYPE, device="cuda")
         mask = torch.zeros(batch, KV_HEADS, max_blocks, dtype=torch.uint8, device="cuda")
         delta = value if rule == "delta" else 5.0
         mass = value if rule == "mass" else None
@@ -327,10 +331,9 @@ def sweep_shape(pattern, shape, args, progress, split_tokens):
                 gbps=0.0, kept_fraction=1.0, rel_l2=float("nan"))
     rows = [dict(base, kernel="torch SDPA (enable_gqa)", selection=None, ms=sdpa_ms, speedup=1.0)]
     max_blocks = (tokens + bs - 1) // bs
-    cache = litetopk.ops.SparseKvCache.empty(batch, KV_HEADS, max_blocks, bs, torch.float16,
-                                             "cuda")
+    cache = litetopk.ops.SparseKvCache.empty(batch, KV_HEADS, max_blocks, bs, DTYPE, "cuda")
     cache.fill_from_dense(keys, values, lengths)
-    out = torch.empty(batch, Q_HEADS, D, dtype=torch.float16, device="cuda")
+    out = torch.empty(batch, Q_HEADS, D, dtype=DTYPE, device="cuda")
     mask = torch.zeros(batch, KV_HEADS, max_blocks, dtype=torch.uint8, device="cuda")
     for split in split_tokens:
         tiles, blocks = max(1, split // 64), max(1, split // bs)
@@ -361,6 +364,16 @@ def markdown_table(rows):
     return "\n".join(lines) + "\n"
 
 
+def configure(args):
+    """The heads and dtype of every workload (module globals, like the shape constants)."""
+    global Q_HEADS, KV_HEADS, DTYPE
+    group = args.q_heads // args.kv_heads if args.kv_heads > 0 else 0
+    if group < 1 or group > 16 or args.q_heads % args.kv_heads:
+        sys.exit(f"--q-heads {args.q_heads} and --kv-heads {args.kv_heads}: the query heads must be "
+                 "1 to 16 times the KV heads")
+    Q_HEADS, KV_HEADS, DTYPE = args.q_heads, args.kv_heads, DTYPES[args.dtype]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_common_arguments(parser, "decode", "BxS", "1x131072", iters=50, warmup=10)
@@ -369,10 +382,16 @@ def main():
                         help="DecodeOptions.blocks_per_split (0: the kernel chooses)")
     parser.add_argument("--patterns", default=",".join(PATTERNS),
                         help="workloads, comma-separated: " + ", ".join(PATTERNS))
+    parser.add_argument("--dtype", choices=tuple(DTYPES), default="fp16",
+                        help="the cache's and the query's dtype")
+    parser.add_argument("--q-heads", type=int, default=Q_HEADS, help="query heads")
+    parser.add_argument("--kv-heads", type=int, default=KV_HEADS,
+                        help="KV heads (q-heads / kv-heads: a GQA group of 1 to 16)")
     parser.add_argument("--split-sweep", default="",
                         help="tokens per split, comma-separated: time dense, sparse every block "
                              "and sparse delta 5 at each instead of the usual rows")
     args = parser.parse_args()
+    configure(args)
     require_cuda("decode_bench.py")
     runs = []
     for pattern in args.patterns.split(","):
@@ -397,8 +416,10 @@ def main():
     table = markdown_table(rows)
     record = result_record("decode attention (sparse, dense, torch SDPA)", args, rows,
                            block_size=args.block_size, blocks_per_split=args.blocks_per_split,
+                           dtype=args.dtype, q_heads=Q_HEADS, kv_heads=KV_HEADS,
                            converter_matches_torch=state.get("converter_matches_torch"))
-    write_results(record, table, args, "## Decode attention on the H200 (Llama-3.1-8B shapes)")
+    write_results(record, table, args, f"## Decode attention on the H200 ({Q_HEADS} query heads, "
+                                       f"{KV_HEADS} KV heads, d {D}, {args.dtype})")
     print_results(table, args)
 
 

@@ -1,7 +1,7 @@
 """torch.ops.litetopk.dsa_prefill on CPU tensors (the CPU references) and, when there is a GPU,
 CUDA tensors: against the numpy references run by hand (litetopk.cpu.indexer_topk, ks[t] added,
 litetopk.cpu.sparse_attention), the _out variant, fake tensor shapes, torch.library.opcheck,
-torch.compile(fullgraph=True), bad input. Skipped without torch."""
+torch.compile(fullgraph=True) on both devices, a CUDA graph, bad input. Skipped without torch."""
 import math
 
 import numpy as np
@@ -147,6 +147,26 @@ def test_dsa_prefill_compiles_fullgraph_cpu():
     compiled = torch.compile(layer, fullgraph=True, backend="aot_eager")(*flat)
     for a, b in zip(eager, compiled):
         assert torch.equal(a, b)
+
+
+@pytest.mark.skipif(not has_cuda, reason="no CUDA GPU")
+def test_dsa_prefill_compiles_fullgraph_cuda():
+    """torch.compile(fullgraph=True) with the default backend on CUDA tensors: the same index sets
+    as eager (a row's order is unspecified) and the same attention up to the order of sums."""
+    inputs = layer_inputs("cuda", seed=5)
+
+    def layer(index_q, kv_fp8, kv_scale, weights, ks, ke, q, kv):
+        out, _, lse, rows = dsa_prefill(index_q, (kv_fp8, kv_scale), weights, ks, ke, K, q, kv,
+                                        inputs[7])
+        return out.float() * 2, lse, rows
+
+    flat = (inputs[0], *inputs[1], *inputs[2:7])
+    eager = layer(*flat)
+    torch._dynamo.reset()
+    compiled = torch.compile(layer, fullgraph=True)(*flat)
+    assert torch.equal(compiled[2].sort(dim=1).values, eager[2].sort(dim=1).values)
+    torch.testing.assert_close(compiled[0], eager[0], atol=4e-2, rtol=2e-2)
+    torch.testing.assert_close(compiled[1], eager[1], atol=1e-3, rtol=1e-3, equal_nan=True)
 
 
 def test_dsa_prefill_bad_input():

@@ -39,8 +39,13 @@ TEST(SelectDispatch, SplitRowsThatDoNotFillTheDeviceGoElsewhere) {
 
 TEST(SelectDispatch, SplitRowsThatFillTheDeviceStreamOnce) {
   // 16 x 131072 in 8 segments, 32 x 131072 in 4 (fp32 and bf16), 8 x 2^20 at k 4096 in 16,
-  // 64 x 65536 and 64 x 2^20 in 2: 128 blocks, about the device; 44 x 65536 in 3.
+  // 64 x 65536 and 64 x 2^20 in 2: 128 blocks, about the device; 44 rows in 3 (synthetic facts:
+  // the planner keeps rows of up to 1 MB whole from 44 rows on).
   EXPECT_EQ(choose_select_algo(facts(16, 131072, 2048, 8, 16, 4, 16)), SelectAlgo::kSampleFilter);
+  // Segments of two wide tiles (64 KB) or more only: 16 x 131072 bf16 in 8 (one tile each) goes
+  // to the sieve, 32 x 131072 bf16 in 4 streams; so would 3 segments of 65536 bf16, not fp32.
+  EXPECT_EQ(choose_select_algo(facts(16, 131072, 2048, 8, 16, 2, 16)), SelectAlgo::kSieve);
+  EXPECT_EQ(choose_select_algo(facts(44, 65536, 2048, 3, 6, 2, 12)), SelectAlgo::kSieve);
   EXPECT_EQ(choose_select_algo(facts(32, 131072, 2048, 4, 8)), SelectAlgo::kSampleFilter);
   EXPECT_EQ(choose_select_algo(facts(32, 131072, 2048, 4, 8, 2, 16)), SelectAlgo::kSampleFilter);
   EXPECT_EQ(choose_select_algo(facts(8, 1 << 20, 4096, 16, 32, 2)), SelectAlgo::kSampleFilter);

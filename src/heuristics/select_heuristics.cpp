@@ -13,10 +13,11 @@
 // the estimates, the compactions and the merge, which run one after another; with more segments
 // (one row of 2^24 in 132: 0.117 against grid-radix's 0.071) the merge of their estimates'
 // survivors is long: the sieve or grid-radix wins. A split segment also needs two wide tiles
-// (kMinFilledSegmentBytes) or more: then its estimate never comes from the row's first or last
-// tile, where sinks and recent windows put a row's best (16 x 131072 bf16, one tile a segment: a
-// sink-window row 0.086 ms against 0.024 for a normal one, the row read again after an estimate
-// too high) (docs/select.md, "Dispatch"; the measurements in docs/BENCHMARKS.md).
+// (kMinFilledSegmentBytes) or more: then its estimate does not come from the row's first or last
+// tile (unless its two tiles are both), where sinks and recent windows put a row's best (16 x
+// 131072 bf16, one tile a segment: a sink-window row 0.086 ms against 0.024 for a normal one,
+// the row read again after an estimate too high) (docs/select.md, "Dispatch"; the measurements
+// in docs/BENCHMARKS.md).
 #include "heuristics/select_heuristics.h"
 
 namespace litetopk::heuristics {
@@ -34,10 +35,10 @@ SelectAlgo choose_select_algo(const SelectShapeFacts& facts) {
   if (facts.k <= kSampleFilterMaxK) {
     const int32_t segments = facts.sample_filter_segments;
     if (segments == 1) return SelectAlgo::kSampleFilter;
-    const bool fills_device = segments > 0 && segments <= kMaxFilledSegments &&
-                              facts.batch * segments * kFilledDenominator >=
-                                  int64_t{facts.sm_count} * kFilledNumerator &&
-                              facts.n * facts.element_bytes >= kMinFilledSegmentBytes * segments;
+    const bool fills_device =
+        segments > 0 && segments <= kMaxFilledSegments && facts.sm_count > 0 &&
+        facts.batch * segments * kFilledDenominator >= int64_t{facts.sm_count} * kFilledNumerator &&
+        facts.n * facts.element_bytes >= kMinFilledSegmentBytes * segments;
     if (fills_device) return SelectAlgo::kSampleFilter;
   }
   if (facts.grid_radix_segments > 0) {

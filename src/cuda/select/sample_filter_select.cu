@@ -508,9 +508,11 @@ __device__ SegmentPass filter_segment(KernelStorage<Shape, Buffer>& st, Buffer& 
   const int num_tiles = (layout.num_vectors + kStageVectors - 1) / kStageVectors;
   const int m = segment < num_tiles ? (num_tiles - segment + segments - 1) / segments : 0;
   const int last_tile = num_tiles - 1;
-  // One tile past an even spread, so that no segment starts at the row's first or last tile
-  // (attention sinks and recent windows make those the least typical).
-  const int rotate = m > 0 ? static_cast<int>((int64_t{segment} * m / segments + 1) % m) : 0;
+  // One tile past an even spread, so that no segment starts at the row's first tile, nor at its
+  // last unless a segment's two tiles are both ends (attention sinks and recent windows make
+  // those the least typical).
+  int rotate = m > 0 ? static_cast<int>((int64_t{segment} * m / segments + 1) % m) : 0;
+  if (m > 1 && segment + rotate * segments == last_tile) rotate = m - 2;
   auto global_tile = [&](int local) {  // local < m and rotate < m: one wrap at most
     const int t = local + rotate;
     return segment + (t >= m ? t - m : t) * segments;
@@ -521,9 +523,14 @@ __device__ SegmentPass filter_segment(KernelStorage<Shape, Buffer>& st, Buffer& 
            ? int64_t{num_tiles} * kStageVectors - layout.num_vectors
            : 0);
   estimate = estimate && segment_vectors * kPer > Buffer::kCapacity;
-  // A split row's segment aims its estimate at its share of the top k; the last block checks
-  // that the row's k best all lie at or above every segment's estimate.
-  const uint32_t share = (buffer.k + segments - 1) / segments;
+  // A split row's segment aims its estimate at its share of the top k (in proportion to the
+  // scores it holds: a ranged row may fill only some segments); the last block checks that the
+  // row's k best all lie at or above every segment's estimate.
+  const uint32_t share =
+      layout.num_vectors > 0
+          ? static_cast<uint32_t>((int64_t{buffer.k} * segment_vectors + layout.num_vectors - 1) /
+                                  layout.num_vectors)
+          : static_cast<uint32_t>(buffer.k);
 
   // Thread 0 issues tiles in visiting order, kStages ahead of the consumers.
   SpreadOrder issue_order(m);
@@ -736,7 +743,10 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::blocks_per_sm(Buffer::
     if (!gather_row(buffer, shared, row)) return;
     // Entries a segment dropped lie below its estimate: harmless when the row's k best (of the
     // survivors) all lie at or above the highest estimate; otherwise the row again, exactly.
-    const uint64_t cut = *reinterpret_cast<volatile uint64_t*>(&shared.cuts[row]);
+    __shared__ uint64_t row_cut;
+    if (threadIdx.x == 0) row_cut = *reinterpret_cast<volatile uint64_t*>(&shared.cuts[row]);
+    __syncthreads();
+    const uint64_t cut = row_cut;
     if (cut != 0 && buffer.count_at_or_above(cut) < buffer.k) {
       RowShared one = shared;
       one.segments = 1;

@@ -6,12 +6,14 @@
 // stream), and split rows whose hot run misleads one segment's estimate (the row again).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "common/float_bits.h"
 #include "common/select_testing.h"
 #include "gpu/gpu_select_runner.h"
 
@@ -222,14 +224,20 @@ TEST(SelectGpuEstimate, FirstTilesThatMisleadTheEstimate) {
 // of scores lies in a different 8192-score tile of each row: the segment that samples that tile
 // first sets an estimate far above the row's k-th, drops what lies below it, and the row's last
 // block must find fewer than k at or above that cut and stream the row again. A run of 1024
-// (fewer than k) and a run of 16384 (more) above the rest; fp32 keeps the run's values
-// distinct, so the exact top k is unique.
+// (fewer than k) and a run of 16384 (more) above the rest, in fp32 (the run's values distinct)
+// and bf16 (ties at the k-th), on whole rows and on ranges (rows that fill only some segments).
 HostRows hot_run_rows(const SelectCase& c, int64_t run) {
   HostRows rows = make_rows(c);
-  auto* values = reinterpret_cast<float*>(rows.scores.data());
+  const auto esize = static_cast<int64_t>(dtype_size(c.dtype));
   for (int64_t r = 0; r < c.batch; ++r) {
+    void* row = rows.scores.data() + r * c.n * esize;
+    const int64_t begin = c.with_ranges ? rows.starts[static_cast<std::size_t>(r)] : 0;
+    const int64_t end = c.with_ranges ? rows.ends[static_cast<std::size_t>(r)] : c.n;
     const int64_t start = (r * 8192 + 4096) % (c.n - run);
-    for (int64_t i = start; i < start + run; ++i) values[r * c.n + i] += c.largest ? 8.0f : -8.0f;
+    for (int64_t i = std::max(start, begin); i < std::min(start + run, end); ++i) {
+      const float v = decode_score(load_score(row, c.dtype, i), c.dtype);
+      store_score(row, c.dtype, i, encode_score(v + (c.largest ? 8.0f : -8.0f), c.dtype));
+    }
   }
   return rows;
 }
@@ -237,15 +245,23 @@ HostRows hot_run_rows(const SelectCase& c, int64_t run) {
 TEST(SelectGpuEstimate, SplitRowsWithAHotRunInOneSegment) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   for (int64_t batch : {1, 16, 32}) {
-    for (int64_t run : {1024, 16384}) {
-      for (bool largest : {true, false}) {
-        const SelectCase c = make_case("HotRun" + std::to_string(batch) + "x" +
-                                           std::to_string(run) + (largest ? "Largest" : "Smallest"),
-                                       batch, 131072, 2048, Pattern::kRandomNormal,
-                                       DType::kFloat32, largest, false);
-        SCOPED_TRACE(c.name);
-        EXPECT_TRUE(gpu_matches_reference(c, hot_run_rows(c, run), SelectAlgo::kSampleFilter));
-        EXPECT_TRUE(gpu_matches_reference(c, hot_run_rows(c, run), SelectAlgo::kAuto));
+    for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+      for (bool ranges : {false, true}) {
+        if (ranges && batch != 16) continue;
+        for (int64_t run : {1024, 16384}) {
+          for (bool largest : {true, false}) {
+            SelectCase c = make_case("HotRun" + std::to_string(batch) + "x" + std::to_string(run) +
+                                         dtype_tag(dtype) + (ranges ? "Ranges" : "") +
+                                         (largest ? "Largest" : "Smallest"),
+                                     batch, 131072, 2048, Pattern::kRandomNormal, dtype, largest,
+                                     false);
+            c.with_ranges = ranges;
+            SCOPED_TRACE(c.name);
+            const HostRows rows = hot_run_rows(c, run);
+            EXPECT_TRUE(gpu_matches_reference(c, rows, SelectAlgo::kSampleFilter));
+            EXPECT_TRUE(gpu_matches_reference(c, rows, SelectAlgo::kAuto));
+          }
+        }
       }
     }
   }

@@ -505,7 +505,7 @@ def main():
     add_common_arguments(parser, "select", "BxNxK", "8192x131072x2048", iters=20, warmup=3)
     parser.add_argument("--dtypes", default="fp32,bf16",
                         help="comma-separated score dtypes: fp32, bf16, fp16")
-    parser.add_argument("--peer-lib", action="append", default=[],
+    parser.add_argument("--peer-lib", "--peer", dest="peer_lib", action="append", default=[],
                         help="a peer harness library (repeatable): vLLM's harness or one with "
                         "the ltk_peer_* ABI")
     parser.add_argument("--no-torch", action="store_true", help="do not time torch.topk")

@@ -46,6 +46,11 @@ std::vector<DecodeCase> decode_cases() {
         {1000, 2 * bs, 7});
     add("NeedlesGroup16Long", DecodePattern::kNeedles, DType::kFloat16, bs, true, 1, 16,
         {4173});
+    // GQA 8 (64 query heads over 8 KV heads in Llama-3-70B-like models), fp16 and a paged bf16.
+    add("NeedlesGroup8", DecodePattern::kNeedles, DType::kFloat16, bs, false, 2, 8,
+        {3 * bs + 5, bs});
+    add("NeedlesGroup8Bf16", DecodePattern::kNeedles, DType::kBFloat16, bs, true, 2, 8,
+        {2 * bs - 1, 5 * bs});
     add("FlatWithEmpty", DecodePattern::kFlat, DType::kFloat16, bs, false, 1, 16,
         {0, 5, bs + 1, 4 * bs - 3});
     add("IdenticalHeads", DecodePattern::kNeedles, DType::kFloat16, bs, false, 2, 4,

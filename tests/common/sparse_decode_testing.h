@@ -33,7 +33,7 @@ struct DecodeCase {
 void PrintTo(const DecodeCase& c, std::ostream* os);
 
 // The adversarial list, for BS = 128 and 256: lengths 0, 1, BS-1, BS, BS+1, 2BS, 3BS+17 and
-// other non-multiples in one batch; group sizes 1, 4 and 16; every pattern; identical heads;
+// other non-multiples in one batch; group sizes 1, 4, 8 and 16; every pattern; identical heads;
 // fp16 extremes in fp16 and bf16; contiguous and paged. Sized so that the whole CPU reference
 // over the list takes about a second on two cores.
 std::vector<DecodeCase> decode_cases();

@@ -225,7 +225,8 @@ TEST(SelectGpuEstimate, FirstTilesThatMisleadTheEstimate) {
 // first sets an estimate far above the row's k-th, drops what lies below it, and the row's last
 // block must find fewer than k at or above that cut and stream the row again. A run of 1024
 // (fewer than k) and a run of 16384 (more) above the rest, in fp32 (the run's values distinct)
-// and bf16 (ties at the k-th), on whole rows and on ranges (rows that fill only some segments).
+// and bf16 (ties at the k-th), on whole rows and on ranges (rows that fill only some segments),
+// and at k = 8192.
 HostRows hot_run_rows(const SelectCase& c, int64_t run) {
   HostRows rows = make_rows(c);
   const auto esize = static_cast<int64_t>(dtype_size(c.dtype));
@@ -265,6 +266,11 @@ TEST(SelectGpuEstimate, SplitRowsWithAHotRunInOneSegment) {
       }
     }
   }
+  // The k = 8192 buffer: a run of 16384 in 16 rows, the row read again through the large buffer.
+  const SelectCase large = make_case("HotRun16x16384K8192", 16, 131072, 8192,
+                                     Pattern::kRandomNormal, DType::kFloat32, true, false);
+  SCOPED_TRACE(large.name);
+  EXPECT_TRUE(gpu_matches_reference(large, hot_run_rows(large, 16384), SelectAlgo::kSampleFilter));
 }
 
 }  // namespace

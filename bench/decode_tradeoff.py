@@ -64,7 +64,6 @@ def plot(panels, path, source):
     fig, grid = plt.subplots(rows_n, columns, figsize=(5.2 * columns, 4.2 * rows_n),
                              sharey=True, squeeze=False)
     axes = list(grid.flat)
-    shades = plt.get_cmap("viridis")
     for ax, key in zip(axes, keys):
         contexts = sorted(panels[key])
         for i, context in enumerate(contexts):

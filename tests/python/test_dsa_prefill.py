@@ -131,10 +131,9 @@ def test_dsa_prefill_opcheck_cpu():
                                                                        rows), test_utils=tests)
 
 
-def test_dsa_prefill_compiles_fullgraph_cpu():
-    """torch.compile(fullgraph=True) with aot_eager (no C++ compiler needed): the op traces with
-    its fake and runs the same as eager."""
-    inputs = layer_inputs("cpu", seed=2)
+def eager_and_compiled(device, seed, **compile_options):
+    """The layer (out * 2, lse, rows) run eagerly and under torch.compile(fullgraph=True)."""
+    inputs = layer_inputs(device, seed=seed)
 
     def layer(index_q, kv_fp8, kv_scale, weights, ks, ke, q, kv):
         out, _, lse, rows = dsa_prefill(index_q, (kv_fp8, kv_scale), weights, ks, ke, K, q, kv,
@@ -144,7 +143,13 @@ def test_dsa_prefill_compiles_fullgraph_cpu():
     flat = (inputs[0], *inputs[1], *inputs[2:7])
     eager = layer(*flat)
     torch._dynamo.reset()
-    compiled = torch.compile(layer, fullgraph=True, backend="aot_eager")(*flat)
+    return eager, torch.compile(layer, fullgraph=True, **compile_options)(*flat)
+
+
+def test_dsa_prefill_compiles_fullgraph_cpu():
+    """torch.compile(fullgraph=True) with aot_eager (no C++ compiler needed): the op traces with
+    its fake and runs the same as eager."""
+    eager, compiled = eager_and_compiled("cpu", 2, backend="aot_eager")
     for a, b in zip(eager, compiled):
         assert torch.equal(a, b)
 
@@ -153,17 +158,7 @@ def test_dsa_prefill_compiles_fullgraph_cpu():
 def test_dsa_prefill_compiles_fullgraph_cuda():
     """torch.compile(fullgraph=True) with the default backend on CUDA tensors: the same index sets
     as eager (a row's order is unspecified) and the same attention up to the order of sums."""
-    inputs = layer_inputs("cuda", seed=5)
-
-    def layer(index_q, kv_fp8, kv_scale, weights, ks, ke, q, kv):
-        out, _, lse, rows = dsa_prefill(index_q, (kv_fp8, kv_scale), weights, ks, ke, K, q, kv,
-                                        inputs[7])
-        return out.float() * 2, lse, rows
-
-    flat = (inputs[0], *inputs[1], *inputs[2:7])
-    eager = layer(*flat)
-    torch._dynamo.reset()
-    compiled = torch.compile(layer, fullgraph=True)(*flat)
+    eager, compiled = eager_and_compiled("cuda", 5)
     assert torch.equal(compiled[2].sort(dim=1).values, eager[2].sort(dim=1).values)
     torch.testing.assert_close(compiled[0], eager[0], atol=4e-2, rtol=2e-2)
     torch.testing.assert_close(compiled[1], eager[1], atol=1e-3, rtol=1e-3, equal_nan=True)

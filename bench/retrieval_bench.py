@@ -8,8 +8,10 @@ go through
   matmul          torch.matmul alone (fp16 scores; fp8: the corpus widened to fp16, scaled)
   torch.topk      the same matmul, then torch.topk
   torch+select    the same matmul, then litetopk's select (torch.ops.litetopk.topk_out)
-  retrieval       litetopk.ops.retrieval_topk (auto: today the unfused path, cuBLAS per corpus
-                  chunk into fp32 scores, select, exact merge)
+  unfused         litetopk.ops.retrieval_topk(path="unfused"): cuBLAS per corpus chunk into
+                  fp32 scores, select, exact merge
+  fused           path="fused": the gate in the GEMM's epilogue, no scores written (fp16 corpus)
+  retrieval       path="auto": the one the cost model picks (named in the notes)
 timed with CUDA events (median of --iters after --warmup). Each path is checked on up to
 --check-queries queries against fp32 scores computed apart (fp32 matmul of the same fp16/fp8
 values): `recall` is the share of the fp32 top-k a path returns, `exact` whether every row it
@@ -56,7 +58,7 @@ TARGETS = {
     (5_000_000, 1024, 1024, "fp16"): 12.0,
     (1_000_000, 1, 1024, "fp8"): 0.22,
 }
-METHODS = ["torch.topk", "torch+select", "retrieval"]
+METHODS = ["torch.topk", "torch+select", "unfused", "fused", "retrieval"]
 TIMED = ["matmul"] + METHODS  # the matmul alone: the torch paths' floor, not checked
 MEMORY_FRACTION = 0.8  # of free memory the torch paths' scores may take
 DEVICE = "cuda"
@@ -169,9 +171,11 @@ def bench_shape(n, batch, k, corpus_kind, args, progress):
             litetopk.ops.topk(matmul(queries[start:start + chunk]), k,
                               out=(indices[start:start + chunk], None))
 
-    def retrieval(_):
-        litetopk.ops.retrieval_topk(queries, corpus, k, out=(indices, None),
-                                    corpus_scales=scales)
+    def retrieval_path(path):
+        def run(_):
+            litetopk.ops.retrieval_topk(queries, corpus, k, out=(indices, None),
+                                        corpus_scales=scales, path=path)
+        return run
 
     checked = min(batch, args.check_queries)
     reference = fp32_scores(queries[:checked], corpus, scales)
@@ -181,8 +185,12 @@ def bench_shape(n, batch, k, corpus_kind, args, progress):
 
     row["retrieval_plan"] = litetopk.ops.retrieval_topk_plan(queries, corpus, k, scores=False,
                                                              corpus_scales=scales)
-    for name, run in (("matmul", matmul_only), ("torch.topk", torch_topk),
-                      ("torch+select", torch_select), ("retrieval", retrieval)):
+    paths = [("unfused", retrieval_path("unfused"))]
+    if scales is None:
+        paths.append(("fused", retrieval_path("fused")))
+    paths.append(("retrieval", retrieval_path("auto")))
+    for name, run in [("matmul", matmul_only), ("torch.topk", torch_topk),
+                      ("torch+select", torch_select)] + paths:
         progress(f"{label}: {name}")
         while True:
             try:
@@ -190,7 +198,7 @@ def bench_shape(n, batch, k, corpus_kind, args, progress):
                 break
             except torch.cuda.OutOfMemoryError as error:
                 torch.cuda.empty_cache()
-                if name == "retrieval" or chunk == 1:
+                if name in ("unfused", "fused", "retrieval") or chunk == 1:
                     row["errors"][name] = str(error).splitlines()[0]
                     break
                 chunk = max(1, chunk // 4)  # the torch paths' temporaries: fewer queries a time
@@ -217,7 +225,7 @@ def bench_shape(n, batch, k, corpus_kind, args, progress):
 def table(rows):
     head = ("| N | B | k | corpus | " + " | ".join(f"{m} ms" for m in TIMED) +
             " | retrieval vs torch.topk | vs torch+select | target ms | recall (torch.topk / "
-            "select / retrieval) | exact |")
+            "select / unfused / fused / auto) | exact |")
     lines = [head, "|" + " --- |" * (head.count("|") - 1)]
     notes = []
     for r in rows:
@@ -238,8 +246,12 @@ def table(rows):
                      f"| {target} | {recall} | {exact} |")
         plan = r.get("retrieval_plan")
         if plan is not None:
-            notes.append(f"- {r['n']}x{r['batch']}x{r['k']} {r['corpus']}: retrieval in "
-                         f"{plan['chunks']} chunks of {plan['chunk_rows']} rows, workspace "
+            shape = (f"{plan['chunks']} chunks of {plan['chunk_rows']} rows"
+                     if plan["path"] == "unfused" else
+                     f"{plan['fused_splits']} splits, a sample of {plan['fused_sample_tiles']} "
+                     f"tiles (every {plan['fused_sample_stride']}th)")
+            notes.append(f"- {r['n']}x{r['batch']}x{r['k']} {r['corpus']}: auto runs "
+                         f"{plan['path']}, {shape}, workspace "
                          f"{plan['workspace_bytes'] / 1e6:.0f} MB")
         for note in r["notes"]:
             notes.append(f"- {r['n']}x{r['batch']}x{r['k']} {r['corpus']}: {note}")
@@ -260,7 +272,7 @@ def main():
     require_cuda("retrieval_bench.py")
     shapes = [] if args.only_shapes else (QUICK_SHAPES if args.quick else DEFAULT_SHAPES)
     shapes = shapes + [tuple(s) + ("fp16",) for s in args.shapes]
-    progress = Progress(5 * len(shapes))
+    progress = Progress(7 * len(shapes))
     rows = []
     for n, b, k, c in shapes:
         try:

@@ -42,6 +42,7 @@ struct RetrievalArgs {
   bool sorted = false;
   bool deterministic = false;
   std::string device = "auto";
+  std::string path = "auto";
   uint64_t seed = 42;
   bool verify = false;
   BenchOptions bench;
@@ -56,6 +57,11 @@ bool is_metric(const std::string& name) {
 bool is_dtype(const std::string& name) {
   DType dtype;
   return parse_dtype(name.c_str(), &dtype) && dtype != DType::kFloat32;
+}
+
+bool is_path(const std::string& name) {
+  RetrievalPath path;
+  return parse_retrieval_path(name.c_str(), &path);
 }
 
 bool is_kind(const std::string& name) {
@@ -114,14 +120,17 @@ int run_retrieval(const RetrievalArgs& args) {
   problem.sorted = args.sorted;
   problem.deterministic = args.deterministic;
 
-  const std::string backend = device.on_gpu ? "gpu (unfused: cuBLAS, select, merge)" : "cpu reference";
+  RetrievalPath path = RetrievalPath::kAuto;
+  parse_retrieval_path(args.path.c_str(), &path);  // validated by the option
+  const std::string backend =
+      device.on_gpu ? "gpu (path " + args.path + ")" : std::string("cpu reference");
   std::cout << "running " << backend << " on " << device.device_name
             << (args.bench.enabled ? " (benchmark)" : "") << '\n';
   RetrievalRun run;
   Status run_status;
   {
     Progress progress("running retrieval_topk");
-    run_status = device.on_gpu ? run_retrieval_gpu(problem, args.bench, &run)
+    run_status = device.on_gpu ? run_retrieval_gpu(problem, args.bench, &run, path)
                                : run_retrieval_cpu(problem, args.bench, &run);
   }
   if (Status s = run_status; !s) {
@@ -163,7 +172,8 @@ int run_retrieval(const RetrievalArgs& args) {
               4);
   const auto timed = [&](const std::string& text) { return args.bench.enabled ? text : "-"; };
   table.add_row({shape, corpus_type, retrieval_metric_name(spec.metric),
-                 device.on_gpu ? "gpu" : "cpu", timed(fixed(ms, 4)),
+                 device.on_gpu ? std::string("gpu ") + retrieval_path_name(run.path) : "cpu",
+                 timed(fixed(ms, 4)),
                  timed(fixed(run.timing.min_ms, 4)), timed(fixed(tflops, 2)),
                  timed(fixed(gbps, 1)), verified ? (*verified ? "yes" : "NO") : "not checked"});
   std::cout << '\n';
@@ -192,6 +202,7 @@ int run_retrieval(const RetrievalArgs& args) {
         {"backend", device.on_gpu ? "gpu" : "cpu"},
         {"device", device.device_name},
         {"chunks", run.chunks},
+        {"path", device.on_gpu ? retrieval_path_name(run.path) : "cpu"},
         {"warmup", args.bench.warmup},
         {"iters", args.bench.iters},
         {"ms_median", timed_json(ms)},
@@ -244,6 +255,11 @@ void add_retrieval_command(CLI::App& app, int* exit_code) {
   cmd->add_flag("--sorted", args->sorted, "Best first, ties by ascending row");
   cmd->add_flag("--deterministic", args->deterministic, "Ties at the k-th score: smallest rows");
   add_device_option(cmd, &args->device);
+  cmd->add_option("--path", args->path,
+                  "GPU path: auto (the cost model), unfused (cuBLAS, select, merge) or fused (the "
+                  "gate in the GEMM's epilogue; fp16/bf16 corpus, sm_90)")
+      ->check(one_of("auto|unfused|fused", is_path))
+      ->capture_default_str();
   cmd->add_option("--seed", args->seed, "Generator seed")->capture_default_str();
   cmd->add_flag("--verify", args->verify, "Compare with the CPU reference (all queries)");
   add_bench_options(cmd, &args->bench);

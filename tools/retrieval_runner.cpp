@@ -18,7 +18,7 @@ Status upload(const void* host, std::size_t bytes, testkit::DeviceBuffer* device
 }  // namespace
 
 Status run_retrieval_gpu(const RetrievalProblem& host, const testkit::BenchOptions& bench,
-                         RetrievalRun* run) {
+                         RetrievalRun* run, RetrievalPath path) {
   const std::size_t out = count(host.batch * host.k);
   const std::size_t element = dtype_size(host.dtype);
   const std::size_t corpus_element =
@@ -49,8 +49,10 @@ Status run_retrieval_gpu(const RetrievalProblem& host, const testkit::BenchOptio
   device.corpus_bitmap = bitmap.as<uint8_t>();
   device.indices = indices.as<int32_t>();
   device.scores = scores.as<float>();
+  RetrievalOptions options;
+  options.path = path;
   RetrievalPlan plan;
-  if (Status s = retrieval_topk_plan(device, {}, &plan); !s) return s;
+  if (Status s = retrieval_topk_plan(device, options, &plan); !s) return s;
   if (Status s = workspace.allocate(plan.workspace_bytes); !s) return s;
   const RetrievalAddresses addresses = retrieval_addresses(device);
   const auto launch = [&](int) {
@@ -64,6 +66,7 @@ Status run_retrieval_gpu(const RetrievalProblem& host, const testkit::BenchOptio
   run->indices.assign(out, 0);
   run->scores.assign(out, 0.0f);
   run->chunks = plan.chunks;
+  run->path = plan.path;
   if (Status s = testkit::copy_to_host(run->indices.data(), indices.data(), out * 4); !s) return s;
   return testkit::copy_to_host(run->scores.data(), scores.data(), out * 4);
 }

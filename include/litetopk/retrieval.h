@@ -54,6 +54,17 @@ bool parse_retrieval_metric(const char* name, RetrievalMetric* metric);
 // "same_as_queries", "fp8_e4m3", or "invalid".
 const char* retrieval_corpus_format_name(RetrievalCorpusFormat format);
 
+// Which GPU path runs (docs/retrieval.md). kAuto lets the cost model choose.
+enum class RetrievalPath : int {
+  kAuto = 0,
+  kUnfused = 1,  // cuBLAS per corpus chunk into fp32 scores, select_topk, exact merges
+  kFused = 2,    // sm_90 only, fp16 / bf16 corpus: the gate in the GEMM's epilogue, no scores
+};
+// "auto", "unfused", "fused", or "invalid".
+const char* retrieval_path_name(RetrievalPath path);
+// Parses "auto", "unfused", "fused"; false when unknown.
+bool parse_retrieval_path(const char* name, RetrievalPath* path);
+
 // Bytes of a corpus bitmap over n rows: ceil(n / 8).
 constexpr int64_t retrieval_bitmap_bytes(int64_t n) { return (n + 7) / 8; }
 
@@ -84,6 +95,8 @@ struct RetrievalOptions {
   // kRetrievalChunkScoreBytes and, for an fp8 corpus, its rows widened to the queries' dtype
   // within kRetrievalChunkWidenBytes.
   int64_t chunk_rows = 0;
+  // kFused on a device or corpus it cannot serve fails to plan (kUnsupported).
+  RetrievalPath path = RetrievalPath::kAuto;
 };
 constexpr std::size_t kRetrievalChunkScoreBytes = std::size_t{512} << 20;
 constexpr std::size_t kRetrievalChunkWidenBytes = std::size_t{256} << 20;
@@ -102,6 +115,17 @@ struct RetrievalPlan {
   int64_t chunks = 0;               // ceil(n / chunk_rows)
   SelectPlan chunk_select{};        // the selection of a chunk of chunk_rows rows
   SelectPlan last_select{};         // of the last chunk (n - (chunks - 1) chunk_rows rows)
+  RetrievalPath path = RetrievalPath::kUnfused;  // the path the launches run (never kAuto)
+  // The fused path: blocks of 64 queries x fused_splits corpus splits, two candidate lists of
+  // fused_list_capacity slots per block and query, fused_stages ring stages; its gates come from
+  // every fused_sample_stride-th corpus tile of 128 rows (fused_sample_tiles of them; 0: none),
+  // selected by sample_select.
+  int64_t fused_splits = 0;
+  int64_t fused_list_capacity = 0;
+  int64_t fused_stages = 0;
+  int64_t fused_sample_stride = 0;
+  int64_t fused_sample_tiles = 0;
+  SelectPlan sample_select{};
   bool has_norms = false;           // the launches pass corpus_norms or not
   bool has_range_starts = false;    // the launches pass range_starts (range_ends) or not
   bool has_range_ends = false;

@@ -768,6 +768,11 @@ NB_MODULE(_C, m) {
   nb::enum_<RetrievalCorpusFormat>(m, "RetrievalCorpusFormat")
       .value("same_as_queries", RetrievalCorpusFormat::kSameAsQueries)
       .value("fp8_e4m3", RetrievalCorpusFormat::kFp8E4M3);
+  using litetopk::RetrievalPath;
+  nb::enum_<RetrievalPath>(m, "RetrievalPath")
+      .value("auto", RetrievalPath::kAuto)
+      .value("unfused", RetrievalPath::kUnfused)
+      .value("fused", RetrievalPath::kFused);
 
   using litetopk::RetrievalProblem;
   nb::class_<RetrievalProblem> retrieval_problem(m, "RetrievalProblem");
@@ -794,7 +799,8 @@ NB_MODULE(_C, m) {
   using litetopk::RetrievalOptions;
   nb::class_<RetrievalOptions>(m, "RetrievalOptions")
       .def(nb::init<>())
-      .def_rw("chunk_rows", &RetrievalOptions::chunk_rows);
+      .def_rw("chunk_rows", &RetrievalOptions::chunk_rows)
+      .def_rw("path", &RetrievalOptions::path);
 
   using litetopk::RetrievalPlan;
   nb::class_<RetrievalPlan>(m, "RetrievalPlan")
@@ -802,6 +808,11 @@ NB_MODULE(_C, m) {
       .def_ro("workspace_bytes", &RetrievalPlan::workspace_bytes)
       .def_ro("chunk_rows", &RetrievalPlan::chunk_rows)
       .def_ro("chunks", &RetrievalPlan::chunks)
+      .def_ro("path", &RetrievalPlan::path)
+      .def_ro("fused_splits", &RetrievalPlan::fused_splits)
+      .def_ro("fused_list_capacity", &RetrievalPlan::fused_list_capacity)
+      .def_ro("fused_sample_stride", &RetrievalPlan::fused_sample_stride)
+      .def_ro("fused_sample_tiles", &RetrievalPlan::fused_sample_tiles)
       .def_ro("has_bitmap", &RetrievalPlan::has_bitmap);
 
   m.def(

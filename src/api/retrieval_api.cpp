@@ -57,6 +57,25 @@ const char* retrieval_metric_name(RetrievalMetric metric) {
   return "invalid";
 }
 
+const char* retrieval_path_name(RetrievalPath path) {
+  switch (path) {
+    case RetrievalPath::kAuto: return "auto";
+    case RetrievalPath::kUnfused: return "unfused";
+    case RetrievalPath::kFused: return "fused";
+  }
+  return "invalid";
+}
+
+bool parse_retrieval_path(const char* name, RetrievalPath* path) {
+  for (RetrievalPath p : {RetrievalPath::kAuto, RetrievalPath::kUnfused, RetrievalPath::kFused}) {
+    if (std::strcmp(name, retrieval_path_name(p)) == 0) {
+      *path = p;
+      return true;
+    }
+  }
+  return false;
+}
+
 bool parse_retrieval_metric(const char* name, RetrievalMetric* metric) {
   if (std::strcmp(name, "ip") == 0 || std::strcmp(name, "inner_product") == 0) {
     *metric = RetrievalMetric::kInnerProduct;
@@ -75,6 +94,10 @@ Status retrieval_topk_plan(const RetrievalProblem& problem, const RetrievalOptio
   if (plan == nullptr) return detail::invalid_argument("plan is null");
   *plan = RetrievalPlan{};
   if (Status status = detail::validate_retrieval_sizes(problem); !status) return status;
+  if (std::strcmp(retrieval_path_name(options.path), "invalid") == 0) {
+    return detail::invalid_argument("options.path must be auto, unfused or fused, got ",
+                                    static_cast<int>(options.path));
+  }
   if (options.chunk_rows < 0) {
     return detail::invalid_argument("options.chunk_rows must be >= 0 (0: auto), got ",
                                     options.chunk_rows);
@@ -104,7 +127,7 @@ Status retrieval_topk_plan(const RetrievalProblem& problem, const RetrievalOptio
     }
     if (Status s = plan_chunk_select(planned, last, &planned.last_select); !s) return s;
   }
-  if (Status status = detail::cuda_retrieval_plan(&planned); !status) return status;
+  if (Status status = detail::cuda_retrieval_plan(options.path, &planned); !status) return status;
   planned.planned = true;
   *plan = planned;
   return Status::ok();

@@ -8,9 +8,10 @@
 
 namespace litetopk::detail {
 
-// Fills plan->workspace_bytes and plan->device for a plan whose problem, chunk_rows, chunks and
-// flags are set, and creates the current device's cuBLAS handle if it has none.
-Status cuda_retrieval_plan(RetrievalPlan* plan);
+// Chooses plan->path from `requested` (kAuto: the cost model), plans the fused path when it
+// runs, fills plan->workspace_bytes and plan->device for a plan whose problem, chunk_rows, chunks
+// and flags are set, and creates the current device's cuBLAS handle if it has none.
+Status cuda_retrieval_plan(RetrievalPath requested, RetrievalPlan* plan);
 // Launches a plan; `problem` is the plan's problem with the launch's addresses.
 Status cuda_retrieval_launch(const RetrievalPlan& plan, const RetrievalProblem& problem,
                              void* workspace, cudaStream_t stream);

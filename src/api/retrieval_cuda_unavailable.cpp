@@ -10,7 +10,7 @@ Status retrieval_not_compiled() {
 }
 }  // namespace
 
-Status cuda_retrieval_plan(RetrievalPlan*) { return retrieval_not_compiled(); }
+Status cuda_retrieval_plan(RetrievalPath, RetrievalPlan*) { return retrieval_not_compiled(); }
 Status cuda_retrieval_launch(const RetrievalPlan&, const RetrievalProblem&, void*, cudaStream_t) {
   return retrieval_not_compiled();
 }

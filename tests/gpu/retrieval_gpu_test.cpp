@@ -1,16 +1,21 @@
-// retrieval_topk's unfused GPU path against the CPU reference (testkit/retrieval_verify.h) on
-// every workload kind, metric and corpus format (fp16, bf16, fp8 with row scales), in one chunk
-// and in several; the corpus bitmap (all off, all on, sparse, with ranges shorter than k), k = 1
-// and 8192, k beyond the corpus, NaN rows, ties and the deterministic flag, the corpus norms
-// helper, the launch's address checks, and a capture in a CUDA graph replayed on new queries.
+// retrieval_topk's GPU paths against the CPU reference (testkit/retrieval_verify.h): the unfused
+// one in one chunk and in several, and the fused one (fp16 and bf16 corpora), on every workload
+// kind, metric and corpus format (fp16, bf16, fp8 with row scales); the corpus bitmap (all off,
+// all on, sparse, with ranges shorter than k), k = 1 and 8192, k beyond the corpus, NaN rows, ties
+// and the deterministic flag, the corpus norms helper, the launch's address checks, and a capture
+// in a CUDA graph replayed on new queries. The fused path also on what stresses its lists (every
+// score tied, rows sorted so that each tile beats the last), on several query blocks and splits
+// with a sample, on dims that are not a multiple of 64, and its refusal of an fp8 corpus.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu/gpu_select_runner.h"
@@ -148,19 +153,42 @@ testkit::RetrievalWorkload fp8_workload(RetrievalKind kind, RetrievalMetric metr
   return testkit::make_retrieval_workload(spec);
 }
 
+// The unfused path in chunks of `rows` rows (0: the default chunking).
 RetrievalOptions chunks_of(int64_t rows) {
   RetrievalOptions options;
   options.chunk_rows = rows;
+  options.path = RetrievalPath::kUnfused;
   return options;
 }
 
-// Runs `p` over `w` in one chunk and in chunks of 700 rows and checks both.
-void run_both_chunkings(const testkit::RetrievalWorkload& w, const RetrievalProblem& p) {
-  for (int64_t rows : {int64_t{0}, int64_t{700}}) {
-    SCOPED_TRACE(::testing::Message() << "chunk_rows " << rows);
+RetrievalOptions fused_path() {
+  RetrievalOptions options;
+  options.path = RetrievalPath::kFused;
+  return options;
+}
+
+// The unfused path in chunks of each of `rows`, and the fused path where it runs (a float16 or
+// bfloat16 corpus).
+std::vector<RetrievalOptions> every_path(const RetrievalProblem& p,
+                                         std::initializer_list<int64_t> rows) {
+  std::vector<RetrievalOptions> paths;
+  for (int64_t r : rows) paths.push_back(chunks_of(r));
+  if (p.corpus_format == RetrievalCorpusFormat::kSameAsQueries) paths.push_back(fused_path());
+  return paths;
+}
+
+std::string path_label(const RetrievalOptions& options) {
+  return std::string(retrieval_path_name(options.path)) + " chunk_rows " +
+         std::to_string(options.chunk_rows);
+}
+
+// Runs `p` over `w` unfused in one chunk and in chunks of 700 rows, and fused, and checks each.
+void run_every_path(const testkit::RetrievalWorkload& w, const RetrievalProblem& p) {
+  for (const RetrievalOptions& options : every_path(p, {0, 700})) {
+    SCOPED_TRACE(path_label(options));
     DeviceRetrieval device;
     ASSERT_TRUE(device.upload(w, p));
-    ASSERT_TRUE(device.run(chunks_of(rows)));
+    ASSERT_TRUE(device.run(options));
     EXPECT_TRUE(device.check());
   }
 }
@@ -184,7 +212,7 @@ TEST(RetrievalGpu, EveryWorkloadMetricAndFormatInOneAndSeveralChunks) {
           RetrievalProblem p = w.host_problem();
           p.corpus_norms = norms ? w.corpus_norms.data() : nullptr;
           p.sorted = true;
-          run_both_chunkings(w, p);
+          run_every_path(w, p);
         }
       }
     }
@@ -204,7 +232,7 @@ TEST(RetrievalGpu, BitmapAllOffAllOnAndSparse) {
       RetrievalProblem p = w.host_problem();
       p.corpus_bitmap = bitmap.data();
       p.sorted = allowed != 0.5;
-      run_both_chunkings(w, p);
+      run_every_path(w, p);
     }
   }
 }
@@ -224,10 +252,13 @@ TEST(RetrievalGpu, RangesShorterThanKWithAndWithoutBitmap) {
     p.corpus_bitmap = filtered ? bitmap.data() : nullptr;
     for (bool sorted : {false, true}) {
       p.sorted = sorted;
-      DeviceRetrieval device;
-      ASSERT_TRUE(device.upload(w, p));
-      ASSERT_TRUE(device.run(chunks_of(1024)));
-      EXPECT_TRUE(device.check()) << "bitmap " << filtered << " sorted " << sorted;
+      for (const RetrievalOptions& options : every_path(p, {1024})) {
+        DeviceRetrieval device;
+        ASSERT_TRUE(device.upload(w, p));
+        ASSERT_TRUE(device.run(options));
+        EXPECT_TRUE(device.check()) << "bitmap " << filtered << " sorted " << sorted << " "
+                                    << path_label(options);
+      }
     }
   }
 }
@@ -242,12 +273,12 @@ TEST(RetrievalGpu, KOneAndTheLargestK) {
                          20000, k);
       RetrievalProblem p = w.host_problem();
       p.sorted = true;
-      for (int64_t rows : {int64_t{0}, int64_t{9000}}) {
+      for (const RetrievalOptions& options : every_path(p, {0, 9000})) {
         DeviceRetrieval device;
         ASSERT_TRUE(device.upload(w, p));
-        ASSERT_TRUE(device.run(chunks_of(rows)));
-        EXPECT_TRUE(device.check()) << "k " << k << (fp8 ? " fp8" : " fp16") << " chunk_rows "
-                                    << rows;
+        ASSERT_TRUE(device.run(options));
+        EXPECT_TRUE(device.check()) << "k " << k << (fp8 ? " fp8 " : " fp16 ")
+                                    << path_label(options);
       }
     }
   }
@@ -257,11 +288,11 @@ TEST(RetrievalGpu, KBeyondTheCorpusPads) {
   if (!testing::gpu_available()) GTEST_SKIP() << "no CUDA device";
   const testkit::RetrievalWorkload w =
       workload(RetrievalKind::kNormal, RetrievalMetric::kL2, DType::kBFloat16, 300, 512);
-  for (int64_t rows : {int64_t{0}, int64_t{128}}) {
+  for (const RetrievalOptions& options : every_path(w.host_problem(), {0, 128})) {
     DeviceRetrieval device;
     ASSERT_TRUE(device.upload(w, w.host_problem()));
-    ASSERT_TRUE(device.run(chunks_of(rows)));
-    EXPECT_TRUE(device.check()) << "chunk_rows " << rows;
+    ASSERT_TRUE(device.run(options));
+    EXPECT_TRUE(device.check()) << path_label(options);
   }
 }
 
@@ -274,12 +305,12 @@ TEST(RetrievalGpu, NaNRowsAndQueriesAreNeverSelected) {
   for (int64_t c = 0; c < w.spec.n; c += 3) w.corpus[c * w.spec.dim + 5] = nan;
   w.queries[2 * w.spec.dim] = nan;  // query 2 scores NaN everywhere
   RetrievalProblem p = w.host_problem();
-  run_both_chunkings(w, p);
+  run_every_path(w, p);
   testkit::RetrievalWorkload f =
       fp8_workload(RetrievalKind::kNormalized, RetrievalMetric::kL2, 2000, 1500);
   for (int64_t c = 1; c < f.spec.n; c += 4) f.corpus_fp8[c * f.spec.dim + 9] = 0x7f;  // e4m3 NaN
   f.corpus_scales[6] = std::numeric_limits<float>::quiet_NaN();
-  run_both_chunkings(f, f.host_problem());
+  run_every_path(f, f.host_problem());
 }
 
 TEST(RetrievalGpu, DeterministicRunsAgree) {
@@ -301,9 +332,10 @@ TEST(RetrievalGpu, DeterministicRunsAgree) {
   ASSERT_TRUE(device.run(chunks_of(384)));
   EXPECT_TRUE(device.check());
   device.download(&first, &scores);
-  ASSERT_TRUE(device.run(chunks_of(384)));
+  ASSERT_TRUE(device.run(fused_path()));
+  EXPECT_TRUE(device.check());
   device.download(&second, &scores);
-  EXPECT_EQ(first, second);
+  EXPECT_EQ(first, second);  // both paths, and both runs, pick the same rows
   // Deterministic ties go to the smallest rows: each tied group lists its copies in order.
   for (int64_t b = 0; b < p.batch; ++b) {
     for (int64_t j = 1; j < p.k; ++j) {
@@ -389,6 +421,150 @@ TEST(RetrievalGpu, GraphCaptureReplaysOnNewQueries) {
     ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     // The host problem over the new queries and the same corpus.
+    device.host.queries = next.queries.data();
+    EXPECT_TRUE(device.check()) << "replay " << replay;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+// A workload of `batch` queries of `dim` columns over n rows.
+testkit::RetrievalWorkload shaped(RetrievalKind kind, RetrievalMetric metric, DType dtype,
+                                  int64_t batch, int64_t n, int64_t dim, int64_t k) {
+  testkit::RetrievalSpec spec = spec_of(kind, metric, dtype, n, k, 11);
+  spec.batch = batch;
+  spec.dim = dim;
+  return testkit::make_retrieval_workload(spec);
+}
+
+TEST(RetrievalGpu, FusedOverSeveralQueryBlocksSplitsAndOddDims) {
+  if (!testing::gpu_available()) GTEST_SKIP() << "no CUDA device";
+  struct Case {
+    int64_t batch, n, dim, k;
+    RetrievalMetric metric;
+    DType dtype;
+  };
+  for (const Case& c : {Case{130, 60000, 128, 256, RetrievalMetric::kInnerProduct, DType::kFloat16},
+                        Case{3, 200000, 80, 1024, RetrievalMetric::kL2, DType::kBFloat16},
+                        Case{65, 9000, 200, 64, RetrievalMetric::kCosine, DType::kFloat16},
+                        Case{1, 100000, 1024, 16, RetrievalMetric::kInnerProduct, DType::kBFloat16},
+                        Case{17, 777, 64, 8192, RetrievalMetric::kL2, DType::kFloat16}}) {
+    SCOPED_TRACE(::testing::Message() << c.batch << " x " << c.n << " d " << c.dim << " k " << c.k);
+    const testkit::RetrievalWorkload w =
+        shaped(RetrievalKind::kClustered, c.metric, c.dtype, c.batch, c.n, c.dim, c.k);
+    RetrievalProblem p = w.host_problem();
+    p.sorted = c.k != 256;
+    DeviceRetrieval device;
+    ASSERT_TRUE(device.upload(w, p));
+    RetrievalPlan plan;
+    ASSERT_TRUE(retrieval_topk_plan(device.problem(), fused_path(), &plan).is_ok());
+    EXPECT_EQ(plan.path, RetrievalPath::kFused);
+    ASSERT_TRUE(device.run(fused_path()));
+    EXPECT_TRUE(device.check());
+  }
+}
+
+TEST(RetrievalGpu, FusedListsThatFillAreCompactedExactly) {
+  if (!testing::gpu_available()) GTEST_SKIP() << "no CUDA device";
+  // Every score tied (938 tiles over 264 lists of 384 slots): each list passes its limit within
+  // three tiles and keeps its k smallest rows.
+  testkit::RetrievalWorkload tied = shaped(RetrievalKind::kNormalized, RetrievalMetric::kInnerProduct,
+                                           DType::kFloat16, 8, 120000, 64, 100);
+  for (int64_t c = 1; c < tied.spec.n; ++c) {
+    std::copy_n(&tied.corpus[0], tied.spec.dim, &tied.corpus[c * tied.spec.dim]);
+  }
+  // Rows sorted by their score for query 0 rising along the corpus: every tile beats the sample's
+  // gate, so the gate rises only through the lists.
+  testkit::RetrievalWorkload rising = shaped(RetrievalKind::kNormal, RetrievalMetric::kInnerProduct,
+                                             DType::kBFloat16, 4, 80000, 64, 2000);
+  {
+    const int64_t d = rising.spec.dim;
+    std::vector<std::pair<double, int64_t>> order(static_cast<std::size_t>(rising.spec.n));
+    for (int64_t c = 0; c < rising.spec.n; ++c) {
+      double dot = 0;
+      for (int64_t j = 0; j < d; ++j) {
+        dot += double{float_bits::f32_from_bf16_bits(rising.queries[j])} *
+               float_bits::f32_from_bf16_bits(rising.corpus[c * d + j]);
+      }
+      order[c] = {dot, c};
+    }
+    std::sort(order.begin(), order.end());
+    std::vector<uint16_t> sorted(rising.corpus.size());
+    for (int64_t c = 0; c < rising.spec.n; ++c) {
+      std::copy_n(&rising.corpus[order[c].second * d], d, &sorted[c * d]);
+    }
+    rising.corpus = sorted;
+  }
+  for (const testkit::RetrievalWorkload* w : {&tied, &rising}) {
+    for (bool deterministic : {false, true}) {
+      RetrievalProblem p = w->host_problem();
+      p.deterministic = deterministic;
+      p.sorted = true;
+      DeviceRetrieval device;
+      ASSERT_TRUE(device.upload(*w, p));
+      ASSERT_TRUE(device.run(fused_path()));
+      EXPECT_TRUE(device.check()) << (w == &tied ? "tied" : "rising") << " deterministic "
+                                  << deterministic;
+      if (!deterministic || w != &tied) continue;
+      std::vector<int32_t> indices;
+      std::vector<float> scores;
+      device.download(&indices, &scores);
+      for (int64_t b = 0; b < p.batch; ++b) {
+        for (int64_t j = 0; j < p.k; ++j) EXPECT_EQ(indices[b * p.k + j], j) << "query " << b;
+      }
+    }
+  }
+}
+
+TEST(RetrievalGpu, FusedPathRefusesAnFp8Corpus) {
+  if (!testing::gpu_available()) GTEST_SKIP() << "no CUDA device";
+  const testkit::RetrievalWorkload w =
+      fp8_workload(RetrievalKind::kNormal, RetrievalMetric::kInnerProduct, 1000, 16);
+  DeviceRetrieval device;
+  ASSERT_TRUE(device.upload(w, w.host_problem()));
+  RetrievalPlan plan;
+  const Status s = retrieval_topk_plan(device.problem(), fused_path(), &plan);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_NE(s.message().find("fp8_e4m3"), std::string::npos) << s.to_string();
+  ASSERT_TRUE(retrieval_topk_plan(device.problem(), {}, &plan).is_ok());
+  EXPECT_EQ(plan.path, RetrievalPath::kUnfused);
+}
+
+TEST(RetrievalGpu, FusedGraphCaptureReplaysOnNewQueries) {
+  if (!testing::gpu_available()) GTEST_SKIP() << "no CUDA device";
+  auto make = [](uint64_t seed) {
+    testkit::RetrievalSpec spec =
+        spec_of(RetrievalKind::kAnisotropic, RetrievalMetric::kL2, DType::kFloat16, 40000, 512, seed);
+    spec.batch = 70;
+    return testkit::make_retrieval_workload(spec);
+  };
+  const testkit::RetrievalWorkload w = make(5);
+  RetrievalProblem p = w.host_problem();
+  p.sorted = true;
+  DeviceRetrieval device;
+  ASSERT_TRUE(device.upload(w, p));
+  RetrievalPlan plan;
+  ASSERT_TRUE(retrieval_topk_plan(device.problem(), fused_path(), &plan).is_ok());
+  ASSERT_EQ(plan.path, RetrievalPath::kFused);
+  ASSERT_GT(plan.fused_sample_tiles, 0);
+  ASSERT_TRUE(device.workspace.allocate(plan.workspace_bytes).is_ok());
+  const RetrievalAddresses addresses = retrieval_addresses(device.problem());
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const Status captured = retrieval_topk_launch(plan, addresses, device.workspace.data(), stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(captured.is_ok()) << captured.to_string();
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (uint64_t replay = 0; replay < 2; ++replay) {
+    const testkit::RetrievalWorkload next = make(60 + replay);
+    ASSERT_TRUE(testkit::copy_to_device(device.queries.data(), next.queries.data(),
+                                        next.queries.size() * 2).is_ok());
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     device.host.queries = next.queries.data();
     EXPECT_TRUE(device.check()) << "replay " << replay;
   }

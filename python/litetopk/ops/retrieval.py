@@ -1,10 +1,12 @@
 """torch.ops.litetopk.retrieval_topk, retrieval_topk_out and retrieval_corpus_norms, and
 litetopk.ops.retrieval_topk / retrieval_corpus_norms / retrieval_pack_bitmap: the exact top-k
 corpus rows of each query (brute-force nearest neighbours, inner product, cosine or L2; an fp16,
-bf16 or fp8-with-row-scales corpus; optional ranges and corpus bitmap). CUDA tensors run the
-unfused GPU path (cuBLAS chunk by chunk, then select and merge); CPU tensors the CPU reference."""
+bf16 or fp8-with-row-scales corpus; optional ranges and corpus bitmap). CUDA tensors run a GPU
+path (path "auto", "unfused": cuBLAS chunk by chunk, then select and merge, or "fused": the gate
+in the GEMM's epilogue, fp16 / bf16 corpus on sm_90); CPU tensors the CPU reference."""
 import torch
 
+from .. import _problems as P
 from .. import retrieval as R
 from ._runtime import (_direct, _launch, _meta, _on, _opt, _plan_of, _ptr, _register,
                        _remember, _stream, _view, _workspace, library)
@@ -18,9 +20,11 @@ def _retrieval_problem(queries, corpus, k, metric, corpus_norms, range_starts, r
                                _opt(corpus_bitmap))
 
 
-def _retrieval_plan(problem):
+def _retrieval_plan(problem, path):
     lib = library()
-    return lib.retrieval_topk_plan(problem, lib.RetrievalOptions())
+    options = lib.RetrievalOptions()
+    options.path = P.enum_value(lib.RetrievalPath, path, "path")
+    return lib.retrieval_topk_plan(problem, options)
 
 
 def _retrieval_launch(plan, device, queries, corpus, corpus_scales, corpus_norms, range_starts,
@@ -34,7 +38,7 @@ def _retrieval_launch(plan, device, queries, corpus, corpus_scales, corpus_norms
 
 
 def _retrieval(queries, corpus, k, metric, corpus_norms, range_starts, range_ends, indices,
-               scores, sorted_, deterministic, corpus_scales, corpus_bitmap, outputs):
+               scores, sorted_, deterministic, corpus_scales, corpus_bitmap, path, outputs):
     """retrieval_topk into indices/scores; `outputs` is their part of the signature ("new" for
     outputs _retrieval_fake made)."""
     device = queries.get_device()
@@ -46,13 +50,13 @@ def _retrieval(queries, corpus, k, metric, corpus_norms, range_starts, range_end
         return
     key = ("retrieval", _meta(queries), _meta(corpus), k, metric, _meta(corpus_norms),
            _meta(range_starts), _meta(range_ends), outputs, sorted_, deterministic,
-           _meta(corpus_scales), _meta(corpus_bitmap))
+           _meta(corpus_scales), _meta(corpus_bitmap), path)
     plan = _plan_of(key)
     if plan is None:
         problem = _retrieval_problem(queries, corpus, k, metric, corpus_norms, range_starts,
                                      range_ends, indices, scores, sorted_, deterministic,
                                      corpus_scales, corpus_bitmap)
-        plan = _remember(key, _launch(device, _retrieval_plan, problem))
+        plan = _remember(key, _launch(device, _retrieval_plan, problem, path))
     _launch(device, _retrieval_launch, plan, device, queries, corpus, corpus_scales,
             corpus_norms, range_starts, range_ends, corpus_bitmap, indices, scores)
 
@@ -65,18 +69,19 @@ def _retrieval_fake(queries, corpus, k, *args, **kwargs):
 
 def _retrieval_topk(queries, corpus, k, metric="ip", corpus_norms=None, range_starts=None,
                     range_ends=None, sorted=False, deterministic=False, corpus_scales=None,
-                    corpus_bitmap=None):
+                    corpus_bitmap=None, path="auto"):
     indices, scores = _retrieval_fake(queries, corpus, k)
     _retrieval(queries, corpus, k, metric, corpus_norms, range_starts, range_ends, indices,
-               scores, sorted, deterministic, corpus_scales, corpus_bitmap, "new")
+               scores, sorted, deterministic, corpus_scales, corpus_bitmap, path, "new")
     return indices, scores
 
 
 def _retrieval_topk_out(queries, corpus, k, out_indices, out_scores=None, metric="ip",
                         corpus_norms=None, range_starts=None, range_ends=None, sorted=False,
-                        deterministic=False, corpus_scales=None, corpus_bitmap=None):
+                        deterministic=False, corpus_scales=None, corpus_bitmap=None,
+                        path="auto"):
     _retrieval(queries, corpus, k, metric, corpus_norms, range_starts, range_ends, out_indices,
-               out_scores, sorted, deterministic, corpus_scales, corpus_bitmap,
+               out_scores, sorted, deterministic, corpus_scales, corpus_bitmap, path,
                (_meta(out_indices), _meta(out_scores)))
 
 
@@ -103,13 +108,13 @@ def _corpus_norms(corpus, corpus_scales=None):
 _register("retrieval_topk(Tensor queries, Tensor corpus, int k, str metric=\"ip\", "
           "Tensor? corpus_norms=None, Tensor? range_starts=None, Tensor? range_ends=None, "
           "bool sorted=False, bool deterministic=False, Tensor? corpus_scales=None, "
-          "Tensor? corpus_bitmap=None) -> (Tensor indices, Tensor scores)",
+          "Tensor? corpus_bitmap=None, str path=\"auto\") -> (Tensor indices, Tensor scores)",
           _retrieval_topk, _retrieval_fake)
 _register("retrieval_topk_out(Tensor queries, Tensor corpus, int k, Tensor(a!) out_indices, "
           "Tensor(b!)? out_scores=None, str metric=\"ip\", Tensor? corpus_norms=None, "
           "Tensor? range_starts=None, Tensor? range_ends=None, bool sorted=False, "
-          "bool deterministic=False, Tensor? corpus_scales=None, Tensor? corpus_bitmap=None) "
-          "-> ()",
+          "bool deterministic=False, Tensor? corpus_scales=None, Tensor? corpus_bitmap=None, "
+          "str path=\"auto\") -> ()",
           _retrieval_topk_out, lambda *args, **kwargs: None)
 _register("retrieval_corpus_norms(Tensor corpus, Tensor? corpus_scales=None) -> Tensor",
           _corpus_norms, _corpus_norms_fake)
@@ -117,7 +122,7 @@ _register("retrieval_corpus_norms(Tensor corpus, Tensor? corpus_scales=None) -> 
 
 def retrieval_topk(queries, corpus, k, metric="ip", corpus_norms=None, range_starts=None,
                    range_ends=None, sorted=False, deterministic=False, out=None,
-                   corpus_scales=None, corpus_bitmap=None):
+                   corpus_scales=None, corpus_bitmap=None, path="auto"):
     """The exact top-k corpus rows of each query (torch.ops.litetopk.retrieval_topk): queries
     [B, d] contiguous float16 or bfloat16 (d 64..1024, a multiple of 16); corpus [N, d] of the
     same dtype, or torch.float8_e4m3fn (or uint8 bytes) with corpus_scales [N] float32 (row c is
@@ -127,25 +132,27 @@ def retrieval_topk(queries, corpus, k, metric="ip", corpus_norms=None, range_sta
     [ceil(N / 8)] uint8 (retrieval_pack_bitmap) or None. Returns (indices [B, k] int32 corpus
     rows, -1 padded; scores [B, k] float32, NaN padded); sorted: best first, ties by smaller row;
     deterministic: ties at the k-th score to the smallest rows. out=(indices, scores or None)
-    writes there (retrieval_topk_out) and returns out."""
+    writes there (retrieval_topk_out) and returns out. path: "auto" (the cost model), "unfused"
+    or "fused" (an fp16 / bf16 corpus on sm_90; else RuntimeError)."""
     direct = _direct(queries, corpus, corpus_norms, range_starts, range_ends, corpus_scales,
                      corpus_bitmap, *(out or ()))
     if out is None:
         op = _retrieval_topk if direct else torch.ops.litetopk.retrieval_topk
         return op(queries, corpus, k, metric, corpus_norms, range_starts, range_ends, sorted,
-                  deterministic, corpus_scales, corpus_bitmap)
+                  deterministic, corpus_scales, corpus_bitmap, path)
     op = _retrieval_topk_out if direct else torch.ops.litetopk.retrieval_topk_out
     op(queries, corpus, k, out[0], out[1], metric, corpus_norms, range_starts, range_ends,
-       sorted, deterministic, corpus_scales, corpus_bitmap)
+       sorted, deterministic, corpus_scales, corpus_bitmap, path)
     return out
 
 
 def retrieval_topk_plan(queries, corpus, k, metric="ip", corpus_norms=None, range_starts=None,
                         range_ends=None, sorted=False, deterministic=False, scores=True,
-                        corpus_scales=None, corpus_bitmap=None):
-    """What retrieval_topk does on these CUDA inputs: {"chunks", "chunk_rows": the corpus chunks
-    of the unfused path, "workspace_bytes": its workspace} (scores: whether the call writes
-    scores)."""
+                        corpus_scales=None, corpus_bitmap=None, path="auto"):
+    """What retrieval_topk does on these CUDA inputs: {"path": the path that runs, "chunks",
+    "chunk_rows": the corpus chunks of the unfused path, "fused_splits", "fused_sample_stride",
+    "fused_sample_tiles": the fused path's corpus splits and sample, "workspace_bytes"} (scores:
+    whether the call writes scores)."""
     shape = (queries.shape[0], max(k, 0))
     indices = torch.empty(shape, dtype=torch.int32, device=queries.device)
     values = torch.empty(shape, dtype=torch.float32, device=queries.device) if scores else None
@@ -153,8 +160,10 @@ def retrieval_topk_plan(queries, corpus, k, metric="ip", corpus_norms=None, rang
                                  range_ends, indices, values, sorted, deterministic,
                                  corpus_scales, corpus_bitmap)
     with _on(queries.get_device()):
-        plan = _retrieval_plan(problem)
-    return {"chunks": plan.chunks, "chunk_rows": plan.chunk_rows,
+        plan = _retrieval_plan(problem, path)
+    return {"path": plan.path.name, "chunks": plan.chunks, "chunk_rows": plan.chunk_rows,
+            "fused_splits": plan.fused_splits, "fused_sample_stride": plan.fused_sample_stride,
+            "fused_sample_tiles": plan.fused_sample_tiles,
             "workspace_bytes": plan.workspace_bytes}
 
 

@@ -58,6 +58,15 @@ Status make_row_tile_map(const void* base, uint64_t rows, uint32_t box_rows, CUt
   return encode(base, 2, dims, strides, box, map);
 }
 
+Status make_matrix_tile_map(const void* base, uint64_t rows, uint64_t row_bytes, uint32_t box_rows,
+                            CUtensorMap* map) {
+  constexpr cuuint32_t kBoxBytes = 128;
+  const cuuint64_t dims[2] = {row_bytes, rows};
+  const cuuint64_t strides[1] = {row_bytes};
+  const cuuint32_t box[2] = {kBoxBytes, box_rows};
+  return encode(base, 2, dims, strides, box, map);
+}
+
 Status make_paged_block_map(const void* base, uint64_t blocks, uint64_t block_bytes,
                             CUtensorMap* map) {
   constexpr uint64_t kRowBytes = 128;

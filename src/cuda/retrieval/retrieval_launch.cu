@@ -1,6 +1,6 @@
-// The CUDA backend of retrieval_topk, the unfused path: the corpus in chunks of plan.chunk_rows
-// rows, each scored by cuBLAS into the workspace, selected, and merged exactly into a running
-// top-k.
+// The CUDA backend of retrieval_topk: the choice of path, and the unfused path (the fused one is
+// fused_retrieval_launch.cu): the corpus in chunks of plan.chunk_rows rows, each scored by cuBLAS
+// into the workspace, selected, and merged exactly into a running top-k.
 //
 // 1. Carve the workspace: cuBLAS's, one chunk's [batch, chunk_rows] fp32 scores, an fp8 chunk
 //    widened to the queries' dtype, the corpus norms (l2 without corpus_norms) and the queries'
@@ -20,13 +20,16 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "api/format.h"
 #include "api/merge_backend.h"
 #include "api/retrieval_backend.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/workspace_carver.h"
+#include "cuda/retrieval/fused_retrieval.h"
 #include "cuda/retrieval/retrieval_kernels.h"
+#include "heuristics/retrieval_heuristics.h"
 
 namespace litetopk::detail {
 
@@ -118,9 +121,25 @@ Status select_chunk(const RetrievalPlan& plan, int64_t chunk, const Layout& layo
 
 }  // namespace
 
-Status cuda_retrieval_plan(RetrievalPlan* plan) {
+Status cuda_retrieval_plan(RetrievalPath requested, RetrievalPlan* plan) {
   if (Status status = cuda_retrieval::prepare_blas(&plan->device); !status) return status;
+  const RetrievalProblem& p = plan->problem;
+  plan->path = RetrievalPath::kUnfused;
+  if (requested != RetrievalPath::kUnfused) {
+    std::string why;
+    if (Status status = cuda_retrieval::fused_retrieval_unsupported(p, &why); !status) {
+      return status;
+    }
+    if (requested == RetrievalPath::kFused && !why.empty()) {
+      return Status(StatusCode::kUnsupported, "options.path is fused, but " + why);
+    }
+    if (why.empty() && (requested == RetrievalPath::kFused ||
+                        heuristics::retrieval_prefers_fused(p.batch, p.n, p.dim, p.k))) {
+      plan->path = RetrievalPath::kFused;
+    }
+  }
   if (plan->chunks == 0) return Status::ok();
+  if (plan->path == RetrievalPath::kFused) return cuda_retrieval::plan_fused_retrieval(plan);
   Layout layout;
   if (Status status = carve(*plan, nullptr, &layout); !status) return status;
   plan->workspace_bytes = layout.bytes;
@@ -149,6 +168,9 @@ Status cuda_retrieval_launch(const RetrievalPlan& plan, const RetrievalProblem& 
     padding.batch = p.batch;
     padding.rows = p.k;
     return cuda_retrieval::launch_chunk_adjust(p.scores, padding, stream);
+  }
+  if (plan.path == RetrievalPath::kFused) {
+    return cuda_retrieval::launch_fused_retrieval(plan, p, workspace, stream);
   }
   Layout layout;
   if (Status status = carve(plan, workspace, &layout); !status) return status;

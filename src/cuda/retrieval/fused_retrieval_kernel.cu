@@ -1,0 +1,321 @@
+// The fused retrieval path's scoring kernel (fused_retrieval.h).
+//
+// Pipeline of fused_retrieval_kernel (sm_90a, one block per SM: a producer warpgroup and two math
+// warpgroups; block (x, y) owns queries 64 y .. 64 y + 63 and the walk's tiles x, x + splits, ...;
+// a walk is every corpus tile (gate mode) or every sample_stride-th one (sample mode)):
+// 1. The producer's first thread loads the block's queries once (TMA, one 64 x 64-column slice per
+//    128-byte box, 128-byte swizzle), then streams its tiles' 128-row x 64-column slices through a
+//    ring of stages, each stage refilled once the math warpgroup that read it is done with it.
+// 2. Math warpgroup w takes the block's tiles w, w + 2, ... (so one's epilogue runs beside the
+//    other's products): per slice four wgmma m64n128k16 into 64 fp32 accumulators per thread.
+// 3. Epilogue, the unfused path's arithmetic in fp32: l2's (2 s - ||c||^2) - ||q||^2; NaN for a
+//    row past n, cleared in the bitmap or outside the query's range (clamped into [0, n]).
+// 4. Sample mode: the scores go to the sample rows. Gate mode: a score's composite (key, ~row) is
+//    kept when it is above the query's gate, appended to the warpgroup's list of the query (one
+//    shared atomic on its count per survivor; survivors are few once the gate is set).
+// 5. A barrier with an OR reduction says whether a list passed capacity - 128; each such list
+//    keeps its k best (ListTeam::keep_best) and its gate rises to their k-th: any later row at or
+//    below it is beaten by k rows of the same list, so nothing that can be in the answer is lost.
+// 6. Gate mode: the lists' lengths go to the workspace.
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/kernel_attributes.h"
+#include "cuda/common/wgmma_sm90.cuh"
+#include "cuda/indexer/candidate_list.cuh"
+#include "cuda/retrieval/fused_retrieval.h"
+#include "formats/score_keys.h"
+
+namespace litetopk::cuda_retrieval {
+namespace {
+
+constexpr int kThreads = 128 * (1 + kFusedMathGroups);
+constexpr int kSliceBytes = 128;  // one TMA box row: 64 16-bit columns
+constexpr int kQuerySliceBytes = kFusedQueryRows * kSliceBytes;
+constexpr int kStageBytes = kFusedTileRows * kSliceBytes;
+constexpr int kMaxStages = 8;
+constexpr uint32_t kProducerRegisters = 40;
+constexpr uint32_t kMathRegisters = 232;
+
+struct MathState {
+  uint64_t gate[kFusedQueryRows];
+  uint32_t count[kFusedQueryRows];
+  cuda_indexer::ListScratch scratch;
+};
+
+struct Control {
+  uint64_t full[kMaxStages];
+  uint64_t empty[kMaxStages];
+  uint64_t queries_full;
+  MathState math[kFusedMathGroups];
+};
+
+struct ScanArgs {
+  int32_t batch;
+  int32_t n;
+  int32_t slices;      // ceil(dim / 64)
+  int32_t stages;
+  int32_t splits;      // gridDim.x
+  int32_t walk_step;   // 1 (gate mode) or the sample stride, in tiles
+  int32_t walk_tiles;  // tiles in the walk
+  int32_t lanes;       // lists per query: splits x kFusedMathGroups
+  int32_t capacity;
+  int32_t k;
+  const float* corpus_norms;
+  const float* query_norms;
+  const uint8_t* bitmap;
+  const int32_t* starts;
+  const int32_t* ends;
+  float* sample_scores;
+  const uint64_t* gates;
+  uint64_t* lists;
+  uint32_t* counts;
+};
+
+int shared_bytes(int slices, int stages) {
+  return 1024 + slices * kQuerySliceBytes + stages * kStageBytes + static_cast<int>(sizeof(Control));
+}
+
+__device__ __forceinline__ bool row_allowed(const ScanArgs& a, int32_t row) {
+  if (row >= a.n) return false;
+  return a.bitmap == nullptr || ((a.bitmap[row >> 3] >> (row & 7)) & 1u) != 0;
+}
+
+// The producer's thread: queries once, then the walk's slices through the ring.
+__device__ void produce(const CUtensorMap* query_map, const CUtensorMap* corpus_map,
+                        const ScanArgs& a, unsigned char* queries, unsigned char* ring,
+                        Control& control) {
+  sm90::prefetch_tensor_map(query_map);
+  sm90::prefetch_tensor_map(corpus_map);
+  sm90::mbarrier_arrive_expect_bytes(&control.queries_full,
+                                     static_cast<uint32_t>(a.slices * kQuerySliceBytes));
+  const int32_t query_row = static_cast<int32_t>(blockIdx.y) * kFusedQueryRows;
+  for (int s = 0; s < a.slices; ++s) {
+    sm90::tma_load_2d(queries + s * kQuerySliceBytes, query_map, s * kSliceBytes, query_row,
+                      &control.queries_full);
+  }
+  uint32_t position = 0;
+  for (int32_t walk = static_cast<int32_t>(blockIdx.x); walk < a.walk_tiles; walk += a.splits) {
+    const int32_t first_row = walk * a.walk_step * kFusedTileRows;
+    for (int s = 0; s < a.slices; ++s, ++position) {
+      const uint32_t stage = position % static_cast<uint32_t>(a.stages);
+      const uint32_t round = position / static_cast<uint32_t>(a.stages);
+      if (round > 0) sm90::mbarrier_wait(&control.empty[stage], (round - 1) & 1u);
+      sm90::mbarrier_arrive_expect_bytes(&control.full[stage], kStageBytes);
+      sm90::tma_load_2d(ring + stage * kStageBytes, corpus_map, s * kSliceBytes, first_row,
+                        &control.full[stage]);
+    }
+  }
+}
+
+template <bool kBf16, bool kSample>
+__device__ void consume(const ScanArgs& a, int group, unsigned char* queries, unsigned char* ring,
+                        Control& control) {
+  MathState& state = control.math[group];
+  const int thread = static_cast<int>(threadIdx.x) - 128 * (1 + group);
+  const int warp = thread / 32;
+  const int lane = thread % 32;
+  const uint32_t barrier_id = 1 + static_cast<uint32_t>(group);
+  const int32_t query0 = static_cast<int32_t>(blockIdx.y) * kFusedQueryRows;
+  const int32_t list_lane = static_cast<int32_t>(blockIdx.x) * kFusedMathGroups + group;
+  if (thread < kFusedQueryRows) {
+    const int32_t q = query0 + thread;
+    state.count[thread] = 0;
+    // A padding query row keeps nothing (no composite is above ~0).
+    if (!kSample) state.gate[thread] = q < a.batch ? a.gates[q] : ~uint64_t{0};
+  }
+  // This thread's two query rows of the result (wgmma_sm90.cuh's layout) and their ranges.
+  const int rows[2] = {16 * warp + lane / 4, 16 * warp + lane / 4 + 8};
+  int32_t begin[2];
+  int32_t end[2];
+  float query_norm[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int32_t q = query0 + rows[h];
+    const bool real = q < a.batch;
+    int32_t b = real && a.starts != nullptr ? a.starts[q] : 0;
+    int32_t e = real ? (a.ends != nullptr ? a.ends[q] : a.n) : 0;
+    b = min(max(b, 0), a.n);
+    e = min(max(e, b), a.n);
+    begin[h] = b;
+    end[h] = e;
+    query_norm[h] = real && a.query_norms != nullptr ? a.query_norms[q] : 0.0f;
+  }
+  const uint32_t limit = static_cast<uint32_t>(a.capacity - kFusedTileRows);
+  cuda_indexer::ListTeam<4> team{state.scratch, barrier_id, thread};
+  sm90::named_barrier(barrier_id, 128);
+  sm90::mbarrier_wait(&control.queries_full, 0);
+  const uint32_t query_low = sm90::swizzled_descriptor_low(queries);
+  const uint32_t ring_low = sm90::swizzled_descriptor_low(ring);
+  int local = group;  // the block's tile number in its walk
+  for (int32_t walk = static_cast<int32_t>(blockIdx.x) + group * a.splits; walk < a.walk_tiles;
+       walk += kFusedMathGroups * a.splits, local += kFusedMathGroups) {
+    // 2.
+    float d[64];
+    uint32_t position = static_cast<uint32_t>(local * a.slices);
+    uint32_t previous = 0;
+    for (int s = 0; s < a.slices; ++s, ++position) {
+      const uint32_t stage = position % static_cast<uint32_t>(a.stages);
+      sm90::mbarrier_wait(&control.full[stage], (position / static_cast<uint32_t>(a.stages)) & 1u);
+      sm90::wgmma_fence();
+#pragma unroll
+      for (int step = 0; step < 4; ++step) {
+        const uint64_t a_desc = sm90::swizzled_descriptor(
+            query_low + static_cast<uint32_t>(s * (kQuerySliceBytes / 16) + 2 * step));
+        const uint64_t b_desc = sm90::swizzled_descriptor(
+            ring_low + stage * (kStageBytes / 16) + static_cast<uint32_t>(2 * step));
+        sm90::wgmma_m64n128k16_16bit<kBf16>(d, a_desc, b_desc, s > 0 || step > 0);
+      }
+      sm90::wgmma_commit();
+      if (s > 0) {
+        sm90::wgmma_wait<1>();
+        if (lane == 0) sm90::mbarrier_arrive(&control.empty[previous]);
+      }
+      previous = stage;
+    }
+    sm90::wgmma_wait<0>();
+    if (lane == 0) sm90::mbarrier_arrive(&control.empty[previous]);
+    sm90::fence_accumulators(d);
+    // 3.-4.
+    const int32_t tile_row = walk * a.walk_step * kFusedTileRows;
+    const uint64_t gate[2] = {kSample ? 0 : state.gate[rows[0]], kSample ? 0 : state.gate[rows[1]]};
+    bool crossed = false;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int column = 8 * j + 2 * (lane % 4) + c;
+        const int32_t row = tile_row + column;
+        const bool allowed = row_allowed(a, row);
+        const float norm = a.corpus_norms != nullptr && allowed ? a.corpus_norms[row] : 0.0f;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float score = d[4 * j + 2 * h + c];
+          if (a.query_norms != nullptr) score = (2.0f * score - norm) - query_norm[h];
+          const bool inside = allowed && row >= begin[h] && row < end[h];
+          const int32_t q = query0 + rows[h];
+          if (kSample) {
+            if (q < a.batch) {
+              const int64_t columns = int64_t{a.walk_tiles} * kFusedTileRows;
+              a.sample_scores[int64_t{q} * columns + int64_t{walk} * kFusedTileRows + column] =
+                  inside ? score : NAN;
+            }
+            continue;
+          }
+          const uint64_t composite = keys::make_composite(
+              keys::key_from_f32_bits(__float_as_uint(score), true), static_cast<uint32_t>(row));
+          if (inside && composite > gate[h]) {
+            const uint32_t at = atomicAdd(&state.count[rows[h]], 1u);
+            a.lists[(int64_t{q} * a.lanes + list_lane) * a.capacity + at] = composite;
+            crossed = crossed || at >= limit;
+          }
+        }
+      }
+    }
+    if (kSample) continue;
+    // 5.
+    if (!sm90::named_barrier_or(barrier_id, 128, crossed)) continue;
+    for (int r = 0; r < kFusedQueryRows; ++r) {
+      const uint32_t count = state.count[r];
+      if (count <= limit) continue;
+      uint64_t* list = a.lists + (int64_t{query0 + r} * a.lanes + list_lane) * a.capacity;
+      const uint64_t raised = team.keep_best(list, count, static_cast<uint32_t>(a.k));
+      if (thread == 0) {
+        state.count[r] = static_cast<uint32_t>(a.k);
+        state.gate[r] = raised > state.gate[r] ? raised : state.gate[r];
+      }
+      team.sync();
+    }
+  }
+  // 6.
+  if (kSample) return;
+  sm90::named_barrier(barrier_id, 128);
+  if (thread < kFusedQueryRows && query0 + thread < a.batch) {
+    a.counts[int64_t{query0 + thread} * a.lanes + list_lane] = state.count[thread];
+  }
+}
+
+template <bool kBf16, bool kSample>
+__global__ void __launch_bounds__(kThreads, 1)
+    fused_retrieval_kernel(const __grid_constant__ CUtensorMap query_map,
+                           const __grid_constant__ CUtensorMap corpus_map, const ScanArgs a) {
+  extern __shared__ unsigned char shared_raw[];
+  unsigned char* base = reinterpret_cast<unsigned char*>(
+      (reinterpret_cast<uintptr_t>(shared_raw) + 1023) & ~uintptr_t{1023});
+  unsigned char* queries = base;
+  unsigned char* ring = queries + a.slices * kQuerySliceBytes;
+  Control& control = *reinterpret_cast<Control*>(ring + a.stages * kStageBytes);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < a.stages; ++s) {
+      sm90::mbarrier_init(&control.full[s], 1);
+      sm90::mbarrier_init(&control.empty[s], 4);  // lane 0 of each math warp
+    }
+    sm90::mbarrier_init(&control.queries_full, 1);
+    sm90::fence_barrier_init();
+  }
+  __syncthreads();
+  const int group = static_cast<int>(threadIdx.x) / 128;
+  if (group == 0) {
+    sm90::warpgroup_registers_decrease<kProducerRegisters>();
+    if (threadIdx.x == 0) produce(&query_map, &corpus_map, a, queries, ring, control);
+    return;
+  }
+  sm90::warpgroup_registers_increase<kMathRegisters>();
+  consume<kBf16, kSample>(a, group - 1, queries, ring, control);
+}
+
+}  // namespace
+
+int fused_stage_count(int64_t dim) {
+  const int slices = static_cast<int>((dim + 63) / 64);
+  int stages = kMaxStages;
+  while (stages > 2 && shared_bytes(slices, stages) > 227 * 1024) --stages;
+  return stages;
+}
+
+Status launch_fused_scan(const RetrievalPlan& plan, const FusedScan& scan, bool sample,
+                         cudaStream_t stream) {
+  const RetrievalProblem& p = plan.problem;
+  ScanArgs a{};
+  a.batch = static_cast<int32_t>(p.batch);
+  a.n = static_cast<int32_t>(p.n);
+  a.slices = static_cast<int32_t>((p.dim + 63) / 64);
+  a.stages = static_cast<int32_t>(plan.fused_stages);
+  a.splits = static_cast<int32_t>(plan.fused_splits);
+  a.walk_step = sample ? static_cast<int32_t>(plan.fused_sample_stride) : 1;
+  a.walk_tiles = static_cast<int32_t>(sample ? plan.fused_sample_tiles
+                                             : (p.n + kFusedTileRows - 1) / kFusedTileRows);
+  a.lanes = a.splits * kFusedMathGroups;
+  a.capacity = static_cast<int32_t>(plan.fused_list_capacity);
+  a.k = static_cast<int32_t>(p.k);
+  a.corpus_norms = scan.corpus_norms;
+  a.query_norms = scan.query_norms;
+  a.bitmap = scan.bitmap;
+  a.starts = scan.starts;
+  a.ends = scan.ends;
+  a.sample_scores = scan.sample_scores;
+  a.gates = scan.gates;
+  a.lists = scan.lists;
+  a.counts = scan.counts;
+  const int smem = shared_bytes(a.slices, a.stages);
+  const dim3 grid(static_cast<unsigned>(a.splits),
+                  static_cast<unsigned>((p.batch + kFusedQueryRows - 1) / kFusedQueryRows));
+  auto run = [&](auto kernel) -> Status {
+    if (Status s = cuda_common::allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel),
+                                                            smem);
+        !s) {
+      return s;
+    }
+    kernel<<<grid, kThreads, smem, stream>>>(scan.query_map, scan.corpus_map, a);
+    LITETOPK_CUDA_TRY(cudaPeekAtLastError());
+    return Status::ok();
+  };
+  const bool bf16 = p.dtype == DType::kBFloat16;
+  if (sample) return bf16 ? run(fused_retrieval_kernel<true, true>) : run(fused_retrieval_kernel<false, true>);
+  return bf16 ? run(fused_retrieval_kernel<true, false>) : run(fused_retrieval_kernel<false, false>);
+}
+
+}  // namespace litetopk::cuda_retrieval

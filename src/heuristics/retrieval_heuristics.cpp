@@ -1,0 +1,41 @@
+// The fused retrieval path's choices from sizes (retrieval_heuristics.h).
+#include "heuristics/retrieval_heuristics.h"
+
+#include <algorithm>
+
+namespace litetopk::heuristics {
+
+FusedRetrievalShape fused_retrieval_shape(int64_t batch, int64_t n, int64_t k, int64_t sm_count) {
+  FusedRetrievalShape shape;
+  const int64_t tiles = (n + kFusedRetrievalTileRows - 1) / kFusedRetrievalTileRows;
+  const int64_t query_blocks =
+      std::max<int64_t>(1, (batch + kFusedRetrievalQueryRows - 1) / kFusedRetrievalQueryRows);
+  shape.list_capacity = (k + kFusedRetrievalListSlack + 63) / 64 * 64;
+  // One block per SM in one wave; every math warpgroup at least one tile; lists within bounds.
+  const auto list_bytes_per_split = static_cast<std::size_t>(
+      std::max<int64_t>(batch, 1) * kFusedRetrievalMathGroups * shape.list_capacity * 8);
+  const auto by_lists = static_cast<int64_t>(kFusedRetrievalListBytes / list_bytes_per_split);
+  shape.splits = std::max<int64_t>(sm_count / query_blocks, 1);
+  shape.splits = std::min({shape.splits, (tiles + 1) / 2, kFusedRetrievalMaxSplits, by_lists});
+  shape.splits = std::max<int64_t>(shape.splits, 1);
+  // The sample: at least kFusedRetrievalSampleRowsPerK * k rows, else none.
+  int64_t stride = std::min(kFusedRetrievalSampleStride,
+                            tiles * kFusedRetrievalTileRows / (kFusedRetrievalSampleRowsPerK * k));
+  if (stride >= 2) {
+    const auto row_bytes = static_cast<std::size_t>(std::max<int64_t>(batch, 1) * 4);
+    const auto max_tiles = static_cast<int64_t>(kFusedRetrievalSampleBytes / row_bytes) /
+                           kFusedRetrievalTileRows;
+    while ((tiles + stride - 1) / stride > max_tiles) ++stride;
+    shape.sample_stride = stride;
+    shape.sample_tiles = (tiles + stride - 1) / stride;
+    if (shape.sample_tiles * kFusedRetrievalTileRows < kFusedRetrievalSampleRowsPerK * k) {
+      shape.sample_stride = 0;
+      shape.sample_tiles = 0;
+    }
+  }
+  return shape;
+}
+
+bool retrieval_prefers_fused(int64_t batch, int64_t, int64_t, int64_t) { return batch <= 256; }
+
+}  // namespace litetopk::heuristics

@@ -16,7 +16,7 @@ FusedRetrievalShape fused_retrieval_shape(int64_t batch, int64_t n, int64_t k, i
       std::max<int64_t>(batch, 1) * kFusedRetrievalMathGroups * shape.list_capacity * 8);
   const auto by_lists = static_cast<int64_t>(kFusedRetrievalListBytes / list_bytes_per_split);
   shape.splits = std::max<int64_t>(sm_count / query_blocks, 1);
-  shape.splits = std::min({shape.splits, (tiles + 1) / 2, kFusedRetrievalMaxSplits, by_lists});
+  shape.splits = std::min({shape.splits, tiles / 2, kFusedRetrievalMaxSplits, by_lists});
   shape.splits = std::max<int64_t>(shape.splits, 1);
   // The sample: at least kFusedRetrievalSampleRowsPerK * k rows, else none.
   int64_t stride = std::min(kFusedRetrievalSampleStride,
@@ -33,6 +33,12 @@ FusedRetrievalShape fused_retrieval_shape(int64_t batch, int64_t n, int64_t k, i
       shape.sample_tiles = 0;
     }
   }
+  const int64_t expected = shape.sample_stride > 0 ? k * shape.sample_stride : n;
+  const auto by_pool = static_cast<int64_t>(
+      kFusedRetrievalPoolBytes / (static_cast<std::size_t>(std::max<int64_t>(batch, 1)) * 8));
+  shape.pool_capacity =
+      std::max(2 * k, std::min({kFusedRetrievalPoolMargin * expected, n, by_pool}));
+  shape.pool_capacity = (shape.pool_capacity + 63) / 64 * 64;
   return shape;
 }
 

@@ -21,10 +21,15 @@ constexpr int64_t kFusedRetrievalSampleStride = 16;
 constexpr int64_t kFusedRetrievalSampleRowsPerK = 4;
 constexpr std::size_t kFusedRetrievalSampleBytes = std::size_t{256} << 20;
 constexpr std::size_t kFusedRetrievalListBytes = std::size_t{1} << 30;
+// The pool, where each query's lists end up, holds 4 x the expected survivors (k x the sample
+// stride; every row without a sample), at least 2 k, within 512 MiB over the batch.
+constexpr int64_t kFusedRetrievalPoolMargin = 4;
+constexpr std::size_t kFusedRetrievalPoolBytes = std::size_t{512} << 20;
 
 struct FusedRetrievalShape {
   int64_t splits = 0;         // blocks per 64-query block, each its share of the corpus tiles
   int64_t list_capacity = 0;  // slots per (query, block, math warpgroup) list
+  int64_t pool_capacity = 0;  // slots per query in the pool
   int64_t sample_stride = 0;  // tiles; 0: no sample (every non-NaN score passes the first gate)
   int64_t sample_tiles = 0;
 };

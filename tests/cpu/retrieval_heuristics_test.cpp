@@ -19,7 +19,7 @@ TEST(RetrievalHeuristics, OneQueryBlockTakesEverySm) {
 }
 
 TEST(RetrievalHeuristics, ManyQueryBlocksShareTheSms) {
-  const FusedRetrievalShape s = fused_retrieval_shape(1024, 1000000, 1024, 132);
+  const FusedRetrievalShape s = fused_retrieval_shape(1024, 2000000, 1024, 132);
   EXPECT_EQ(s.splits, 132 / 16);
   // The sample's [1024, rows] fp32 scores stay within their bound: a wider stride.
   EXPECT_LE(static_cast<std::size_t>(s.sample_tiles * kFusedRetrievalTileRows) * 1024 * 4,

@@ -22,7 +22,8 @@ constexpr int kFusedTileRows = static_cast<int>(heuristics::kFusedRetrievalTileR
 constexpr int kFusedQueryRows = static_cast<int>(heuristics::kFusedRetrievalQueryRows);
 constexpr int kFusedMathGroups = static_cast<int>(heuristics::kFusedRetrievalMathGroups);
 
-// Ring stages of the scan for rows of `dim` columns (as many as shared memory holds, at most 8).
+// Stages of each math warpgroup's ring for rows of `dim` columns (as many as shared memory
+// holds, from 2 to 4).
 int fused_stage_count(int64_t dim);
 
 // Why the fused path cannot run `p` on the current device (a float16 or bfloat16 corpus on
@@ -48,8 +49,11 @@ struct FusedScan {
   float* sample_scores = nullptr;  // [batch, sample_tiles * 128]
   uint64_t* gates = nullptr;       // [batch] composite gates: a row is kept when above
   uint64_t* lists = nullptr;       // [batch, lanes, capacity] composites
-  uint32_t* counts = nullptr;      // [batch, lanes]
+  uint32_t* counts = nullptr;      // [batch, lanes]: what is left in each list after the scan
+  uint64_t* pool = nullptr;        // [batch, pool_capacity] composites
+  uint32_t* pool_counts = nullptr;  // [batch]: slots taken, | kFusedPoolFull once a list did not fit
 };
+constexpr uint32_t kFusedPoolFull = 1u << 31;
 
 // The scoring kernel over the sample tiles (sample = true: their scores into sample_scores) or
 // over every tile (the gate and the lists).
@@ -58,14 +62,13 @@ Status launch_fused_scan(const RetrievalPlan& plan, const FusedScan& scan, bool 
 
 // gates[b] from the k best sample scores of query b (values [batch, k], NaN padded): the k-th
 // one's key (any row scoring at least as well is kept), or every non-NaN score when the sample
-// has fewer than k; with no sample (values null) every non-NaN score.
+// has fewer than k; with no sample (values null) every non-NaN score. And an empty pool.
 Status launch_fused_gates(const float* values, int64_t batch, int64_t k, uint64_t* gates,
-                          cudaStream_t stream);
+                          uint32_t* pool_counts, cudaStream_t stream);
 
-// Per query: its lanes' lists packed into lane 0's place, then their k best written as indices
+// Per query: the k best of its pool (and of the lists that did not fit it), written as indices
 // and scores (or, when composites is not null, as composites for the sort).
-Status launch_fused_select(const RetrievalPlan& plan, uint64_t* lists, const uint32_t* counts,
-                           int32_t* indices, float* scores, uint64_t* composites,
-                           cudaStream_t stream);
+Status launch_fused_select(const RetrievalPlan& plan, const FusedScan& scan, int32_t* indices,
+                           float* scores, uint64_t* composites, cudaStream_t stream);
 
 }  // namespace litetopk::cuda_retrieval

@@ -4,8 +4,8 @@
 // warpgroups; block (x, y) owns queries 64 y .. 64 y + 63 and the walk's tiles x, x + splits, ...;
 // a walk is every corpus tile (gate mode) or every sample_stride-th one (sample mode)):
 // 1. The producer's first thread loads the block's queries once (TMA, one 64 x 64-column slice per
-//    128-byte box, 128-byte swizzle), then streams its tiles' 128-row x 64-column slices through a
-//    ring of stages, each stage refilled once the math warpgroup that read it is done with it.
+//    128-byte box, 128-byte swizzle). Lane 0 of producer warp w streams the 128-row x 64-column
+//    slices of math warpgroup w's tiles through ring w, each stage refilled once w has read it.
 // 2. Math warpgroup w takes the block's tiles w, w + 2, ... (so one's epilogue runs beside the
 //    other's products): per slice four wgmma m64n128k16 into 64 fp32 accumulators per thread.
 // 3. Epilogue, the unfused path's arithmetic in fp32: l2's (2 s - ||c||^2) - ||q||^2; NaN for a
@@ -16,7 +16,9 @@
 // 5. A barrier with an OR reduction says whether a list passed capacity - 128; each such list
 //    keeps its k best (ListTeam::keep_best) and its gate rises to their k-th: any later row at or
 //    below it is beaten by k rows of the same list, so nothing that can be in the answer is lost.
-// 6. Gate mode: the lists' lengths go to the workspace.
+// 6. Gate mode: each list moves to the end of its query's pool (a compare-and-swap reserves its
+//    slots); a list that does not fit stays and marks the pool full, and what is left of each
+//    list goes to the workspace.
 #include <cuda_runtime_api.h>
 
 #include <cmath>
@@ -36,7 +38,7 @@ constexpr int kThreads = 128 * (1 + kFusedMathGroups);
 constexpr int kSliceBytes = 128;  // one TMA box row: 64 16-bit columns
 constexpr int kQuerySliceBytes = kFusedQueryRows * kSliceBytes;
 constexpr int kStageBytes = kFusedTileRows * kSliceBytes;
-constexpr int kMaxStages = 8;
+constexpr int kMaxStages = 4;  // per ring
 constexpr uint32_t kProducerRegisters = 40;
 constexpr uint32_t kMathRegisters = 232;
 
@@ -47,8 +49,8 @@ struct MathState {
 };
 
 struct Control {
-  uint64_t full[kMaxStages];
-  uint64_t empty[kMaxStages];
+  uint64_t full[kFusedMathGroups][kMaxStages];
+  uint64_t empty[kFusedMathGroups][kMaxStages];
   uint64_t queries_full;
   MathState math[kFusedMathGroups];
 };
@@ -57,7 +59,7 @@ struct ScanArgs {
   int32_t batch;
   int32_t n;
   int32_t slices;      // ceil(dim / 64)
-  int32_t stages;
+  int32_t stages;      // per ring
   int32_t splits;      // gridDim.x
   int32_t walk_step;   // 1 (gate mode) or the sample stride, in tiles
   int32_t walk_tiles;  // tiles in the walk
@@ -73,10 +75,14 @@ struct ScanArgs {
   const uint64_t* gates;
   uint64_t* lists;
   uint32_t* counts;
+  uint64_t* pool;
+  uint32_t* pool_counts;
+  int32_t pool_capacity;
 };
 
 int shared_bytes(int slices, int stages) {
-  return 1024 + slices * kQuerySliceBytes + stages * kStageBytes + static_cast<int>(sizeof(Control));
+  return 1024 + slices * kQuerySliceBytes + kFusedMathGroups * stages * kStageBytes +
+         static_cast<int>(sizeof(Control));
 }
 
 __device__ __forceinline__ bool row_allowed(const ScanArgs& a, int32_t row) {
@@ -84,12 +90,10 @@ __device__ __forceinline__ bool row_allowed(const ScanArgs& a, int32_t row) {
   return a.bitmap == nullptr || ((a.bitmap[row >> 3] >> (row & 7)) & 1u) != 0;
 }
 
-// The producer's thread: queries once, then the walk's slices through the ring.
-__device__ void produce(const CUtensorMap* query_map, const CUtensorMap* corpus_map,
-                        const ScanArgs& a, unsigned char* queries, unsigned char* ring,
-                        Control& control) {
+// The queries, once (the producer's first thread).
+__device__ void load_queries(const CUtensorMap* query_map, const ScanArgs& a,
+                             unsigned char* queries, Control& control) {
   sm90::prefetch_tensor_map(query_map);
-  sm90::prefetch_tensor_map(corpus_map);
   sm90::mbarrier_arrive_expect_bytes(&control.queries_full,
                                      static_cast<uint32_t>(a.slices * kQuerySliceBytes));
   const int32_t query_row = static_cast<int32_t>(blockIdx.y) * kFusedQueryRows;
@@ -97,16 +101,23 @@ __device__ void produce(const CUtensorMap* query_map, const CUtensorMap* corpus_
     sm90::tma_load_2d(queries + s * kQuerySliceBytes, query_map, s * kSliceBytes, query_row,
                       &control.queries_full);
   }
+}
+
+// Math warpgroup `group`'s tiles through its ring (lane 0 of producer warp `group`).
+__device__ void produce(const CUtensorMap* corpus_map, const ScanArgs& a, int group,
+                        unsigned char* ring, Control& control) {
+  sm90::prefetch_tensor_map(corpus_map);
   uint32_t position = 0;
-  for (int32_t walk = static_cast<int32_t>(blockIdx.x); walk < a.walk_tiles; walk += a.splits) {
+  for (int32_t walk = static_cast<int32_t>(blockIdx.x) + group * a.splits; walk < a.walk_tiles;
+       walk += kFusedMathGroups * a.splits) {
     const int32_t first_row = walk * a.walk_step * kFusedTileRows;
     for (int s = 0; s < a.slices; ++s, ++position) {
       const uint32_t stage = position % static_cast<uint32_t>(a.stages);
       const uint32_t round = position / static_cast<uint32_t>(a.stages);
-      if (round > 0) sm90::mbarrier_wait(&control.empty[stage], (round - 1) & 1u);
-      sm90::mbarrier_arrive_expect_bytes(&control.full[stage], kStageBytes);
+      if (round > 0) sm90::mbarrier_wait(&control.empty[group][stage], (round - 1) & 1u);
+      sm90::mbarrier_arrive_expect_bytes(&control.full[group][stage], kStageBytes);
       sm90::tma_load_2d(ring + stage * kStageBytes, corpus_map, s * kSliceBytes, first_row,
-                        &control.full[stage]);
+                        &control.full[group][stage]);
     }
   }
 }
@@ -150,16 +161,16 @@ __device__ void consume(const ScanArgs& a, int group, unsigned char* queries, un
   sm90::mbarrier_wait(&control.queries_full, 0);
   const uint32_t query_low = sm90::swizzled_descriptor_low(queries);
   const uint32_t ring_low = sm90::swizzled_descriptor_low(ring);
-  int local = group;  // the block's tile number in its walk
+  uint32_t position = 0;  // in this warpgroup's ring
   for (int32_t walk = static_cast<int32_t>(blockIdx.x) + group * a.splits; walk < a.walk_tiles;
-       walk += kFusedMathGroups * a.splits, local += kFusedMathGroups) {
+       walk += kFusedMathGroups * a.splits) {
     // 2.
     float d[64];
-    uint32_t position = static_cast<uint32_t>(local * a.slices);
     uint32_t previous = 0;
     for (int s = 0; s < a.slices; ++s, ++position) {
       const uint32_t stage = position % static_cast<uint32_t>(a.stages);
-      sm90::mbarrier_wait(&control.full[stage], (position / static_cast<uint32_t>(a.stages)) & 1u);
+      sm90::mbarrier_wait(&control.full[group][stage],
+                          (position / static_cast<uint32_t>(a.stages)) & 1u);
       sm90::wgmma_fence();
 #pragma unroll
       for (int step = 0; step < 4; ++step) {
@@ -172,12 +183,12 @@ __device__ void consume(const ScanArgs& a, int group, unsigned char* queries, un
       sm90::wgmma_commit();
       if (s > 0) {
         sm90::wgmma_wait<1>();
-        if (lane == 0) sm90::mbarrier_arrive(&control.empty[previous]);
+        if (lane == 0) sm90::mbarrier_arrive(&control.empty[group][previous]);
       }
       previous = stage;
     }
     sm90::wgmma_wait<0>();
-    if (lane == 0) sm90::mbarrier_arrive(&control.empty[previous]);
+    if (lane == 0) sm90::mbarrier_arrive(&control.empty[group][previous]);
     sm90::fence_accumulators(d);
     // 3.-4.
     const int32_t tile_row = walk * a.walk_step * kFusedTileRows;
@@ -230,12 +241,41 @@ __device__ void consume(const ScanArgs& a, int group, unsigned char* queries, un
       team.sync();
     }
   }
-  // 6.
+  // 6. Lanes 0-15 of warp w reserve the pool slots of rows 16 w .. 16 w + 15, then the warp moves
+  // them one after the other.
   if (kSample) return;
   sm90::named_barrier(barrier_id, 128);
-  if (thread < kFusedQueryRows && query0 + thread < a.batch) {
-    a.counts[int64_t{query0 + thread} * a.lanes + list_lane] = state.count[thread];
+  const int own = 16 * warp + lane % 16;
+  const int32_t own_query = query0 + own;
+  const bool reserves = lane < 16 && own_query < a.batch;
+  const auto pool_capacity = static_cast<uint32_t>(a.pool_capacity);
+  const uint32_t count = reserves ? state.count[own] : 0u;
+  uint32_t base = 0;
+  bool moved = count == 0;
+  if (count > 0) {
+    uint32_t* taken = &a.pool_counts[own_query];
+    for (uint32_t seen = atomicOr(taken, 0u);
+         (seen & kFusedPoolFull) == 0 && seen + count <= pool_capacity;) {
+      const uint32_t prior = atomicCAS(taken, seen, seen + count);
+      if (prior == seen) {
+        base = seen;
+        moved = true;
+        break;
+      }
+      seen = prior;
+    }
+    if (!moved) atomicOr(taken, kFusedPoolFull);
   }
+  for (int j = 0; j < 16; ++j) {
+    const uint32_t c = __shfl_sync(0xffffffffu, moved ? count : 0u, j);
+    const uint32_t at = __shfl_sync(0xffffffffu, base, j);
+    if (c == 0) continue;
+    const int64_t q = query0 + 16 * warp + j;
+    const uint64_t* from = a.lists + (q * a.lanes + list_lane) * a.capacity;
+    uint64_t* to = a.pool + q * a.pool_capacity + at;
+    for (uint32_t i = static_cast<uint32_t>(lane); i < c; i += 32) to[i] = from[i];
+  }
+  if (reserves) a.counts[int64_t{own_query} * a.lanes + list_lane] = moved ? 0u : count;
 }
 
 template <bool kBf16, bool kSample>
@@ -247,11 +287,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       (reinterpret_cast<uintptr_t>(shared_raw) + 1023) & ~uintptr_t{1023});
   unsigned char* queries = base;
   unsigned char* ring = queries + a.slices * kQuerySliceBytes;
-  Control& control = *reinterpret_cast<Control*>(ring + a.stages * kStageBytes);
+  Control& control =
+      *reinterpret_cast<Control*>(ring + kFusedMathGroups * a.stages * kStageBytes);
   if (threadIdx.x == 0) {
-    for (int s = 0; s < a.stages; ++s) {
-      sm90::mbarrier_init(&control.full[s], 1);
-      sm90::mbarrier_init(&control.empty[s], 4);  // lane 0 of each math warp
+    for (int g = 0; g < kFusedMathGroups; ++g) {
+      for (int s = 0; s < a.stages; ++s) {
+        sm90::mbarrier_init(&control.full[g][s], 1);
+        sm90::mbarrier_init(&control.empty[g][s], 4);  // lane 0 of each math warp
+      }
     }
     sm90::mbarrier_init(&control.queries_full, 1);
     sm90::fence_barrier_init();
@@ -260,11 +303,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int group = static_cast<int>(threadIdx.x) / 128;
   if (group == 0) {
     sm90::warpgroup_registers_decrease<kProducerRegisters>();
-    if (threadIdx.x == 0) produce(&query_map, &corpus_map, a, queries, ring, control);
+    const int warp = static_cast<int>(threadIdx.x) / 32;
+    if (threadIdx.x == 0) load_queries(&query_map, a, queries, control);
+    if (warp < kFusedMathGroups && threadIdx.x % 32 == 0) {
+      produce(&corpus_map, a, warp, ring + warp * a.stages * kStageBytes, control);
+    }
     return;
   }
   sm90::warpgroup_registers_increase<kMathRegisters>();
-  consume<kBf16, kSample>(a, group - 1, queries, ring, control);
+  const int math = group - 1;
+  consume<kBf16, kSample>(a, math, queries, ring + math * a.stages * kStageBytes, control);
 }
 
 }  // namespace
@@ -300,6 +348,9 @@ Status launch_fused_scan(const RetrievalPlan& plan, const FusedScan& scan, bool 
   a.gates = scan.gates;
   a.lists = scan.lists;
   a.counts = scan.counts;
+  a.pool = scan.pool;
+  a.pool_counts = scan.pool_counts;
+  a.pool_capacity = static_cast<int32_t>(plan.fused_pool_capacity);
   const int smem = shared_bytes(a.slices, a.stages);
   const dim3 grid(static_cast<unsigned>(a.splits),
                   static_cast<unsigned>((p.batch + kFusedQueryRows - 1) / kFusedQueryRows));

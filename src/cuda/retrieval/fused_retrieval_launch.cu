@@ -5,8 +5,9 @@
 //    (the same arithmetic as the scan, so the gates hold for the scan's own scores), select_topk
 //    takes each query's k best.
 // 3. fused_gates_kernel: the gates (the sample's k-th key, or every non-NaN score).
-// 4. fused_retrieval_kernel over every tile: the gate in the epilogue, survivors into the lists.
-// 5. fused_select_kernel: per query the k best of its lists, into the outputs, or (sorted) into
+// 4. fused_retrieval_kernel over every tile: the gate in the epilogue, survivors into the lists,
+//    the lists into the queries' pools.
+// 5. fused_select_kernel: per query the k best of its pool, into the outputs, or (sorted) into
 //    composites that sort_selected sorts best first and decodes.
 #include <cuda_runtime_api.h>
 
@@ -35,6 +36,8 @@ struct Layout {
   uint64_t* gates = nullptr;
   uint64_t* lists = nullptr;
   uint32_t* counts = nullptr;
+  uint64_t* pool = nullptr;
+  uint32_t* pool_counts = nullptr;
   cuda_select::SortWorkspace sort{};
   std::size_t bytes = 0;
 };
@@ -74,6 +77,9 @@ Status carve(const RetrievalPlan& plan, void* base, Layout* layout) {
   layout->lists =
       carver.take<uint64_t>(batch * lanes * static_cast<std::size_t>(plan.fused_list_capacity));
   layout->counts = carver.take<uint32_t>(batch * lanes);
+  layout->pool =
+      carver.take<uint64_t>(batch * static_cast<std::size_t>(plan.fused_pool_capacity));
+  layout->pool_counts = carver.take<uint32_t>(batch);
   if (p.sorted) {
     if (Status s = cuda_select::carve_sort(carver, sort_problem(p), &layout->sort); !s) return s;
   }
@@ -108,6 +114,7 @@ Status plan_fused_retrieval(RetrievalPlan* plan) {
       heuristics::fused_retrieval_shape(p.batch, p.n, p.k, device.sm_count);
   plan->fused_splits = shape.splits;
   plan->fused_list_capacity = shape.list_capacity;
+  plan->fused_pool_capacity = shape.pool_capacity;
   plan->fused_stages = fused_stage_count(p.dim);
   plan->fused_sample_stride = shape.sample_stride;
   plan->fused_sample_tiles = shape.sample_tiles;
@@ -179,20 +186,20 @@ Status launch_fused_retrieval(const RetrievalPlan& plan, const RetrievalProblem&
     }
   }
   // 3.-4.
-  if (Status s = launch_fused_gates(layout.sample_values, p.batch, p.k, layout.gates, stream); !s) {
+  if (Status s = launch_fused_gates(layout.sample_values, p.batch, p.k, layout.gates,
+                                   layout.pool_counts, stream);
+      !s) {
     return s;
   }
   scan.gates = layout.gates;
   scan.lists = layout.lists;
   scan.counts = layout.counts;
+  scan.pool = layout.pool;
+  scan.pool_counts = layout.pool_counts;
   if (Status s = launch_fused_scan(plan, scan, /*sample=*/false, stream); !s) return s;
   // 5.
-  if (!p.sorted) {
-    return launch_fused_select(plan, layout.lists, layout.counts, p.indices, p.scores, nullptr,
-                               stream);
-  }
-  if (Status s = launch_fused_select(plan, layout.lists, layout.counts, nullptr, nullptr,
-                                     layout.sort.composites, stream);
+  if (!p.sorted) return launch_fused_select(plan, scan, p.indices, p.scores, nullptr, stream);
+  if (Status s = launch_fused_select(plan, scan, nullptr, nullptr, layout.sort.composites, stream);
       !s) {
     return s;
   }

@@ -1,12 +1,12 @@
 // The fused retrieval path's small kernels around the scan (fused_retrieval.h).
 //
 // fused_gates_kernel (one warp per query): the gate is the smallest key among the sample's k best
-// values (a NaN among them, or no sample: every non-NaN score is kept).
+// values (a NaN among them, or no sample: every non-NaN score is kept); the pool is emptied.
 //
 // Pipeline of fused_select_kernel (one block of 128 threads per query):
-// 1. The query's lane lists are packed into one run at the start of its first list, lane after
-//    lane (ListTeam::for_each_kept keeping all: each batch is read before it is written, and a
-//    list moves only towards the start).
+// 1. A pool that took every list holds all the query's candidates. A full one (rare: ties, a
+//    gate far below the k-th score) takes the lists that did not fit, lane after lane, keeping
+//    its k best (ListTeam::keep_best) whenever it fills up.
 // 2. More than k candidates: ListTeam::find_boundary (a radix descent over the composites) and
 //    for_each_kept write the k best; else all of them. The slots after them are padding (-1 and
 //    NaN, or composite 0 for the sort).
@@ -25,10 +25,10 @@ namespace {
 
 constexpr int kGateThreads = 256;
 constexpr int kSelectThreads = 128;
-constexpr int kMaxLanes = 1024;
 
 __global__ void __launch_bounds__(kGateThreads)
-    fused_gates_kernel(const float* values, int64_t batch, int64_t k, uint64_t* gates) {
+    fused_gates_kernel(const float* values, int64_t batch, int64_t k, uint64_t* gates,
+                       uint32_t* pool_counts) {
   const int64_t query = (int64_t{blockIdx.x} * kGateThreads + threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
   if (query >= batch) return;
@@ -40,14 +40,20 @@ __global__ void __launch_bounds__(kGateThreads)
     }
   }
   smallest = __reduce_min_sync(0xffffffffu, smallest);
-  if (lane == 0) gates[query] = (uint64_t{max(smallest, 1u)} << 32) - 1;
+  if (lane == 0) {
+    gates[query] = (uint64_t{max(smallest, 1u)} << 32) - 1;
+    pool_counts[query] = 0;
+  }
 }
 
 struct SelectArgs {
-  uint64_t* lists;
+  const uint64_t* lists;
   const uint32_t* counts;
+  uint64_t* pool;
+  const uint32_t* pool_counts;
   int32_t lanes;
   int32_t capacity;
+  int32_t pool_capacity;
   int32_t k;
   int32_t* indices;
   float* scores;
@@ -70,38 +76,38 @@ __device__ __forceinline__ void write_slot(const SelectArgs& a, int64_t at, uint
 __global__ void __launch_bounds__(kSelectThreads) fused_select_kernel(const SelectArgs a) {
   using Team = cuda_indexer::ListTeam<kSelectThreads / 32>;
   __shared__ cuda_indexer::ListScratch scratch;
-  __shared__ uint32_t lane_counts[kMaxLanes];
   const int64_t query = blockIdx.x;
   const int thread = static_cast<int>(threadIdx.x);
   Team team{scratch, 1, thread};
-  for (int l = thread; l < a.lanes; l += kSelectThreads) {
-    lane_counts[l] = a.counts[query * a.lanes + l];
-  }
-  team.sync();
-  // 1.
-  uint64_t* list = a.lists + query * a.lanes * a.capacity;
+  const auto k = static_cast<uint32_t>(a.k);
+  const auto pool_capacity = static_cast<uint32_t>(a.pool_capacity);
+  uint64_t* pool = a.pool + query * a.pool_capacity;
   const typename Team::Boundary keep_all{0, 0};
-  uint32_t total = 0;
-  for (int l = 0; l < a.lanes; ++l) {
-    const uint32_t count = lane_counts[l];
-    if (count == 0) continue;
-    if (l == 0) {
-      total = count;
-      continue;
+  // 1.
+  uint32_t total = a.pool_counts[query];
+  if ((total & kFusedPoolFull) != 0) {
+    total &= ~kFusedPoolFull;
+    for (int l = 0; l < a.lanes; ++l) {
+      const uint32_t count = a.counts[query * a.lanes + l];
+      const uint64_t* list = a.lists + (query * a.lanes + l) * a.capacity;
+      for (uint32_t done = 0; done < count;) {
+        if (total == pool_capacity) {
+          team.keep_best(pool, total, k);
+          total = k;
+        }
+        const uint32_t take = min(count - done, pool_capacity - total);
+        total = team.for_each_kept(list + done, take, keep_all, total,
+                                   [pool](uint32_t position, uint64_t c) { pool[position] = c; });
+        done += take;
+      }
     }
-    total = team.for_each_kept(list + int64_t{l} * a.capacity, count, keep_all, total,
-                               [list](uint32_t position, uint64_t c) { list[position] = c; });
   }
   // 2.
-  const auto k = static_cast<uint32_t>(a.k);
   const int64_t out = query * a.k;
   auto write = [&a, out](uint32_t position, uint64_t c) { write_slot(a, out + position, c); };
-  uint32_t written = 0;
-  if (total > k) {
-    written = team.for_each_kept(list, total, team.find_boundary(list, total, k), 0, write);
-  } else {
-    written = team.for_each_kept(list, total, keep_all, 0, write);
-  }
+  const uint32_t written =
+      team.for_each_kept(pool, total, total > k ? team.find_boundary(pool, total, k) : keep_all,
+                         0, write);
   for (uint32_t slot = written + static_cast<uint32_t>(thread); slot < k; slot += kSelectThreads) {
     write_slot(a, out + slot, keys::kEmptyComposite);
   }
@@ -110,25 +116,23 @@ __global__ void __launch_bounds__(kSelectThreads) fused_select_kernel(const Sele
 }  // namespace
 
 Status launch_fused_gates(const float* values, int64_t batch, int64_t k, uint64_t* gates,
-                          cudaStream_t stream) {
+                          uint32_t* pool_counts, cudaStream_t stream) {
   const int64_t blocks = (batch * 32 + kGateThreads - 1) / kGateThreads;
-  fused_gates_kernel<<<static_cast<unsigned>(blocks), kGateThreads, 0, stream>>>(values, batch, k,
-                                                                              gates);
+  fused_gates_kernel<<<static_cast<unsigned>(blocks), kGateThreads, 0, stream>>>(
+      values, batch, k, gates, pool_counts);
   LITETOPK_CUDA_TRY(cudaPeekAtLastError());
   return Status::ok();
 }
 
-Status launch_fused_select(const RetrievalPlan& plan, uint64_t* lists, const uint32_t* counts,
-                           int32_t* indices, float* scores, uint64_t* composites,
-                           cudaStream_t stream) {
-  const int64_t lanes = plan.fused_splits * kFusedMathGroups;
-  if (lanes > kMaxLanes) {
-    return Status(StatusCode::kInternal, "fused retrieval plans at most 1024 lanes");
-  }
-  const SelectArgs a{lists,
-                     counts,
-                     static_cast<int32_t>(lanes),
+Status launch_fused_select(const RetrievalPlan& plan, const FusedScan& scan, int32_t* indices,
+                           float* scores, uint64_t* composites, cudaStream_t stream) {
+  const SelectArgs a{scan.lists,
+                     scan.counts,
+                     scan.pool,
+                     scan.pool_counts,
+                     static_cast<int32_t>(plan.fused_splits * kFusedMathGroups),
                      static_cast<int32_t>(plan.fused_list_capacity),
+                     static_cast<int32_t>(plan.fused_pool_capacity),
                      static_cast<int32_t>(plan.problem.k),
                      indices,
                      scores,

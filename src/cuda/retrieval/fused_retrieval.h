@@ -51,9 +51,8 @@ struct FusedScan {
   uint64_t* lists = nullptr;       // [batch, lanes, capacity] composites
   uint32_t* counts = nullptr;      // [batch, lanes]: what is left in each list after the scan
   uint64_t* pool = nullptr;        // [batch, pool_capacity] composites
-  uint32_t* pool_counts = nullptr;  // [batch]: slots taken, | kFusedPoolFull once a list did not fit
+  uint32_t* pool_counts = nullptr;  // [batch]: slots reserved (past the capacity: the pool is full)
 };
-constexpr uint32_t kFusedPoolFull = 1u << 31;
 
 // The scoring kernel over the sample tiles (sample = true: their scores into sample_scores) or
 // over every tile (the gate and the lists).

@@ -16,9 +16,9 @@
 // 5. A barrier with an OR reduction says whether a list passed capacity - 128; each such list
 //    keeps its k best (ListTeam::keep_best) and its gate rises to their k-th: any later row at or
 //    below it is beaten by k rows of the same list, so nothing that can be in the answer is lost.
-// 6. Gate mode: each list moves to the end of its query's pool (a compare-and-swap reserves its
-//    slots); a list that does not fit stays and marks the pool full, and what is left of each
-//    list goes to the workspace.
+// 6. Gate mode: each list moves to the end of its query's pool (one global atomic reserves its
+//    slots); what does not fit stays at the start of the list, and how much that is goes to the
+//    workspace.
 #include <cuda_runtime_api.h>
 
 #include <cmath>
@@ -251,31 +251,29 @@ __device__ void consume(const ScanArgs& a, int group, unsigned char* queries, un
   const auto pool_capacity = static_cast<uint32_t>(a.pool_capacity);
   const uint32_t count = reserves ? state.count[own] : 0u;
   uint32_t base = 0;
-  bool moved = count == 0;
+  uint32_t fit = 0;  // how many of the list's first entries the reservation holds
   if (count > 0) {
-    uint32_t* taken = &a.pool_counts[own_query];
-    for (uint32_t seen = atomicOr(taken, 0u);
-         (seen & kFusedPoolFull) == 0 && seen + count <= pool_capacity;) {
-      const uint32_t prior = atomicCAS(taken, seen, seen + count);
-      if (prior == seen) {
-        base = seen;
-        moved = true;
-        break;
-      }
-      seen = prior;
-    }
-    if (!moved) atomicOr(taken, kFusedPoolFull);
+    base = atomicAdd(&a.pool_counts[own_query], count);
+    fit = base >= pool_capacity ? 0u : min(count, pool_capacity - base);
   }
   for (int j = 0; j < 16; ++j) {
-    const uint32_t c = __shfl_sync(0xffffffffu, moved ? count : 0u, j);
+    const uint32_t c = __shfl_sync(0xffffffffu, count, j);
+    const uint32_t moved = __shfl_sync(0xffffffffu, fit, j);
     const uint32_t at = __shfl_sync(0xffffffffu, base, j);
     if (c == 0) continue;
     const int64_t q = query0 + 16 * warp + j;
-    const uint64_t* from = a.lists + (q * a.lanes + list_lane) * a.capacity;
+    uint64_t* list = a.lists + (q * a.lanes + list_lane) * a.capacity;
     uint64_t* to = a.pool + q * a.pool_capacity + at;
-    for (uint32_t i = static_cast<uint32_t>(lane); i < c; i += 32) to[i] = from[i];
+    for (uint32_t i = static_cast<uint32_t>(lane); i < moved; i += 32) to[i] = list[i];
+    // What did not fit moves to the list's start, 32 entries at a time (read, then written).
+    for (uint32_t first = moved; moved > 0 && first < c; first += 32) {
+      const uint32_t i = first + static_cast<uint32_t>(lane);
+      const uint64_t entry = i < c ? list[i] : 0;
+      __syncwarp();
+      if (i < c) list[i - moved] = entry;
+    }
   }
-  if (reserves) a.counts[int64_t{own_query} * a.lanes + list_lane] = moved ? 0u : count;
+  if (reserves) a.counts[int64_t{own_query} * a.lanes + list_lane] = count - fit;
 }
 
 template <bool kBf16, bool kSample>

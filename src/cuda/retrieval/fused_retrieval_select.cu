@@ -85,8 +85,8 @@ __global__ void __launch_bounds__(kSelectThreads) fused_select_kernel(const Sele
   const typename Team::Boundary keep_all{0, 0};
   // 1.
   uint32_t total = a.pool_counts[query];
-  if ((total & kFusedPoolFull) != 0) {
-    total &= ~kFusedPoolFull;
+  if (total > pool_capacity) {
+    total = pool_capacity;
     for (int l = 0; l < a.lanes; ++l) {
       const uint32_t count = a.counts[query * a.lanes + l];
       const uint64_t* list = a.lists + (query * a.lanes + l) * a.capacity;

@@ -37,7 +37,15 @@ struct FusedRetrievalShape {
 // The shape for batch queries over n > 0 corpus rows on sm_count SMs (one block each).
 FusedRetrievalShape fused_retrieval_shape(int64_t batch, int64_t n, int64_t k, int64_t sm_count);
 
-// Whether kAuto takes the fused path (where it can run) over the unfused one.
+// kAuto takes the fused path (where it can run) for batches of kFusedRetrievalMinBatch to
+// kFusedRetrievalMaxBatch queries and k <= kFusedRetrievalMaxK, over at least
+// kFusedRetrievalMinRows rows unless k <= kFusedRetrievalSmallK.
+constexpr int64_t kFusedRetrievalMinBatch = 48;
+constexpr int64_t kFusedRetrievalMaxBatch = 96;
+constexpr int64_t kFusedRetrievalMaxK = 2048;
+constexpr int64_t kFusedRetrievalSmallK = 256;
+constexpr int64_t kFusedRetrievalMinRows = 2000000;
+
 bool retrieval_prefers_fused(int64_t batch, int64_t n, int64_t dim, int64_t k);
 
 }  // namespace litetopk::heuristics

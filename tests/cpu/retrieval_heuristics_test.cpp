@@ -1,6 +1,6 @@
 // The fused retrieval path's shape rules (heuristics/retrieval_heuristics.h): one block per SM,
-// lists of k + slack slots within their memory bound, and a sample of at least 4 k rows whose
-// scores fit their bound, or none.
+// lists of k + slack slots within their memory bound, a sample of at least 4 k rows whose
+// scores fit their bound, or none; and where kAuto takes the fused path.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -49,6 +49,16 @@ TEST(RetrievalHeuristics, SmallCorporaHaveFewSplitsAndNoSample) {
   EXPECT_EQ(small.sample_stride, 12);
   EXPECT_EQ(small.sample_tiles, 2);
   EXPECT_EQ(small.splits, 12);
+}
+
+TEST(RetrievalHeuristics, AutoTakesTheFusedPathWhereItWasFaster) {
+  EXPECT_TRUE(retrieval_prefers_fused(64, 5000000, 768, 1024));
+  EXPECT_TRUE(retrieval_prefers_fused(64, 1000000, 768, 16));
+  EXPECT_FALSE(retrieval_prefers_fused(64, 1000000, 768, 1024));
+  EXPECT_FALSE(retrieval_prefers_fused(64, 1000000, 768, 8192));
+  EXPECT_FALSE(retrieval_prefers_fused(1, 5000000, 768, 1024));
+  EXPECT_FALSE(retrieval_prefers_fused(16, 5000000, 768, 1024));
+  EXPECT_FALSE(retrieval_prefers_fused(128, 5000000, 768, 1024));
 }
 
 }  // namespace

@@ -187,14 +187,18 @@ def test_torch_fake_tensors():
 
 @needs_cuda
 @pytest.mark.parametrize("metric", ["ip", "l2"])
-def test_cuda_op_matches_cpu_op(metric):
+@pytest.mark.parametrize("path", ["auto", "unfused", "fused"])
+def test_cuda_op_matches_cpu_op(metric, path):
     import litetopk.ops  # noqa: F401
     q, c = inputs(B=16, N=5000, d=128, seed=5, dtype=np.float32)
     tq = torch.from_numpy(q).half()
     tc = torch.from_numpy(c).half()
     want_i, want_s = torch.ops.litetopk.retrieval_topk(tq, tc, 256, metric, sorted=True)
     got_i, got_s = torch.ops.litetopk.retrieval_topk(tq.cuda(), tc.cuda(), 256, metric,
-                                                      sorted=True)
+                                                      sorted=True, path=path)
+    assert litetopk.ops.retrieval_topk_plan(tq.cuda(), tc.cuda(), 256, metric,
+                                            path=path)["path"] == (
+        "unfused" if path == "auto" else path)
     torch.cuda.synchronize()
     tolerance = 2e-4 * (1 + want_s.abs().max().item())
     # Same scores slot by slot within fp32 rounding; rows equal except among near ties.
@@ -236,3 +240,16 @@ def test_cuda_plan_chunks_the_corpus():
     c = torch.zeros(1000, 128, dtype=torch.float16, device="cuda")
     plan = litetopk.ops.retrieval_topk_plan(q, c, 10)
     assert plan["chunks"] == 1 and plan["chunk_rows"] == 1000 and plan["workspace_bytes"] > 0
+
+
+@needs_cuda
+def test_cuda_path_errors():
+    import litetopk.ops  # noqa: F401
+    q = torch.zeros(4, 128, dtype=torch.float16, device="cuda")
+    c = torch.zeros(1000, 128, dtype=torch.float16, device="cuda")
+    with pytest.raises(ValueError, match="path must be one of"):
+        litetopk.ops.retrieval_topk(q, c, 10, path="fastest")
+    codes = torch.zeros(1000, 128, dtype=torch.float8_e4m3fn, device="cuda")
+    scales = torch.ones(1000, dtype=torch.float32, device="cuda")
+    with pytest.raises(ValueError, match="fp8_e4m3"):
+        litetopk.ops.retrieval_topk(q, codes, 10, corpus_scales=scales, path="fused")

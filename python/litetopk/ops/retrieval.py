@@ -133,7 +133,7 @@ def retrieval_topk(queries, corpus, k, metric="ip", corpus_norms=None, range_sta
     rows, -1 padded; scores [B, k] float32, NaN padded); sorted: best first, ties by smaller row;
     deterministic: ties at the k-th score to the smallest rows. out=(indices, scores or None)
     writes there (retrieval_topk_out) and returns out. path: "auto" (the cost model), "unfused"
-    or "fused" (an fp16 / bf16 corpus on sm_90; else RuntimeError)."""
+    or "fused" (an fp16 / bf16 corpus on sm_90; else ValueError)."""
     direct = _direct(queries, corpus, corpus_norms, range_starts, range_ends, corpus_scales,
                      corpus_bitmap, *(out or ()))
     if out is None:

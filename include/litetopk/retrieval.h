@@ -18,8 +18,9 @@
 // - A NaN score is never selected; +-inf are ordinary values.
 // - Order is unspecified unless `sorted` (best first, ties by ascending index). Among ties at the
 //   k-th score any member may be chosen, unless `deterministic`: then the smallest indices win.
-// - The GPU computes the dot products in fp32 (cuBLAS, fp32 accumulate); the CPU reference in
-//   fp64, rounded to fp32. The selection is exact on the scores of the backend that ran.
+// - The GPU computes the dot products in fp32 (cuBLAS on the unfused path, wgmma on the fused
+//   one; fp32 accumulate); the CPU reference in fp64, rounded to fp32. The selection is exact on
+//   the scores of the backend and path that ran.
 #pragma once
 
 #include <cstddef>

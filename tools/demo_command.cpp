@@ -346,7 +346,7 @@ bool run_dsa_step(const DemoPlan& plan, bool on_gpu, const BenchOptions& bench,
   return ok;
 }
 
-// The plan's retrieval on the backend (the GPU's unfused path or the CPU reference), every query
+// The plan's retrieval on the backend (the GPU's auto path or the CPU reference), every query
 // checked against the CPU reference like `litetopk retrieval --verify`: a table row. False when it
 // failed.
 bool run_retrieval_step(const DemoPlan& plan, bool on_gpu, const BenchOptions& bench,

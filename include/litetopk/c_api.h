@@ -438,6 +438,13 @@ enum litetopk_retrieval_corpus_format {
   LITETOPK_CORPUS_FP8_E4M3 = 1         /* e4m3 bytes, row c scaled by corpus_scales[c] */
 };
 
+/* litetopk::RetrievalPath: which GPU path runs. */
+enum litetopk_retrieval_path {
+  LITETOPK_RETRIEVAL_AUTO = 0,    /* the cost model */
+  LITETOPK_RETRIEVAL_UNFUSED = 1, /* cuBLAS per corpus chunk, select, merge */
+  LITETOPK_RETRIEVAL_FUSED = 2    /* sm_90, fp16/bf16 corpus: the gate in the GEMM's epilogue */
+};
+
 /* Mirrors litetopk::RetrievalProblem. queries [batch, dim] fp16 or bf16, corpus [n, dim] of the
  * same dtype or e4m3 bytes, row-major, 16-byte aligned; dim 64..1024 in multiples of 16; k
  * 1..8192. corpus_bitmap: bit (c & 7) of byte c >> 3 set = row c may be selected. indices
@@ -469,6 +476,13 @@ int litetopk_retrieval_topk_workspace_size(const litetopk_retrieval_problem* pro
  * synchronization once the device's cuBLAS handle exists (the size query creates it). */
 int litetopk_retrieval_topk(const litetopk_retrieval_problem* problem, int64_t chunk_rows,
                             void* workspace, size_t workspace_bytes, void* stream);
+/* The two calls above on a chosen path (litetopk_retrieval_path; the ones above run auto). */
+int litetopk_retrieval_topk_on_path_workspace_size(const litetopk_retrieval_problem* problem,
+                                                   int32_t path, int64_t chunk_rows,
+                                                   size_t* workspace_bytes);
+int litetopk_retrieval_topk_on_path(const litetopk_retrieval_problem* problem, int32_t path,
+                                    int64_t chunk_rows, void* workspace, size_t workspace_bytes,
+                                    void* stream);
 /* Host pointers: the CPU reference (fp64 dot products rounded to fp32, exact selection).
  * num_threads 0: every hardware thread. */
 int litetopk_retrieval_topk_cpu(const litetopk_retrieval_problem* problem, int32_t num_threads);

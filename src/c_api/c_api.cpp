@@ -783,9 +783,17 @@ int on_retrieval_problem(const litetopk_retrieval_problem* problem, Call&& call)
   });
 }
 
-litetopk::RetrievalOptions retrieval_options(int64_t chunk_rows) {
+static_assert(LITETOPK_RETRIEVAL_AUTO == static_cast<int>(litetopk::RetrievalPath::kAuto) &&
+                  LITETOPK_RETRIEVAL_UNFUSED ==
+                      static_cast<int>(litetopk::RetrievalPath::kUnfused) &&
+                  LITETOPK_RETRIEVAL_FUSED == static_cast<int>(litetopk::RetrievalPath::kFused),
+              "litetopk_retrieval_path mirrors litetopk::RetrievalPath");
+
+litetopk::RetrievalOptions retrieval_options(int64_t chunk_rows,
+                                             int32_t path = LITETOPK_RETRIEVAL_AUTO) {
   litetopk::RetrievalOptions options;
   options.chunk_rows = chunk_rows;
+  options.path = static_cast<litetopk::RetrievalPath>(path);  // the plan rejects unknown paths
   return options;
 }
 
@@ -807,6 +815,25 @@ int litetopk_retrieval_topk(const litetopk_retrieval_problem* problem, int64_t c
     return litetopk::retrieval_topk(p, workspace, workspace_bytes,
                                     static_cast<cudaStream_t>(stream),
                                     retrieval_options(chunk_rows));
+  });
+}
+
+int litetopk_retrieval_topk_on_path_workspace_size(const litetopk_retrieval_problem* problem,
+                                                   int32_t path, int64_t chunk_rows,
+                                                   size_t* workspace_bytes) {
+  return on_retrieval_problem(problem, [&](const auto& p) {
+    return litetopk::retrieval_topk_workspace_size(p, workspace_bytes,
+                                                   retrieval_options(chunk_rows, path));
+  });
+}
+
+int litetopk_retrieval_topk_on_path(const litetopk_retrieval_problem* problem, int32_t path,
+                                    int64_t chunk_rows, void* workspace, size_t workspace_bytes,
+                                    void* stream) {
+  return on_retrieval_problem(problem, [&](const auto& p) {
+    return litetopk::retrieval_topk(p, workspace, workspace_bytes,
+                                    static_cast<cudaStream_t>(stream),
+                                    retrieval_options(chunk_rows, path));
   });
 }
 

@@ -111,6 +111,12 @@ TEST(RetrievalCApi, BadInputNamesTheArgument) {
   EXPECT_EQ(litetopk_retrieval_topk_workspace_size(&c, 0, &bytes), LITETOPK_INVALID_ARGUMENT);
   EXPECT_NE(std::string(litetopk_last_error()).find("k must be in [1, 8192]"), std::string::npos);
   EXPECT_EQ(litetopk_retrieval_topk_cpu(nullptr, 0), LITETOPK_INVALID_ARGUMENT);
+  c.k = w.spec.k;
+  EXPECT_EQ(litetopk_retrieval_topk_on_path_workspace_size(&c, 7, 0, &bytes),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(litetopk_last_error()).find("options.path must be auto, unfused or fused"),
+            std::string::npos)
+      << litetopk_last_error();
 }
 
 }  // namespace

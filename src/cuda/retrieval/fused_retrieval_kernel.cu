@@ -28,6 +28,7 @@
 #include "cuda/common/kernel_attributes.h"
 #include "cuda/common/wgmma_sm90.cuh"
 #include "cuda/indexer/candidate_list.cuh"
+#include "cuda/retrieval/corpus_filters.cuh"
 #include "cuda/retrieval/fused_retrieval.h"
 #include "formats/score_keys.h"
 
@@ -83,11 +84,6 @@ struct ScanArgs {
 int shared_bytes(int slices, int stages) {
   return 1024 + slices * kQuerySliceBytes + kFusedMathGroups * stages * kStageBytes +
          static_cast<int>(sizeof(Control));
-}
-
-__device__ __forceinline__ bool row_allowed(const ScanArgs& a, int32_t row) {
-  if (row >= a.n) return false;
-  return a.bitmap == nullptr || ((a.bitmap[row >> 3] >> (row & 7)) & 1u) != 0;
 }
 
 // The queries, once (the producer's first thread).
@@ -147,12 +143,9 @@ __device__ void consume(const ScanArgs& a, int group, unsigned char* queries, un
   for (int h = 0; h < 2; ++h) {
     const int32_t q = query0 + rows[h];
     const bool real = q < a.batch;
-    int32_t b = real && a.starts != nullptr ? a.starts[q] : 0;
-    int32_t e = real ? (a.ends != nullptr ? a.ends[q] : a.n) : 0;
-    b = min(max(b, 0), a.n);
-    e = min(max(e, b), a.n);
-    begin[h] = b;
-    end[h] = e;
+    const QueryRows range = real ? query_rows(a.starts, a.ends, q, a.n) : QueryRows{0, 0};
+    begin[h] = static_cast<int32_t>(range.start);
+    end[h] = static_cast<int32_t>(range.end);
     query_norm[h] = real && a.query_norms != nullptr ? a.query_norms[q] : 0.0f;
   }
   const uint32_t limit = static_cast<uint32_t>(a.capacity - kFusedTileRows);
@@ -200,7 +193,7 @@ __device__ void consume(const ScanArgs& a, int group, unsigned char* queries, un
       for (int c = 0; c < 2; ++c) {
         const int column = 8 * j + 2 * (lane % 4) + c;
         const int32_t row = tile_row + column;
-        const bool allowed = row_allowed(a, row);
+        const bool allowed = row < a.n && bitmap_allows(a.bitmap, row);
         const float norm = a.corpus_norms != nullptr && allowed ? a.corpus_norms[row] : 0.0f;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {

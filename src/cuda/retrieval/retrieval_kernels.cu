@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "cuda/common/cuda_check.h"
+#include "cuda/retrieval/corpus_filters.cuh"
 #include "cuda/retrieval/retrieval_kernels.h"
 
 namespace litetopk::cuda_retrieval {
@@ -75,16 +76,14 @@ __global__ void widen_fp8_kernel(const uint2* bytes, int64_t groups, uint4* out)
 __global__ void chunk_adjust_kernel(float* scores, ChunkAdjust a) {
   const float nan = __int_as_float(0x7fc00000);
   for (int64_t b = blockIdx.y; b < a.batch; b += gridDim.y) {
-    const int64_t start = a.starts ? min(max(static_cast<int64_t>(a.starts[b]), int64_t{0}), a.n) : 0;
-    const int64_t end = a.ends ? min(max(static_cast<int64_t>(a.ends[b]), start), a.n) : a.n;
+    const QueryRows rows = query_rows(a.starts, a.ends, b, a.n);
     const float query_norm = a.query_norms != nullptr ? a.query_norms[b] : 0.0f;
     float* row_scores = scores + b * a.rows;
     for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; r < a.rows;
          r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
       const int64_t row = a.first_row + r;
       float s = row_scores[r];
-      if (row < start || row >= end ||
-          (a.bitmap != nullptr && ((a.bitmap[row >> 3] >> (row & 7)) & 1) == 0)) {
+      if (row < rows.start || row >= rows.end || !bitmap_allows(a.bitmap, row)) {
         row_scores[r] = nan;
         continue;
       }

@@ -156,17 +156,8 @@ Status launch_fused_retrieval(const RetrievalPlan& plan, const RetrievalProblem&
   scan.ends = p.range_ends;
   // 1.
   if (is_l2(p)) {
-    scan.corpus_norms = p.corpus_norms;
-    if (!plan.has_norms) {
-      if (Status s = launch_row_norms(p.corpus, p.dtype, p.corpus_format, nullptr, p.n, p.dim,
-                                      layout.corpus_norms, stream);
-          !s) {
-        return s;
-      }
-      scan.corpus_norms = layout.corpus_norms;
-    }
-    if (Status s = launch_row_norms(p.queries, p.dtype, RetrievalCorpusFormat::kSameAsQueries,
-                                    nullptr, p.batch, p.dim, layout.query_norms, stream);
+    if (Status s = launch_l2_norms(p, layout.corpus_norms, layout.query_norms, &scan.corpus_norms,
+                                   stream);
         !s) {
       return s;
     }

@@ -128,6 +128,21 @@ Status launch_row_norms(const void* rows, DType dtype, RetrievalCorpusFormat for
   return Status::ok();
 }
 
+Status launch_l2_norms(const RetrievalProblem& p, float* corpus_scratch, float* query_norms,
+                       const float** corpus_norms, cudaStream_t stream) {
+  *corpus_norms = p.corpus_norms;
+  if (p.corpus_norms == nullptr) {
+    if (Status s = launch_row_norms(p.corpus, p.dtype, p.corpus_format, p.corpus_scales, p.n,
+                                    p.dim, corpus_scratch, stream);
+        !s) {
+      return s;
+    }
+    *corpus_norms = corpus_scratch;
+  }
+  return launch_row_norms(p.queries, p.dtype, RetrievalCorpusFormat::kSameAsQueries, nullptr,
+                          p.batch, p.dim, query_norms, stream);
+}
+
 Status launch_widen_fp8(const uint8_t* bytes, int64_t count, DType dtype, void* out,
                         cudaStream_t stream) {
   const int64_t groups = count / 8;

@@ -32,6 +32,12 @@ Status launch_row_norms(const void* rows, DType dtype, RetrievalCorpusFormat for
                         const float* scales, int64_t n, int64_t dim, float* norms,
                         cudaStream_t stream);
 
+// l2's squared norms for one launch of `p`: the queries' into query_norms [batch], and the
+// corpus' into corpus_scratch [n] unless p.corpus_norms holds them; *corpus_norms is then where
+// the corpus' are.
+Status launch_l2_norms(const RetrievalProblem& p, float* corpus_scratch, float* query_norms,
+                       const float** corpus_norms, cudaStream_t stream);
+
 // out[i] = e4m3 bytes[i] as `dtype` (float16 or bfloat16, both exact) for i < count (a multiple of
 // 16; bytes and out 16-byte aligned).
 Status launch_widen_fp8(const uint8_t* bytes, int64_t count, DType dtype, void* out,

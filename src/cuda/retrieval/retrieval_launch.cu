@@ -182,19 +182,8 @@ Status cuda_retrieval_launch(const RetrievalPlan& plan, const RetrievalProblem& 
   adjust.starts = p.range_starts;
   adjust.ends = p.range_ends;
   if (is_l2(plan)) {
-    adjust.norms = p.corpus_norms;
-    if (!plan.has_norms) {
-      if (Status status = cuda_retrieval::launch_row_norms(p.corpus, p.dtype, p.corpus_format,
-                                                           p.corpus_scales, p.n, p.dim,
-                                                           layout.norms, stream);
-          !status) {
-        return status;
-      }
-      adjust.norms = layout.norms;
-    }
-    if (Status status = cuda_retrieval::launch_row_norms(
-            p.queries, p.dtype, RetrievalCorpusFormat::kSameAsQueries, nullptr, p.batch, p.dim,
-            layout.query_norms, stream);
+    if (Status status = cuda_retrieval::launch_l2_norms(p, layout.norms, layout.query_norms,
+                                                        &adjust.norms, stream);
         !status) {
       return status;
     }

@@ -193,6 +193,37 @@ void run_every_path(const testkit::RetrievalWorkload& w, const RetrievalProblem&
   }
 }
 
+// Captures one launch of `plan` over `device` in a CUDA graph, then replays it twice, each time on
+// the queries of next_workload(replay) over the same corpus, and checks each result.
+template <class NextWorkload>
+void replay_captured(const RetrievalPlan& plan, DeviceRetrieval* device,
+                     NextWorkload next_workload) {
+  ASSERT_TRUE(device->workspace.allocate(plan.workspace_bytes).is_ok());
+  const RetrievalAddresses addresses = retrieval_addresses(device->problem());
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const Status captured = retrieval_topk_launch(plan, addresses, device->workspace.data(), stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(captured.is_ok()) << captured.to_string();
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (uint64_t replay = 0; replay < 2; ++replay) {
+    const testkit::RetrievalWorkload next = next_workload(replay);
+    ASSERT_TRUE(testkit::copy_to_device(device->queries.data(), next.queries.data(),
+                                        next.queries.size() * 2).is_ok());
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    // The host problem over the new queries and the same corpus.
+    device->host.queries = next.queries.data();
+    EXPECT_TRUE(device->check()) << "replay " << replay;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
 TEST(RetrievalGpu, EveryWorkloadMetricAndFormatInOneAndSeveralChunks) {
   if (!testing::gpu_available()) GTEST_SKIP() << "no CUDA device";
   for (RetrievalKind kind : testkit::all_retrieval_kinds()) {
@@ -402,31 +433,9 @@ TEST(RetrievalGpu, GraphCaptureReplaysOnNewQueries) {
   RetrievalPlan plan;
   ASSERT_TRUE(retrieval_topk_plan(device.problem(), chunks_of(1000), &plan).is_ok());
   ASSERT_EQ(plan.chunks, 4);
-  ASSERT_TRUE(device.workspace.allocate(plan.workspace_bytes).is_ok());
-  const RetrievalAddresses addresses = retrieval_addresses(device.problem());
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-  const Status captured = retrieval_topk_launch(plan, addresses, device.workspace.data(), stream);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  ASSERT_TRUE(captured.is_ok()) << captured.to_string();
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  for (uint64_t replay = 0; replay < 2; ++replay) {
-    const testkit::RetrievalWorkload next =
-        fp8_workload(RetrievalKind::kAnisotropic, RetrievalMetric::kL2, 4000, 128, 90 + replay);
-    ASSERT_TRUE(testkit::copy_to_device(device.queries.data(), next.queries.data(),
-                                        next.queries.size() * 2).is_ok());
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    // The host problem over the new queries and the same corpus.
-    device.host.queries = next.queries.data();
-    EXPECT_TRUE(device.check()) << "replay " << replay;
-  }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
+  replay_captured(plan, &device, [](uint64_t replay) {
+    return fp8_workload(RetrievalKind::kAnisotropic, RetrievalMetric::kL2, 4000, 128, 90 + replay);
+  });
 }
 
 // A workload of `batch` queries of `dim` columns over n rows.
@@ -548,29 +557,7 @@ TEST(RetrievalGpu, FusedGraphCaptureReplaysOnNewQueries) {
   ASSERT_TRUE(retrieval_topk_plan(device.problem(), fused_path(), &plan).is_ok());
   ASSERT_EQ(plan.path, RetrievalPath::kFused);
   ASSERT_GT(plan.fused_sample_tiles, 0);
-  ASSERT_TRUE(device.workspace.allocate(plan.workspace_bytes).is_ok());
-  const RetrievalAddresses addresses = retrieval_addresses(device.problem());
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-  const Status captured = retrieval_topk_launch(plan, addresses, device.workspace.data(), stream);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  ASSERT_TRUE(captured.is_ok()) << captured.to_string();
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  for (uint64_t replay = 0; replay < 2; ++replay) {
-    const testkit::RetrievalWorkload next = make(60 + replay);
-    ASSERT_TRUE(testkit::copy_to_device(device.queries.data(), next.queries.data(),
-                                        next.queries.size() * 2).is_ok());
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    device.host.queries = next.queries.data();
-    EXPECT_TRUE(device.check()) << "replay " << replay;
-  }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
+  replay_captured(plan, &device, [&make](uint64_t replay) { return make(60 + replay); });
 }
 
 }  // namespace

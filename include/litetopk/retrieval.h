@@ -118,7 +118,7 @@ struct RetrievalPlan {
   SelectPlan last_select{};         // of the last chunk (n - (chunks - 1) chunk_rows rows)
   RetrievalPath path = RetrievalPath::kUnfused;  // the path the launches run (never kAuto)
   // The fused path: blocks of 64 queries x fused_splits corpus splits, two candidate lists of
-  // fused_list_capacity slots per block and query, fused_stages stages in each warpgroup's ring;
+  // fused_list_capacity slots per block and query, a ring of fused_stages corpus slices per block;
   // its gates come from every fused_sample_stride-th corpus tile of 128 rows (fused_sample_tiles
   // of them; 0: none), selected by sample_select; at the end the lists move to each query's pool
   // of fused_pool_capacity slots.

@@ -25,12 +25,13 @@ namespace litetopk::cuda_indexer {
 
 constexpr int kRadixBits = 11;
 constexpr int kRadixBins = 1 << kRadixBits;
-constexpr int kListBatch = 8;   // candidates per thread in flight
-constexpr int kListMaxWarps = 4;
+constexpr int kListBatch = 8;  // candidates per thread in flight
 
+template <int kWarps>
 struct ListScratch {
+  static_assert(kWarps >= 1 && kWarps <= 32, "a team is 1 to 32 warps");
   uint32_t histogram[kRadixBins];
-  uint32_t warp_counts[kListBatch][kListMaxWarps];
+  uint32_t warp_counts[kListBatch][kWarps];
   uint64_t prefix;
   uint32_t need;
   uint32_t done;
@@ -38,9 +39,8 @@ struct ListScratch {
 
 template <int kWarps>
 struct ListTeam {
-  static_assert(kWarps <= kListMaxWarps, "ListScratch holds counts for up to 4 warps");
   static constexpr int kThreads = kWarps * 32;
-  ListScratch& scratch;
+  ListScratch<kWarps>& scratch;
   uint32_t barrier_id;
   int thread;  // 0 .. kThreads - 1
 
@@ -157,11 +157,20 @@ struct ListTeam {
 #pragma unroll
       for (int j = 0; j < kListBatch; ++j) {
         uint32_t offset = written;
+        if constexpr (kWarps <= 4) {
+          // A few warps: every thread adds the counts (fewer registers than the scan).
 #pragma unroll
-        for (int w = 0; w < kWarps; ++w) {
-          const uint32_t count = scratch.warp_counts[j][w];
-          if (w < warp) offset += count;
-          written += count;
+          for (int w = 0; w < kWarps; ++w) {
+            const uint32_t count = scratch.warp_counts[j][w];
+            if (w < warp) offset += count;
+            written += count;
+          }
+        } else {
+          // Lane w holds warp w's count: an exclusive scan gives each warp its offset.
+          const uint32_t count = lane < kWarps ? scratch.warp_counts[j][lane] : 0u;
+          const uint32_t inclusive = cuda_common::warp_inclusive_sum(count, lane);
+          offset += __shfl_sync(0xffffffffu, inclusive - count, warp);
+          written += __shfl_sync(0xffffffffu, inclusive, kWarps - 1);
         }
         if ((ballot[j] >> lane) & 1u) write(offset + __popc(ballot[j] & below_lane), c[j]);
       }

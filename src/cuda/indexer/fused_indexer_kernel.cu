@@ -146,7 +146,7 @@ struct FusedShared {
   uint32_t count[kQueries];
   int32_t begin[kQueries];  // the clamped ranges of the block's queries
   int32_t end[kQueries];
-  ListScratch scratch;
+  ListScratch<kSideWarps> scratch;
 
   __device__ void init() {
     for (int i = 0; i < kRingStages; ++i) {

@@ -4,10 +4,13 @@
 // warpgroups; block (x, y) owns queries 64 y .. 64 y + 63 and the walk's tiles x, x + splits, ...;
 // a walk is every corpus tile (gate mode) or every sample_stride-th one (sample mode)):
 // 1. The producer's first thread loads the block's queries once (TMA, one 64 x 64-column slice per
-//    128-byte box, 128-byte swizzle). Lane 0 of producer warp w streams the 128-row x 64-column
-//    slices of math warpgroup w's tiles through ring w, each stage refilled once w has read it.
-// 2. Math warpgroup w takes the block's tiles w, w + 2, ... (so one's epilogue runs beside the
-//    other's products): per slice four wgmma m64n128k16 into 64 fp32 accumulators per thread.
+//    128-byte box, 128-byte swizzle), then streams the 128-row x 64-column slices of the block's
+//    tiles in walk order through one ring, each stage refilled once its reader has released it.
+// 2. Math warpgroup w takes the block's tiles w, w + 2, ... (ping-pong: one's epilogue runs beside
+//    the other's products, and the ring keeps loading meanwhile): per slice four wgmma
+//    m64n128k16 into 64 fp32 accumulators per thread. A warpgroup waits for its tile's slices
+//    only once the other has seen its previous tile's slices arrive, so no wait is ever more
+//    than one phase ahead of its stage's barrier.
 // 3. Epilogue, the unfused path's arithmetic in fp32: l2's (2 s - ||c||^2) - ||q||^2; NaN for a
 //    row past n, cleared in the bitmap or outside the query's range (clamped into [0, n]).
 // 4. Sample mode: the scores go to the sample rows. Gate mode: a score's composite (key, ~row) is
@@ -39,19 +42,21 @@ constexpr int kThreads = 128 * (1 + kFusedMathGroups);
 constexpr int kSliceBytes = 128;  // one TMA box row: 64 16-bit columns
 constexpr int kQuerySliceBytes = kFusedQueryRows * kSliceBytes;
 constexpr int kStageBytes = kFusedTileRows * kSliceBytes;
-constexpr int kMaxStages = 4;  // per ring
+constexpr int kMaxStages = 8;
+constexpr int kMathWarps = 4;
 constexpr uint32_t kProducerRegisters = 40;
 constexpr uint32_t kMathRegisters = 232;
 
 struct MathState {
   uint64_t gate[kFusedQueryRows];
   uint32_t count[kFusedQueryRows];
-  cuda_indexer::ListScratch scratch;
+  cuda_indexer::ListScratch<kMathWarps> scratch;
 };
 
 struct Control {
-  uint64_t full[kFusedMathGroups][kMaxStages];
-  uint64_t empty[kFusedMathGroups][kMaxStages];
+  uint64_t full[kMaxStages];
+  uint64_t empty[kMaxStages];
+  uint64_t slices_seen[kFusedMathGroups];  // warpgroup w saw all slices of one of its tiles arrive
   uint64_t queries_full;
   MathState math[kFusedMathGroups];
 };
@@ -60,7 +65,7 @@ struct ScanArgs {
   int32_t batch;
   int32_t n;
   int32_t slices;      // ceil(dim / 64)
-  int32_t stages;      // per ring
+  int32_t stages;
   int32_t splits;      // gridDim.x
   int32_t walk_step;   // 1 (gate mode) or the sample stride, in tiles
   int32_t walk_tiles;  // tiles in the walk
@@ -82,8 +87,7 @@ struct ScanArgs {
 };
 
 int shared_bytes(int slices, int stages) {
-  return 1024 + slices * kQuerySliceBytes + kFusedMathGroups * stages * kStageBytes +
-         static_cast<int>(sizeof(Control));
+  return 1024 + slices * kQuerySliceBytes + stages * kStageBytes + static_cast<int>(sizeof(Control));
 }
 
 // The queries, once (the producer's first thread).
@@ -99,21 +103,20 @@ __device__ void load_queries(const CUtensorMap* query_map, const ScanArgs& a,
   }
 }
 
-// Math warpgroup `group`'s tiles through its ring (lane 0 of producer warp `group`).
-__device__ void produce(const CUtensorMap* corpus_map, const ScanArgs& a, int group,
-                        unsigned char* ring, Control& control) {
+// The block's tiles through the ring, slice after slice (the producer's first thread).
+__device__ void produce(const CUtensorMap* corpus_map, const ScanArgs& a, unsigned char* ring,
+                        Control& control) {
   sm90::prefetch_tensor_map(corpus_map);
   uint32_t position = 0;
-  for (int32_t walk = static_cast<int32_t>(blockIdx.x) + group * a.splits; walk < a.walk_tiles;
-       walk += kFusedMathGroups * a.splits) {
+  for (int32_t walk = static_cast<int32_t>(blockIdx.x); walk < a.walk_tiles; walk += a.splits) {
     const int32_t first_row = walk * a.walk_step * kFusedTileRows;
     for (int s = 0; s < a.slices; ++s, ++position) {
       const uint32_t stage = position % static_cast<uint32_t>(a.stages);
       const uint32_t round = position / static_cast<uint32_t>(a.stages);
-      if (round > 0) sm90::mbarrier_wait(&control.empty[group][stage], (round - 1) & 1u);
-      sm90::mbarrier_arrive_expect_bytes(&control.full[group][stage], kStageBytes);
+      if (round > 0) sm90::mbarrier_wait(&control.empty[stage], (round - 1) & 1u);
+      sm90::mbarrier_arrive_expect_bytes(&control.full[stage], kStageBytes);
       sm90::tma_load_2d(ring + stage * kStageBytes, corpus_map, s * kSliceBytes, first_row,
-                        &control.full[group][stage]);
+                        &control.full[stage]);
     }
   }
 }
@@ -149,21 +152,26 @@ __device__ void consume(const ScanArgs& a, int group, unsigned char* queries, un
     query_norm[h] = real && a.query_norms != nullptr ? a.query_norms[q] : 0.0f;
   }
   const uint32_t limit = static_cast<uint32_t>(a.capacity - kFusedTileRows);
-  cuda_indexer::ListTeam<4> team{state.scratch, barrier_id, thread};
+  cuda_indexer::ListTeam<kMathWarps> team{state.scratch, barrier_id, thread};
   sm90::named_barrier(barrier_id, 128);
   sm90::mbarrier_wait(&control.queries_full, 0);
   const uint32_t query_low = sm90::swizzled_descriptor_low(queries);
   const uint32_t ring_low = sm90::swizzled_descriptor_low(ring);
-  uint32_t position = 0;  // in this warpgroup's ring
-  for (int32_t walk = static_cast<int32_t>(blockIdx.x) + group * a.splits; walk < a.walk_tiles;
-       walk += kFusedMathGroups * a.splits) {
-    // 2.
+  for (int32_t tile = group;; tile += kFusedMathGroups) {
+    const int32_t walk = static_cast<int32_t>(blockIdx.x) + tile * a.splits;
+    if (walk >= a.walk_tiles) break;
+    // 2. Tile `tile` of the walk fills ring positions tile * slices onwards.
+    if (tile > 0) {
+      sm90::mbarrier_wait(&control.slices_seen[1 - group],
+                          static_cast<uint32_t>((tile - 1) / kFusedMathGroups) & 1u);
+    }
     float d[64];
     uint32_t previous = 0;
+    uint32_t position = static_cast<uint32_t>(tile * a.slices);
     for (int s = 0; s < a.slices; ++s, ++position) {
       const uint32_t stage = position % static_cast<uint32_t>(a.stages);
-      sm90::mbarrier_wait(&control.full[group][stage],
-                          (position / static_cast<uint32_t>(a.stages)) & 1u);
+      sm90::mbarrier_wait(&control.full[stage], (position / static_cast<uint32_t>(a.stages)) & 1u);
+      if (s + 1 == a.slices && thread == 0) sm90::mbarrier_arrive(&control.slices_seen[group]);
       sm90::wgmma_fence();
 #pragma unroll
       for (int step = 0; step < 4; ++step) {
@@ -176,12 +184,12 @@ __device__ void consume(const ScanArgs& a, int group, unsigned char* queries, un
       sm90::wgmma_commit();
       if (s > 0) {
         sm90::wgmma_wait<1>();
-        if (lane == 0) sm90::mbarrier_arrive(&control.empty[group][previous]);
+        if (lane == 0) sm90::mbarrier_arrive(&control.empty[previous]);
       }
       previous = stage;
     }
     sm90::wgmma_wait<0>();
-    if (lane == 0) sm90::mbarrier_arrive(&control.empty[group][previous]);
+    if (lane == 0) sm90::mbarrier_arrive(&control.empty[previous]);
     sm90::fence_accumulators(d);
     // 3.-4.
     const int32_t tile_row = walk * a.walk_step * kFusedTileRows;
@@ -278,15 +286,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       (reinterpret_cast<uintptr_t>(shared_raw) + 1023) & ~uintptr_t{1023});
   unsigned char* queries = base;
   unsigned char* ring = queries + a.slices * kQuerySliceBytes;
-  Control& control =
-      *reinterpret_cast<Control*>(ring + kFusedMathGroups * a.stages * kStageBytes);
+  Control& control = *reinterpret_cast<Control*>(ring + a.stages * kStageBytes);
   if (threadIdx.x == 0) {
-    for (int g = 0; g < kFusedMathGroups; ++g) {
-      for (int s = 0; s < a.stages; ++s) {
-        sm90::mbarrier_init(&control.full[g][s], 1);
-        sm90::mbarrier_init(&control.empty[g][s], 4);  // lane 0 of each math warp
-      }
+    for (int s = 0; s < a.stages; ++s) {
+      sm90::mbarrier_init(&control.full[s], 1);
+      sm90::mbarrier_init(&control.empty[s], kMathWarps);  // lane 0 of each math warp
     }
+    for (int g = 0; g < kFusedMathGroups; ++g) sm90::mbarrier_init(&control.slices_seen[g], 1);
     sm90::mbarrier_init(&control.queries_full, 1);
     sm90::fence_barrier_init();
   }
@@ -294,16 +300,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int group = static_cast<int>(threadIdx.x) / 128;
   if (group == 0) {
     sm90::warpgroup_registers_decrease<kProducerRegisters>();
-    const int warp = static_cast<int>(threadIdx.x) / 32;
-    if (threadIdx.x == 0) load_queries(&query_map, a, queries, control);
-    if (warp < kFusedMathGroups && threadIdx.x % 32 == 0) {
-      produce(&corpus_map, a, warp, ring + warp * a.stages * kStageBytes, control);
+    if (threadIdx.x == 0) {
+      load_queries(&query_map, a, queries, control);
+      produce(&corpus_map, a, ring, control);
     }
     return;
   }
   sm90::warpgroup_registers_increase<kMathRegisters>();
-  const int math = group - 1;
-  consume<kBf16, kSample>(a, math, queries, ring + math * a.stages * kStageBytes, control);
+  consume<kBf16, kSample>(a, group - 1, queries, ring, control);
 }
 
 }  // namespace

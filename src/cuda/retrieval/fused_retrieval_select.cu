@@ -3,7 +3,8 @@
 // fused_gates_kernel (one warp per query): the gate is the smallest key among the sample's k best
 // values (a NaN among them, or no sample: every non-NaN score is kept); the pool is emptied.
 //
-// Pipeline of fused_select_kernel (one block of 128 threads per query):
+// Pipeline of fused_select_kernel (one block of 1024 threads per query: each radix pass over a
+// pool of 16 k candidates is two rounds of loads):
 // 1. A pool that took every list holds all the query's candidates. A full one (rare: ties, a
 //    gate far below the k-th score) takes the lists that did not fit, lane after lane, keeping
 //    its k best (ListTeam::keep_best) whenever it fills up.
@@ -24,7 +25,7 @@ namespace litetopk::cuda_retrieval {
 namespace {
 
 constexpr int kGateThreads = 256;
-constexpr int kSelectThreads = 128;
+constexpr int kSelectThreads = 1024;
 
 __global__ void __launch_bounds__(kGateThreads)
     fused_gates_kernel(const float* values, int64_t batch, int64_t k, uint64_t* gates,
@@ -75,7 +76,7 @@ __device__ __forceinline__ void write_slot(const SelectArgs& a, int64_t at, uint
 
 __global__ void __launch_bounds__(kSelectThreads) fused_select_kernel(const SelectArgs a) {
   using Team = cuda_indexer::ListTeam<kSelectThreads / 32>;
-  __shared__ cuda_indexer::ListScratch scratch;
+  __shared__ cuda_indexer::ListScratch<kSelectThreads / 32> scratch;
   const int64_t query = blockIdx.x;
   const int thread = static_cast<int>(threadIdx.x);
   Team team{scratch, 1, thread};

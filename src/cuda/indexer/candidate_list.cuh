@@ -66,12 +66,53 @@ struct ListTeam {
     }
   }
 
-  // The boundary of the k best of list[0, n) (n >= k).
-  __device__ Boundary find_boundary(const uint64_t* list, uint32_t n, uint32_t k) const {
+  // The longest prefix that every element of list[0, n) shares (n >= 2 distinct elements), as a
+  // start for find_boundary: it skips the passes whose histogram would hold everything in one bin
+  // (scores close together, e.g. a pool above a tight gate).
+  __device__ Boundary shared_prefix(const uint64_t* list, uint32_t n) const {
+    const int lane = thread % 32;
+    auto* bits = reinterpret_cast<unsigned long long*>(scratch.histogram);  // [0] any, [1] all
+    if (thread == 0) {
+      bits[0] = 0;
+      bits[1] = ~0ull;
+    }
+    sync();
+    uint64_t any = 0;
+    uint64_t all = ~uint64_t{0};
+    for (uint32_t base = 0; base < n; base += kListBatch * kThreads) {
+      uint64_t c[kListBatch];
+      load_batch(list, n, base, c);
+#pragma unroll
+      for (int j = 0; j < kListBatch; ++j) {
+        if (base + static_cast<uint32_t>(j * kThreads + thread) < n) {
+          any |= c[j];
+          all &= c[j];
+        }
+      }
+    }
+    const auto high = [](uint64_t v) { return static_cast<uint32_t>(v >> 32); };
+    const auto low = [](uint64_t v) { return static_cast<uint32_t>(v); };
+    any = uint64_t{__reduce_or_sync(0xffffffffu, high(any))} << 32 | __reduce_or_sync(0xffffffffu, low(any));
+    all = uint64_t{__reduce_and_sync(0xffffffffu, high(all))} << 32 | __reduce_and_sync(0xffffffffu, low(all));
+    if (lane == 0) {
+      atomicOr(&bits[0], any);
+      atomicAnd(&bits[1], all);
+    }
+    sync();
+    const uint64_t shared = bits[1];
+    const uint32_t shift = 64u - static_cast<uint32_t>(__clzll(static_cast<long long>(bits[0] ^ shared)));
+    sync();  // the histogram is find_boundary's again
+    return {shift == 64 ? 0 : shared >> shift, shift};
+  }
+
+  // The boundary of the k best of list[0, n) (n >= k), descending from `start` (all of the list
+  // shares its prefix; by default none).
+  __device__ Boundary find_boundary(const uint64_t* list, uint32_t n, uint32_t k,
+                                    Boundary start = {0, 64}) const {
     const int lane = thread % 32;
     const int warp = thread / 32;
-    uint64_t prefix = 0;
-    uint32_t shift = 64;
+    uint64_t prefix = start.prefix;
+    uint32_t shift = start.shift;
     uint32_t need = k;
     for (;;) {
       const uint32_t width = shift < kRadixBits ? shift : kRadixBits;

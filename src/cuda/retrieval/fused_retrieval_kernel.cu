@@ -14,8 +14,10 @@
 // 3. Epilogue, the unfused path's arithmetic in fp32: l2's (2 s - ||c||^2) - ||q||^2; NaN for a
 //    row past n, cleared in the bitmap or outside the query's range (clamped into [0, n]).
 // 4. Sample mode: the scores go to the sample rows. Gate mode: a score's composite (key, ~row) is
-//    kept when it is above the query's gate, appended to the warpgroup's list of the query (one
-//    shared atomic on its count per survivor; survivors are few once the gate is set).
+//    kept when it is above the query's gate, appended to the warpgroup's list of the query: a
+//    branch-free pass marks the survivors, one shared atomic per quad of lanes and query row
+//    reserves their slots, and a second pass (only where some survive) stores them. An atomic per
+//    survivor, each store waiting for its slot, cost 20% of the scan at batch 64.
 // 5. A barrier with an OR reduction says whether a list passed capacity - 128; each such list
 //    keeps its k best (ListTeam::keep_best) and its gate rises to their k-th: any later row at or
 //    below it is beaten by k rows of the same list, so nothing that can be in the answer is lost.
@@ -47,11 +49,19 @@ constexpr int kMathWarps = 4;
 constexpr uint32_t kProducerRegisters = 40;
 constexpr uint32_t kMathRegisters = 232;
 
+// Survivors wait in shared memory, kStaged a query, and leave in whole runs (a scattered 8-byte
+// store per survivor cost 15% of the scan at batch 64, through the L2's request rate). The
+// staging area is the team's histogram, free outside keep_best.
+constexpr uint32_t kStaged = 16;
+
 struct MathState {
   uint64_t gate[kFusedQueryRows];
   uint32_t count[kFusedQueryRows];
+  uint32_t flushed[kFusedQueryRows];  // list entries in global memory; the next kStaged are staged
   cuda_indexer::ListScratch<kMathWarps> scratch;
 };
+static_assert(sizeof(MathState::scratch.histogram) >= kFusedQueryRows * kStaged * sizeof(uint64_t),
+              "the staging area is the histogram");
 
 struct Control {
   uint64_t full[kMaxStages];
@@ -134,6 +144,7 @@ __device__ void consume(const ScanArgs& a, int group, unsigned char* queries, un
   if (thread < kFusedQueryRows) {
     const int32_t q = query0 + thread;
     state.count[thread] = 0;
+    state.flushed[thread] = 0;
     // A padding query row keeps nothing (no composite is above ~0).
     if (!kSample) state.gate[thread] = q < a.batch ? a.gates[q] : ~uint64_t{0};
   }
@@ -153,6 +164,28 @@ __device__ void consume(const ScanArgs& a, int group, unsigned char* queries, un
   }
   const uint32_t limit = static_cast<uint32_t>(a.capacity - kFusedTileRows);
   cuda_indexer::ListTeam<kMathWarps> team{state.scratch, barrier_id, thread};
+  uint64_t* staging = reinterpret_cast<uint64_t*>(state.scratch.histogram);
+  // Warp w writes out the staged survivors of rows 16 w .. 16 w + 15: those whose staging is full
+  // (all = false) or every one (all = true); then the lists hold entries [0, count).
+  auto flush_staged = [&](bool all) {
+    const int own = 16 * warp + lane % 16;
+    const uint32_t count = state.count[own];
+    const uint32_t flushed = state.flushed[own];
+    uint32_t pending = __ballot_sync(0xffffffffu, lane < 16 && (all ? count > flushed
+                                                                   : count - flushed >= kStaged));
+    while (pending != 0u) {
+      const int i = __ffs(pending) - 1;
+      pending &= pending - 1u;
+      const uint32_t end = __shfl_sync(0xffffffffu, count, i);
+      const uint32_t first = __shfl_sync(0xffffffffu, flushed, i);
+      const int r = 16 * warp + i;
+      if (static_cast<uint32_t>(lane) < min(end - first, kStaged)) {
+        a.lists[(int64_t{query0 + r} * a.lanes + list_lane) * a.capacity + first + lane] =
+            staging[r * kStaged + lane];
+      }
+      if (lane == i) state.flushed[r] = end;
+    }
+  };
   sm90::named_barrier(barrier_id, 128);
   sm90::mbarrier_wait(&control.queries_full, 0);
   const uint32_t query_low = sm90::swizzled_descriptor_low(queries);
@@ -191,45 +224,108 @@ __device__ void consume(const ScanArgs& a, int group, unsigned char* queries, un
     sm90::wgmma_wait<0>();
     if (lane == 0) sm90::mbarrier_arrive(&control.empty[previous]);
     sm90::fence_accumulators(d);
-    // 3.-4.
+    // 3.
     const int32_t tile_row = walk * a.walk_step * kFusedTileRows;
-    const uint64_t gate[2] = {kSample ? 0 : state.gate[rows[0]], kSample ? 0 : state.gate[rows[1]]};
-    bool crossed = false;
+    // The score of column 8 j + 2 (lane % 4) + c for query row h (static indices into d).
+    auto score_of = [&](int j, int c, int h, float norm) {
+      const float score = d[4 * j + 2 * h + c];
+      return a.query_norms != nullptr ? (2.0f * score - norm) - query_norm[h] : score;
+    };
+    if (kSample) {
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int column = 8 * j + 2 * (lane % 4) + c;
+          const int32_t row = tile_row + column;
+          const bool allowed = row < a.n && bitmap_allows(a.bitmap, row);
+          const float norm = a.corpus_norms != nullptr && allowed ? a.corpus_norms[row] : 0.0f;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int32_t q = query0 + rows[h];
+            const bool inside = allowed && row >= begin[h] && row < end[h];
+            const int64_t columns = int64_t{a.walk_tiles} * kFusedTileRows;
+            if (q < a.batch) {
+              a.sample_scores[int64_t{q} * columns + int64_t{walk} * kFusedTileRows + column] =
+                  inside ? score_of(j, c, h, norm) : NAN;
+            }
+          }
+        }
+      }
+      continue;
+    }
+    // 4. Which scores pass (bit 2 j + c of passed[h]), branch-free.
+    const uint64_t gate[2] = {state.gate[rows[0]], state.gate[rows[1]]};
+    uint32_t passed[2] = {0u, 0u};
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
-        const int column = 8 * j + 2 * (lane % 4) + c;
-        const int32_t row = tile_row + column;
+        const int32_t row = tile_row + 8 * j + 2 * (lane % 4) + c;
         const bool allowed = row < a.n && bitmap_allows(a.bitmap, row);
         const float norm = a.corpus_norms != nullptr && allowed ? a.corpus_norms[row] : 0.0f;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          float score = d[4 * j + 2 * h + c];
-          if (a.query_norms != nullptr) score = (2.0f * score - norm) - query_norm[h];
           const bool inside = allowed && row >= begin[h] && row < end[h];
-          const int32_t q = query0 + rows[h];
-          if (kSample) {
-            if (q < a.batch) {
-              const int64_t columns = int64_t{a.walk_tiles} * kFusedTileRows;
-              a.sample_scores[int64_t{q} * columns + int64_t{walk} * kFusedTileRows + column] =
-                  inside ? score : NAN;
-            }
-            continue;
-          }
           const uint64_t composite = keys::make_composite(
-              keys::key_from_f32_bits(__float_as_uint(score), true), static_cast<uint32_t>(row));
-          if (inside && composite > gate[h]) {
-            const uint32_t at = atomicAdd(&state.count[rows[h]], 1u);
-            a.lists[(int64_t{q} * a.lanes + list_lane) * a.capacity + at] = composite;
-            crossed = crossed || at >= limit;
+              keys::key_from_f32_bits(__float_as_uint(score_of(j, c, h, norm)), true),
+              static_cast<uint32_t>(row));
+          if (inside && composite > gate[h]) passed[h] |= 1u << (2 * j + c);
+        }
+      }
+    }
+    // The survivors' slots: the four lanes of a quad share their query rows, so one shared atomic
+    // per quad and row reserves them all; then every survivor is stored, with no round trip.
+    uint32_t slot[2];
+    bool crossed = false;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t mine = static_cast<uint32_t>(__popc(passed[h]));
+      uint32_t inclusive = mine;
+#pragma unroll
+      for (int offset = 1; offset < 4; offset *= 2) {
+        const uint32_t up = __shfl_up_sync(0xffffffffu, inclusive, offset, 4);
+        if (lane % 4 >= offset) inclusive += up;
+      }
+      const uint32_t total = __shfl_sync(0xffffffffu, inclusive, 3, 4);
+      uint32_t base = 0;
+      if (lane % 4 == 3 && total > 0) base = atomicAdd(&state.count[rows[h]], total);
+      base = __shfl_sync(0xffffffffu, base, 3, 4);
+      slot[h] = base + inclusive - mine;
+      crossed = crossed || (total > 0 && base + total > limit);
+    }
+    // Slots within kStaged of what is in global memory wait in shared memory, the rest go out.
+    const uint32_t window[2] = {state.flushed[rows[0]], state.flushed[rows[1]]};
+    if ((passed[0] | passed[1]) != 0u) {
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int32_t row = tile_row + 8 * j + 2 * (lane % 4) + c;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            if (((passed[h] >> (2 * j + c)) & 1u) == 0u) continue;
+            const float norm = a.corpus_norms != nullptr ? a.corpus_norms[row] : 0.0f;
+            const uint64_t composite = keys::make_composite(
+                keys::key_from_f32_bits(__float_as_uint(score_of(j, c, h, norm)), true),
+                static_cast<uint32_t>(row));
+            const uint32_t at = slot[h]++;
+            if (at - window[h] < kStaged) {
+              staging[rows[h] * kStaged + (at - window[h])] = composite;
+            } else {
+              a.lists[(int64_t{query0 + rows[h]} * a.lanes + list_lane) * a.capacity + at] =
+                  composite;
+            }
           }
         }
       }
     }
-    if (kSample) continue;
-    // 5.
+    sm90::named_barrier(barrier_id, 128);
+    flush_staged(false);
+    // 5. (The barrier also orders this tile's flushes before the next tile's staging.)
     if (!sm90::named_barrier_or(barrier_id, 128, crossed)) continue;
+    flush_staged(true);  // keep_best reads the lists and overwrites the staging area
+    team.sync();
     for (int r = 0; r < kFusedQueryRows; ++r) {
       const uint32_t count = state.count[r];
       if (count <= limit) continue;
@@ -237,6 +333,7 @@ __device__ void consume(const ScanArgs& a, int group, unsigned char* queries, un
       const uint64_t raised = team.keep_best(list, count, static_cast<uint32_t>(a.k));
       if (thread == 0) {
         state.count[r] = static_cast<uint32_t>(a.k);
+        state.flushed[r] = static_cast<uint32_t>(a.k);
         state.gate[r] = raised > state.gate[r] ? raised : state.gate[r];
       }
       team.sync();
@@ -245,6 +342,7 @@ __device__ void consume(const ScanArgs& a, int group, unsigned char* queries, un
   // 6. Lanes 0-15 of warp w reserve the pool slots of rows 16 w .. 16 w + 15, then the warp moves
   // them one after the other.
   if (kSample) return;
+  flush_staged(true);
   sm90::named_barrier(barrier_id, 128);
   const int own = 16 * warp + lane % 16;
   const int32_t own_query = query0 + own;

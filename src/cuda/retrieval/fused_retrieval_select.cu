@@ -8,8 +8,8 @@
 // 1. A pool that took every list holds all the query's candidates. A full one (rare: ties, a
 //    gate far below the k-th score) takes the lists that did not fit, lane after lane, keeping
 //    its k best (ListTeam::keep_best) whenever it fills up.
-// 2. More than k candidates: ListTeam::find_boundary (a radix descent over the composites) and
-//    for_each_kept write the k best; else all of them. The slots after them are padding (-1 and
+// 2. More than k candidates: ListTeam::find_boundary (a radix descent over the composites, from
+//    the bits they all share) and for_each_kept write the k best; else all of them. The slots after them are padding (-1 and
 //    NaN, or composite 0 for the sort).
 #include <cuda_runtime_api.h>
 
@@ -107,8 +107,10 @@ __global__ void __launch_bounds__(kSelectThreads) fused_select_kernel(const Sele
   const int64_t out = query * a.k;
   auto write = [&a, out](uint32_t position, uint64_t c) { write_slot(a, out + position, c); };
   const uint32_t written =
-      team.for_each_kept(pool, total, total > k ? team.find_boundary(pool, total, k) : keep_all,
-                         0, write);
+      team.for_each_kept(
+          pool, total,
+          total > k ? team.find_boundary(pool, total, k, team.shared_prefix(pool, total)) : keep_all,
+          0, write);
   for (uint32_t slot = written + static_cast<uint32_t>(thread); slot < k; slot += kSelectThreads) {
     write_slot(a, out + slot, keys::kEmptyComposite);
   }

@@ -43,13 +43,13 @@ FusedRetrievalShape fused_retrieval_shape(int64_t batch, int64_t n, int64_t k, i
 }
 
 bool retrieval_prefers_fused(int64_t batch, int64_t n, int64_t, int64_t k) {
-  // Measured on the H200 (docs/BENCHMARKS.md, "The fused retrieval path"): fused is faster at
-  // batch 64 for k 16 and for 5M rows, even at 1M rows and k 1024, slower at batch 1, 16 and
-  // 128 and at k 8192 (its final selection over about 16 k candidates per query, and its
-  // corpus read once per 64 queries, cost more than the scores it does not write).
+  // Measured on the H200 (docs/BENCHMARKS.md, "The fused retrieval path"): at batch 64 fused is
+  // faster for k 16, for k 1024 over 1M rows and over 5M, slower at batch 1, 16 and 128 and at
+  // k 8192 over 1M (its final selection over about 16 k candidates a query, and its corpus
+  // read once per 64 queries, cost more than the scores it does not write).
   const bool batch_fits = batch >= kFusedRetrievalMinBatch && batch <= kFusedRetrievalMaxBatch;
-  return batch_fits && k <= kFusedRetrievalMaxK &&
-         (k <= kFusedRetrievalSmallK || n >= kFusedRetrievalMinRows);
+  const int64_t rows_needed = kFusedRetrievalMinRows * ((k + kFusedRetrievalRowsK - 1) / kFusedRetrievalRowsK);
+  return batch_fits && k <= kFusedRetrievalMaxK && (k <= kFusedRetrievalSmallK || n >= rows_needed);
 }
 
 }  // namespace litetopk::heuristics

@@ -39,12 +39,13 @@ FusedRetrievalShape fused_retrieval_shape(int64_t batch, int64_t n, int64_t k, i
 
 // kAuto takes the fused path (where it can run) for batches of kFusedRetrievalMinBatch to
 // kFusedRetrievalMaxBatch queries and k <= kFusedRetrievalMaxK, over at least
-// kFusedRetrievalMinRows rows unless k <= kFusedRetrievalSmallK.
+// kFusedRetrievalMinRows rows per kFusedRetrievalRowsK of k unless k <= kFusedRetrievalSmallK.
 constexpr int64_t kFusedRetrievalMinBatch = 48;
 constexpr int64_t kFusedRetrievalMaxBatch = 96;
 constexpr int64_t kFusedRetrievalMaxK = 2048;
 constexpr int64_t kFusedRetrievalSmallK = 256;
-constexpr int64_t kFusedRetrievalMinRows = 2000000;
+constexpr int64_t kFusedRetrievalMinRows = 1000000;
+constexpr int64_t kFusedRetrievalRowsK = 1024;
 
 bool retrieval_prefers_fused(int64_t batch, int64_t n, int64_t dim, int64_t k);
 

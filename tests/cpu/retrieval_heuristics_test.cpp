@@ -54,7 +54,10 @@ TEST(RetrievalHeuristics, SmallCorporaHaveFewSplitsAndNoSample) {
 TEST(RetrievalHeuristics, AutoTakesTheFusedPathWhereItWasFaster) {
   EXPECT_TRUE(retrieval_prefers_fused(64, 5000000, 768, 1024));
   EXPECT_TRUE(retrieval_prefers_fused(64, 1000000, 768, 16));
-  EXPECT_FALSE(retrieval_prefers_fused(64, 1000000, 768, 1024));
+  EXPECT_TRUE(retrieval_prefers_fused(64, 1000000, 768, 1024));
+  EXPECT_FALSE(retrieval_prefers_fused(64, 999999, 768, 1024));
+  EXPECT_FALSE(retrieval_prefers_fused(64, 1000000, 768, 2048));
+  EXPECT_TRUE(retrieval_prefers_fused(64, 2000000, 768, 2048));
   EXPECT_FALSE(retrieval_prefers_fused(64, 1000000, 768, 8192));
   EXPECT_FALSE(retrieval_prefers_fused(1, 5000000, 768, 1024));
   EXPECT_FALSE(retrieval_prefers_fused(16, 5000000, 768, 1024));

@@ -16,8 +16,8 @@
 // 4. Sample mode: the scores go to the sample rows. Gate mode: a score's composite (key, ~row) is
 //    kept when it is above the query's gate, appended to the warpgroup's list of the query: a
 //    branch-free pass marks the survivors, one shared atomic per quad of lanes and query row
-//    reserves their slots, and a second pass (only where some survive) stores them. An atomic per
-//    survivor, each store waiting for its slot, cost 20% of the scan at batch 64.
+//    reserves their slots, and a second pass (only where some survive) stages them in shared
+//    memory, from where whole runs go to the list.
 // 5. A barrier with an OR reduction says whether a list passed capacity - 128; each such list
 //    keeps its k best (ListTeam::keep_best) and its gate rises to their k-th: any later row at or
 //    below it is beaten by k rows of the same list, so nothing that can be in the answer is lost.
@@ -49,9 +49,9 @@ constexpr int kMathWarps = 4;
 constexpr uint32_t kProducerRegisters = 40;
 constexpr uint32_t kMathRegisters = 232;
 
-// Survivors wait in shared memory, kStaged a query, and leave in whole runs (a scattered 8-byte
-// store per survivor cost 15% of the scan at batch 64, through the L2's request rate). The
-// staging area is the team's histogram, free outside keep_best.
+// Survivors wait in shared memory, kStaged a query, and leave in runs of consecutive slots:
+// fewer, wider stores than one scattered 8-byte store per survivor. The staging area is the
+// team's histogram, free outside keep_best.
 constexpr uint32_t kStaged = 16;
 
 struct MathState {

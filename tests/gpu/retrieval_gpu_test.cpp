@@ -526,6 +526,51 @@ TEST(RetrievalGpu, FusedListsThatFillAreCompactedExactly) {
   }
 }
 
+TEST(RetrievalGpu, FusedPoolsOfTiedRowsSelectExactly) {
+  if (!testing::gpu_available()) GTEST_SKIP() << "no CUDA device";
+  // Every row tied: the pool's composites differ only in their row bits, so the final selection's
+  // descent starts low in the composite (4096 rows, k 101: 12 differing bits; 16 rows: 4).
+  struct Case {
+    int64_t n, k;
+  };
+  for (const Case& c : {Case{4096, 101}, Case{16, 4}, Case{2000, 1000}, Case{300, 299}}) {
+    SCOPED_TRACE(::testing::Message() << c.n << " tied rows, k " << c.k);
+    testkit::RetrievalWorkload tied = shaped(RetrievalKind::kNormalized,
+                                             RetrievalMetric::kInnerProduct, DType::kFloat16, 5,
+                                             c.n, 64, c.k);
+    for (int64_t r = 1; r < tied.spec.n; ++r) {
+      std::copy_n(&tied.corpus[0], tied.spec.dim, &tied.corpus[r * tied.spec.dim]);
+    }
+    RetrievalProblem p = tied.host_problem();
+    p.deterministic = true;
+    DeviceRetrieval device;
+    ASSERT_TRUE(device.upload(tied, p));
+    ASSERT_TRUE(device.run(fused_path()));
+    EXPECT_TRUE(device.check());
+  }
+}
+
+TEST(RetrievalGpu, FusedWalksOfManyShortTiles) {
+  if (!testing::gpu_available()) GTEST_SKIP() << "no CUDA device";
+  // One or two 64-column slices a tile and more sample tiles per block than the ring's stages
+  // hold slices of (1.2M rows: about 4 sample tiles and 70 tiles per block): the two math
+  // warpgroups' handshake, with warps of one running a tile ahead of the others.
+  for (const int64_t dim : {64, 128}) {
+    SCOPED_TRACE(::testing::Message() << "d " << dim);
+    const testkit::RetrievalWorkload w =
+        shaped(RetrievalKind::kClustered, RetrievalMetric::kInnerProduct,
+               dim == 64 ? DType::kFloat16 : DType::kBFloat16, 8, 1200000, dim, dim == 64 ? 16 : 256);
+    const RetrievalProblem p = w.host_problem();
+    DeviceRetrieval device;
+    ASSERT_TRUE(device.upload(w, p));
+    RetrievalPlan plan;
+    ASSERT_TRUE(retrieval_topk_plan(device.problem(), fused_path(), &plan).is_ok());
+    EXPECT_GE(plan.fused_sample_tiles, 3 * plan.fused_splits);
+    ASSERT_TRUE(device.run(fused_path()));
+    EXPECT_TRUE(device.check());
+  }
+}
+
 TEST(RetrievalGpu, FusedPathRefusesAnFp8Corpus) {
   if (!testing::gpu_available()) GTEST_SKIP() << "no CUDA device";
   const testkit::RetrievalWorkload w =

@@ -1,17 +1,19 @@
-// Exact top-k over a candidate list in global memory, run by a team of warps (the side warps of
-// the fused indexer kernel) synchronized by a named barrier.
+// Exact top-k over a candidate list in global memory, run by a team of 1 to 32 warps synchronized
+// by a named barrier (the fused indexer's side warps, the fused retrieval scan's math warpgroups,
+// its final selection's 32 warps).
 //
 // Candidates are distinct 64-bit composites (score key << 32 | ~key index, formats/score_keys.h):
 // larger is better and no two are equal, so "the k best" is always exactly k elements.
-// 1. find_boundary: radix descent, 11 bits per pass from the top, kBatch loads in flight per
-//    thread: a 2048-bin histogram of the candidates that share
-//    the prefix found so far picks the digit holding the k-th best, until the candidates of that
-//    prefix are all needed (at the latest when one is left). Scores of one query share their top
-//    bits, so this takes 2 to 3 passes.
-// 2. for_each_kept: an order-preserving pass over kBatch rounds of 32 * warps candidates at a time
-//    (two barriers per batch), handing every kept element (top bits >= the prefix: exactly k) and
-//    its position to a writer: compact (in place: a batch reads everything before
-//    it writes, and writes only below what it has read) or the kernel's output.
+// 1. find_boundary: radix descent, kRadixBits per pass from the top or from a start that
+//    shared_prefix found (always 64 - a multiple of kRadixBits, so every pass is 9 or 11 bits
+//    wide: the digit search needs at least 32 bins), kListBatch loads in flight per thread: a
+//    2048-bin histogram of the candidates that share the prefix found so far picks the digit
+//    holding the k-th best, until the candidates of that prefix are all needed (at the latest
+//    when one is left). Scores of one query share their top bits, so this takes 2 to 3 passes.
+// 2. for_each_kept: an order-preserving pass over kListBatch rounds of 32 * warps candidates at a
+//    time (two barriers per batch), handing every kept element (top bits >= the prefix: exactly
+//    k) and its position to a writer: compact (in place: a batch reads everything before it
+//    writes, and writes only below what it has read) or the kernel's output.
 // keep_best = both on one list; it returns the gate that the kept list implies: any later
 // candidate at or below it is beaten by the k kept ones and can be dropped.
 #pragma once
@@ -66,11 +68,13 @@ struct ListTeam {
     }
   }
 
-  // The longest prefix that every element of list[0, n) shares (n >= 2 distinct elements), as a
-  // start for find_boundary: it skips the passes whose histogram would hold everything in one bin
-  // (scores close together, e.g. a pool above a tight gate).
+  // A prefix that every element of list[0, n) shares (n >= 2 distinct elements), the longest that
+  // ends on a pass boundary, as a start for find_boundary: it skips the passes whose histogram
+  // would hold everything in one bin (scores close together, e.g. a pool above a tight gate).
   __device__ Boundary shared_prefix(const uint64_t* list, uint32_t n) const {
     const int lane = thread % 32;
+    static_assert(alignof(ListScratch<kWarps>) >= alignof(unsigned long long),
+                  "the histogram, the scratch's first member, holds two 64-bit words here");
     auto* bits = reinterpret_cast<unsigned long long*>(scratch.histogram);  // [0] any, [1] all
     if (thread == 0) {
       bits[0] = 0;
@@ -100,8 +104,11 @@ struct ListTeam {
     }
     sync();
     const uint64_t shared = bits[1];
-    const uint32_t shift = 64u - static_cast<uint32_t>(__clzll(static_cast<long long>(bits[0] ^ shared)));
+    const uint32_t differ = 64u - static_cast<uint32_t>(__clzll(static_cast<long long>(bits[0] ^ shared)));
     sync();  // the histogram is find_boundary's again
+    // Rounded up to a pass boundary of the descent from 64 (a coarser prefix is shared too), so
+    // that no pass is narrower than 9 bits.
+    const uint32_t shift = 64u - kRadixBits * ((64u - differ) / kRadixBits);
     return {shift == 64 ? 0 : shared >> shift, shift};
   }
 

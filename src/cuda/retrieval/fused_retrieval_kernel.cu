@@ -9,8 +9,9 @@
 // 2. Math warpgroup w takes the block's tiles w, w + 2, ... (ping-pong: one's epilogue runs beside
 //    the other's products, and the ring keeps loading meanwhile): per slice four wgmma
 //    m64n128k16 into 64 fp32 accumulators per thread. A warpgroup waits for its tile's slices
-//    only once the other has seen its previous tile's slices arrive, so no wait is ever more
-//    than one phase ahead of its stage's barrier.
+//    only once every warp of the other has seen its previous tile's slices arrive, so no wait is
+//    ever more than one phase ahead of its barrier (a handshake by one warp let a lagging warp's
+//    wait fall two phases behind: a hang with one or two slices a tile).
 // 3. Epilogue, the unfused path's arithmetic in fp32: l2's (2 s - ||c||^2) - ||q||^2; NaN for a
 //    row past n, cleared in the bitmap or outside the query's range (clamped into [0, n]).
 // 4. Sample mode: the scores go to the sample rows. Gate mode: a score's composite (key, ~row) is
@@ -66,7 +67,8 @@ static_assert(sizeof(MathState::scratch.histogram) >= kFusedQueryRows * kStaged 
 struct Control {
   uint64_t full[kMaxStages];
   uint64_t empty[kMaxStages];
-  uint64_t slices_seen[kFusedMathGroups];  // warpgroup w saw all slices of one of its tiles arrive
+  // Every warp of warpgroup w saw all slices of one of its tiles arrive.
+  uint64_t slices_seen[kFusedMathGroups];
   uint64_t queries_full;
   MathState math[kFusedMathGroups];
 };
@@ -166,7 +168,7 @@ __device__ void consume(const ScanArgs& a, int group, unsigned char* queries, un
   cuda_indexer::ListTeam<kMathWarps> team{state.scratch, barrier_id, thread};
   uint64_t* staging = reinterpret_cast<uint64_t*>(state.scratch.histogram);
   // Warp w writes out the staged survivors of rows 16 w .. 16 w + 15: those whose staging is full
-  // (all = false) or every one (all = true); then the lists hold entries [0, count).
+  // (all = false) or every one (all = true; then the lists hold entries [0, count)).
   auto flush_staged = [&](bool all) {
     const int own = 16 * warp + lane % 16;
     const uint32_t count = state.count[own];
@@ -204,7 +206,7 @@ __device__ void consume(const ScanArgs& a, int group, unsigned char* queries, un
     for (int s = 0; s < a.slices; ++s, ++position) {
       const uint32_t stage = position % static_cast<uint32_t>(a.stages);
       sm90::mbarrier_wait(&control.full[stage], (position / static_cast<uint32_t>(a.stages)) & 1u);
-      if (s + 1 == a.slices && thread == 0) sm90::mbarrier_arrive(&control.slices_seen[group]);
+      if (s + 1 == a.slices && lane == 0) sm90::mbarrier_arrive(&control.slices_seen[group]);
       sm90::wgmma_fence();
 #pragma unroll
       for (int step = 0; step < 4; ++step) {
@@ -390,7 +392,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       sm90::mbarrier_init(&control.full[s], 1);
       sm90::mbarrier_init(&control.empty[s], kMathWarps);  // lane 0 of each math warp
     }
-    for (int g = 0; g < kFusedMathGroups; ++g) sm90::mbarrier_init(&control.slices_seen[g], 1);
+    // Lane 0 of each math warp: a warp that lags its warpgroup still holds the other's phase back.
+    for (int g = 0; g < kFusedMathGroups; ++g) {
+      sm90::mbarrier_init(&control.slices_seen[g], kMathWarps);
+    }
     sm90::mbarrier_init(&control.queries_full, 1);
     sm90::fence_barrier_init();
   }

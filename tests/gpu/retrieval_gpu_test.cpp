@@ -552,9 +552,9 @@ TEST(RetrievalGpu, FusedPoolsOfTiedRowsSelectExactly) {
 
 TEST(RetrievalGpu, FusedWalksOfManyShortTiles) {
   if (!testing::gpu_available()) GTEST_SKIP() << "no CUDA device";
-  // One or two 64-column slices a tile and more sample tiles per block than the ring's stages
-  // hold slices of (1.2M rows: about 4 sample tiles and 70 tiles per block): the two math
-  // warpgroups' handshake, with warps of one running a tile ahead of the others.
+  // One or two 64-column slices a tile and several sample tiles per block (1.2M rows: about 4
+  // sample tiles and 70 tiles per block): the two math warpgroups' handshake, with warps of one
+  // running a tile ahead of the others.
   for (const int64_t dim : {64, 128}) {
     SCOPED_TRACE(::testing::Message() << "d " << dim);
     const testkit::RetrievalWorkload w =

@@ -9,8 +9,9 @@
 //    gate far below the k-th score) takes the lists that did not fit, lane after lane, keeping
 //    its k best (ListTeam::keep_best) whenever it fills up.
 // 2. More than k candidates: ListTeam::find_boundary (a radix descent over the composites, from
-//    the bits they all share) and for_each_kept write the k best; else all of them. The slots
-//    after them are padding (-1 and NaN, or composite 0 for the sort).
+//    the pass boundary at or above the bits they all share) and for_each_kept write the k best;
+//    else all of them. The slots after them are padding (-1 and NaN, or composite 0 for the
+//    sort).
 #include <cuda_runtime_api.h>
 
 #include <cmath>

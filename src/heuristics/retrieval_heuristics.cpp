@@ -48,7 +48,8 @@ bool retrieval_prefers_fused(int64_t batch, int64_t n, int64_t, int64_t k) {
   // k 8192 over 1M (its final selection over about 16 k candidates a query, and its corpus
   // read once per 64 queries, cost more than the scores it does not write).
   const bool batch_fits = batch >= kFusedRetrievalMinBatch && batch <= kFusedRetrievalMaxBatch;
-  const int64_t rows_needed = kFusedRetrievalMinRows * ((k + kFusedRetrievalRowsK - 1) / kFusedRetrievalRowsK);
+  const int64_t rows_needed =
+      kFusedRetrievalMinRows * ((k + kFusedRetrievalRowsK - 1) / kFusedRetrievalRowsK);
   return batch_fits && k <= kFusedRetrievalMaxK && (k <= kFusedRetrievalSmallK || n >= rows_needed);
 }
 

@@ -559,7 +559,8 @@ TEST(RetrievalGpu, FusedWalksOfManyShortTiles) {
     SCOPED_TRACE(::testing::Message() << "d " << dim);
     const testkit::RetrievalWorkload w =
         shaped(RetrievalKind::kClustered, RetrievalMetric::kInnerProduct,
-               dim == 64 ? DType::kFloat16 : DType::kBFloat16, 8, 1200000, dim, dim == 64 ? 16 : 256);
+               dim == 64 ? DType::kFloat16 : DType::kBFloat16, 8, 1200000, dim,
+               dim == 64 ? 16 : 256);
     const RetrievalProblem p = w.host_problem();
     DeviceRetrieval device;
     ASSERT_TRUE(device.upload(w, p));

@@ -6,13 +6,17 @@
 
 namespace litetopk::cuda_common {
 
-// The sum of `value` over lanes 0 .. lane (Hillis-Steele over the full warp).
+// The sum of `value` over the lanes of this lane's group of kWidth (a power of two) up to and
+// including this one (Hillis-Steele; every lane of the full warp calls it).
+template <int kWidth = 32>
 __device__ __forceinline__ uint32_t warp_inclusive_sum(uint32_t value, int lane) {
+  static_assert(kWidth >= 1 && kWidth <= 32 && (kWidth & (kWidth - 1)) == 0,
+                "groups of a power of two lanes");
   uint32_t inclusive = value;
 #pragma unroll
-  for (int offset = 1; offset < 32; offset *= 2) {
-    const uint32_t up = __shfl_up_sync(0xffffffffu, inclusive, offset);
-    if (lane >= offset) inclusive += up;
+  for (int offset = 1; offset < kWidth; offset *= 2) {
+    const uint32_t up = __shfl_up_sync(0xffffffffu, inclusive, offset, kWidth);
+    if (lane % kWidth >= offset) inclusive += up;
   }
   return inclusive;
 }

@@ -96,15 +96,18 @@ struct ListTeam {
     }
     const auto high = [](uint64_t v) { return static_cast<uint32_t>(v >> 32); };
     const auto low = [](uint64_t v) { return static_cast<uint32_t>(v); };
-    any = uint64_t{__reduce_or_sync(0xffffffffu, high(any))} << 32 | __reduce_or_sync(0xffffffffu, low(any));
-    all = uint64_t{__reduce_and_sync(0xffffffffu, high(all))} << 32 | __reduce_and_sync(0xffffffffu, low(all));
+    any = uint64_t{__reduce_or_sync(0xffffffffu, high(any))} << 32 |
+          __reduce_or_sync(0xffffffffu, low(any));
+    all = uint64_t{__reduce_and_sync(0xffffffffu, high(all))} << 32 |
+          __reduce_and_sync(0xffffffffu, low(all));
     if (lane == 0) {
       atomicOr(&bits[0], any);
       atomicAnd(&bits[1], all);
     }
     sync();
     const uint64_t shared = bits[1];
-    const uint32_t differ = 64u - static_cast<uint32_t>(__clzll(static_cast<long long>(bits[0] ^ shared)));
+    const uint32_t differ =
+        64u - static_cast<uint32_t>(__clzll(static_cast<long long>(bits[0] ^ shared)));
     sync();  // the histogram is find_boundary's again
     // Rounded up to a pass boundary of the descent from 64 (a coarser prefix is shared too), so
     // that no pass is narrower than 9 bits.

@@ -99,7 +99,8 @@ struct ScanArgs {
 };
 
 int shared_bytes(int slices, int stages) {
-  return 1024 + slices * kQuerySliceBytes + stages * kStageBytes + static_cast<int>(sizeof(Control));
+  return 1024 + slices * kQuerySliceBytes + stages * kStageBytes +
+         static_cast<int>(sizeof(Control));
 }
 
 // The queries, once (the producer's first thread).
@@ -228,28 +229,39 @@ __device__ void consume(const ScanArgs& a, int group, unsigned char* queries, un
     sm90::fence_accumulators(d);
     // 3.
     const int32_t tile_row = walk * a.walk_step * kFusedTileRows;
-    // The score of column 8 j + 2 (lane % 4) + c for query row h (static indices into d).
+    // This thread's corpus row of column 8 j + 2 (lane % 4) + c, its score for query row h
+    // (static indices into d) and that score's composite.
+    auto row_of = [&](int j, int c) { return tile_row + 8 * j + 2 * (lane % 4) + c; };
     auto score_of = [&](int j, int c, int h, float norm) {
       const float score = d[4 * j + 2 * h + c];
       return a.query_norms != nullptr ? (2.0f * score - norm) - query_norm[h] : score;
+    };
+    auto composite_of = [&](int j, int c, int h, float norm) {
+      return keys::make_composite(
+          keys::key_from_f32_bits(__float_as_uint(score_of(j, c, h, norm)), true),
+          static_cast<uint32_t>(row_of(j, c)));
+    };
+    // Whether the row is in the corpus and the bitmap, and its squared norm (l2).
+    auto allowed_of = [&](int32_t row) { return row < a.n && bitmap_allows(a.bitmap, row); };
+    auto norm_of = [&](int32_t row, bool allowed) {
+      return a.corpus_norms != nullptr && allowed ? a.corpus_norms[row] : 0.0f;
     };
     if (kSample) {
 #pragma unroll
       for (int j = 0; j < 16; ++j) {
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
-          const int column = 8 * j + 2 * (lane % 4) + c;
-          const int32_t row = tile_row + column;
-          const bool allowed = row < a.n && bitmap_allows(a.bitmap, row);
-          const float norm = a.corpus_norms != nullptr && allowed ? a.corpus_norms[row] : 0.0f;
+          const int32_t row = row_of(j, c);
+          const bool allowed = allowed_of(row);
+          const float norm = norm_of(row, allowed);
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int32_t q = query0 + rows[h];
             const bool inside = allowed && row >= begin[h] && row < end[h];
             const int64_t columns = int64_t{a.walk_tiles} * kFusedTileRows;
             if (q < a.batch) {
-              a.sample_scores[int64_t{q} * columns + int64_t{walk} * kFusedTileRows + column] =
-                  inside ? score_of(j, c, h, norm) : NAN;
+              a.sample_scores[int64_t{q} * columns + int64_t{walk} * kFusedTileRows +
+                              (row - tile_row)] = inside ? score_of(j, c, h, norm) : NAN;
             }
           }
         }
@@ -263,15 +275,13 @@ __device__ void consume(const ScanArgs& a, int group, unsigned char* queries, un
     for (int j = 0; j < 16; ++j) {
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
-        const int32_t row = tile_row + 8 * j + 2 * (lane % 4) + c;
-        const bool allowed = row < a.n && bitmap_allows(a.bitmap, row);
-        const float norm = a.corpus_norms != nullptr && allowed ? a.corpus_norms[row] : 0.0f;
+        const int32_t row = row_of(j, c);
+        const bool allowed = allowed_of(row);
+        const float norm = norm_of(row, allowed);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const bool inside = allowed && row >= begin[h] && row < end[h];
-          const uint64_t composite = keys::make_composite(
-              keys::key_from_f32_bits(__float_as_uint(score_of(j, c, h, norm)), true),
-              static_cast<uint32_t>(row));
+          const uint64_t composite = composite_of(j, c, h, norm);
           if (inside && composite > gate[h]) passed[h] |= 1u << (2 * j + c);
         }
       }
@@ -283,12 +293,7 @@ __device__ void consume(const ScanArgs& a, int group, unsigned char* queries, un
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const uint32_t mine = static_cast<uint32_t>(__popc(passed[h]));
-      uint32_t inclusive = mine;
-#pragma unroll
-      for (int offset = 1; offset < 4; offset *= 2) {
-        const uint32_t up = __shfl_up_sync(0xffffffffu, inclusive, offset, 4);
-        if (lane % 4 >= offset) inclusive += up;
-      }
+      const uint32_t inclusive = cuda_common::warp_inclusive_sum<4>(mine, lane);
       const uint32_t total = __shfl_sync(0xffffffffu, inclusive, 3, 4);
       uint32_t base = 0;
       if (lane % 4 == 3 && total > 0) base = atomicAdd(&state.count[rows[h]], total);
@@ -303,14 +308,11 @@ __device__ void consume(const ScanArgs& a, int group, unsigned char* queries, un
       for (int j = 0; j < 16; ++j) {
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
-          const int32_t row = tile_row + 8 * j + 2 * (lane % 4) + c;
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             if (((passed[h] >> (2 * j + c)) & 1u) == 0u) continue;
-            const float norm = a.corpus_norms != nullptr ? a.corpus_norms[row] : 0.0f;
-            const uint64_t composite = keys::make_composite(
-                keys::key_from_f32_bits(__float_as_uint(score_of(j, c, h, norm)), true),
-                static_cast<uint32_t>(row));
+            // A survivor's row is allowed: its norm is loaded again only here.
+            const uint64_t composite = composite_of(j, c, h, norm_of(row_of(j, c), true));
             const uint32_t at = slot[h]++;
             if (at - window[h] < kStaged) {
               staging[rows[h] * kStaged + (at - window[h])] = composite;

@@ -107,11 +107,9 @@ __global__ void __launch_bounds__(kSelectThreads) fused_select_kernel(const Sele
   // 2.
   const int64_t out = query * a.k;
   auto write = [&a, out](uint32_t position, uint64_t c) { write_slot(a, out + position, c); };
-  const uint32_t written =
-      team.for_each_kept(
-          pool, total,
-          total > k ? team.find_boundary(pool, total, k, team.shared_prefix(pool, total)) : keep_all,
-          0, write);
+  const typename Team::Boundary boundary =
+      total > k ? team.find_boundary(pool, total, k, team.shared_prefix(pool, total)) : keep_all;
+  const uint32_t written = team.for_each_kept(pool, total, boundary, 0, write);
   for (uint32_t slot = written + static_cast<uint32_t>(thread); slot < k; slot += kSelectThreads) {
     write_slot(a, out + slot, keys::kEmptyComposite);
   }

@@ -246,30 +246,9 @@ __device__ void consume(const ScanArgs& a, int group, unsigned char* queries, un
     auto norm_of = [&](int32_t row, bool allowed) {
       return a.corpus_norms != nullptr && allowed ? a.corpus_norms[row] : 0.0f;
     };
-    if (kSample) {
-#pragma unroll
-      for (int j = 0; j < 16; ++j) {
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const int32_t row = row_of(j, c);
-          const bool allowed = allowed_of(row);
-          const float norm = norm_of(row, allowed);
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int32_t q = query0 + rows[h];
-            const bool inside = allowed && row >= begin[h] && row < end[h];
-            const int64_t columns = int64_t{a.walk_tiles} * kFusedTileRows;
-            if (q < a.batch) {
-              a.sample_scores[int64_t{q} * columns + int64_t{walk} * kFusedTileRows +
-                              (row - tile_row)] = inside ? score_of(j, c, h, norm) : NAN;
-            }
-          }
-        }
-      }
-      continue;
-    }
-    // 4. Which scores pass (bit 2 j + c of passed[h]), branch-free.
-    const uint64_t gate[2] = {state.gate[rows[0]], state.gate[rows[1]]};
+    // Sample mode: the scores into the sample rows. 4. Gate mode: which scores pass (bit 2 j + c
+    // of passed[h]), branch-free.
+    const uint64_t gate[2] = {kSample ? 0 : state.gate[rows[0]], kSample ? 0 : state.gate[rows[1]]};
     uint32_t passed[2] = {0u, 0u};
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
@@ -281,11 +260,21 @@ __device__ void consume(const ScanArgs& a, int group, unsigned char* queries, un
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const bool inside = allowed && row >= begin[h] && row < end[h];
-          const uint64_t composite = composite_of(j, c, h, norm);
-          if (inside && composite > gate[h]) passed[h] |= 1u << (2 * j + c);
+          if constexpr (kSample) {
+            const int32_t q = query0 + rows[h];
+            const int64_t columns = int64_t{a.walk_tiles} * kFusedTileRows;
+            if (q < a.batch) {
+              a.sample_scores[int64_t{q} * columns + int64_t{walk} * kFusedTileRows +
+                              (row - tile_row)] = inside ? score_of(j, c, h, norm) : NAN;
+            }
+          } else {
+            const uint64_t composite = composite_of(j, c, h, norm);
+            if (inside && composite > gate[h]) passed[h] |= 1u << (2 * j + c);
+          }
         }
       }
     }
+    if constexpr (kSample) continue;
     // The survivors' slots: the four lanes of a quad share their query rows, so one shared atomic
     // per quad and row reserves them all; then every survivor is stored, with no round trip.
     uint32_t slot[2];

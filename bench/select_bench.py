@@ -3,13 +3,14 @@
 
 For each shape and dtype (--dtypes, fp32 and bf16 by default): random normal rows made by torch on
 the GPU; torch.topk (sorted=False), litetopk radix, sample-filter (k <= 8192), grid-radix,
-sieve and auto, and the peers of every --peer-lib (repeatable; harness libraries built outside this
-repository: vLLM 0.33's persistent_topk and cooperative_topk through their own entry points, any
-other peer through the generic ltk_peer_* ABI below) timed with CUDA events (median of --iters
-after --warmup, rotating through several input buffers when one is under 256 MB so that L2 does
-not serve the input). Every litetopk method and every peer is verified against the exact top-k of
-each row (the selected multiset of values equal; -0 and +0 equal; NaN ranks below -inf, so a NaN or a
--1 may fill only the slots a row has no other value for; indices in range, no duplicates).
+sieve, cluster and auto, and the peers of every --peer-lib (repeatable; harness libraries built
+outside this repository: vLLM 0.33's persistent_topk and cooperative_topk through their own entry
+points, any other peer through the generic ltk_peer_* ABI below) timed with CUDA events (median of
+--iters after --warmup, rotating through several input buffers when one is under 256 MB so that L2
+does not serve the input). Every litetopk method and every peer is verified against the exact
+top-k of each row (the selected multiset of values equal; -0 and +0 equal; NaN ranks below -inf, so
+a NaN or a -1 may fill only the slots a row has no other value for; indices in range, no
+duplicates).
 With --adversarial, the families of tests/common/select_cases.cpp (ties at the k-th value,
 constant rows, NaN/inf, -0/+0, denormals, few distinct values, mostly tied, ...) and an attention
 row (sinks and a recent window) at --adv-shape go through litetopk auto and every peer; the JSON
@@ -40,7 +41,8 @@ from litetopk_bench_common import (Progress, add_common_arguments, litetopk, pri
                                    require_cuda, result_record, shape_parser, time_cuda,
                                    write_results)
 
-ALGO_CODES = {"auto": 0, "radix": 1, "sample-filter": 2, "grid-radix": 3, "sieve": 4}
+ALGO_CODES = {"auto": 0, "radix": 1, "sample-filter": 2, "grid-radix": 3, "sieve": 4,
+              "cluster": 5}
 ALGO_NAMES = {code: name for name, code in ALGO_CODES.items()}
 DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
 
@@ -61,7 +63,7 @@ SAMPLE_FILTER_MAX_K = 8192
 ROTATION_BYTES = 256 << 20
 MAX_COPIES = 64
 ROW_ALIGN_BYTES = 1024
-OURS = ["radix", "sample-filter", "grid-radix", "sieve", "auto"]
+OURS = ["radix", "sample-filter", "grid-radix", "sieve", "cluster", "auto"]
 NAN_KEY = -(1 << 40)  # below every rank key of a non-NaN fp32 value
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -464,9 +466,9 @@ def markdown_table(rows, peer_names, records):
     """The timing table (a column per peer method) and, with --adversarial, the exactness one."""
     peer_heads = "".join(f" {name} |" for name in peer_names)
     lines = [
-        "| B x N, k | dtype | torch.topk | radix | sample-filter | grid-radix | sieve | auto (algo) "
-        f"| auto GB/s |{peer_heads} best peer / auto | exact |",
-        "|" + " --- |" * (11 + len(peer_names)),
+        "| B x N, k | dtype | torch.topk | radix | sample-filter | grid-radix | sieve | cluster "
+        f"| auto (algo) | auto GB/s |{peer_heads} best peer / auto | exact |",
+        "|" + " --- |" * (12 + len(peer_names)),
     ]
     for row in rows:
         ms = row["ms"]
@@ -479,7 +481,7 @@ def markdown_table(rows, peer_names, records):
             f"| {row['batch']} x {row['n']}, {row['k']} | {row['dtype']} | "
             f"{fmt(ms.get('torch.topk'))} | {fmt(ms.get('radix'))} | "
             f"{fmt(ms.get('sample-filter'))} | {fmt(ms.get('grid-radix'))} | "
-            f"{fmt(ms.get('sieve'))} | "
+            f"{fmt(ms.get('sieve'))} | {fmt(ms.get('cluster'))} | "
             f"{fmt(auto)} ({row['dispatched']}) | {fmt(row['gbps'].get('auto'), 0)} |"
             f"{peer_cells} "
             f"{fmt(best_peer / auto if auto and best_peer else None, 2, 'x')} | "
@@ -547,7 +549,8 @@ def main():
                if args.adversarial else [])
 
     what = ("top-k of random normal rows (unsorted): torch.topk, litetopk radix, sample-filter, "
-            "grid-radix, sieve and auto, and the peers " + ", ".join(peer_names or ["(none)"]) +
+            "grid-radix, sieve, cluster and auto, and the peers " +
+            ", ".join(peer_names or ["(none)"]) +
             "; CUDA events, median of iters after warmup, inputs rotated through copies "
             "totalling >= 256 MB")
     extra = {"peer_libs": {method: peer.path for method, peer in peer_methods(peers)},

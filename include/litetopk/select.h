@@ -48,6 +48,10 @@ enum class SelectAlgo : int {
   kSieve = 4,         // for few long rows: each row's segments keep their few best entries and
                       // the row's last block selects among them (one read; kUnsupported when a
                       // row's survivors would not fit one block)
+  kCluster = 5,       // radix select of each row by a thread-block cluster of up to 16 CTAs that
+                      // hold the row in shared memory and merge their digit histograms through
+                      // distributed shared memory (for few rows of up to 512K entries, any k;
+                      // kUnsupported when a row does not fit the cluster's shared memory)
 };
 constexpr int64_t kSampleFilterMaxK = 8192;
 

@@ -131,7 +131,8 @@ NB_MODULE(_C, m) {
       .value("radix", litetopk::SelectAlgo::kRadix)
       .value("sample-filter", litetopk::SelectAlgo::kSampleFilter)
       .value("grid-radix", litetopk::SelectAlgo::kGridRadix)
-      .value("sieve", litetopk::SelectAlgo::kSieve);
+      .value("sieve", litetopk::SelectAlgo::kSieve)
+      .value("cluster", litetopk::SelectAlgo::kCluster);
   nb::enum_<litetopk::CpuSelectAlgo>(m, "CpuSelectAlgo")
       .value("reference", litetopk::CpuSelectAlgo::kReference)
       .value("fast", litetopk::CpuSelectAlgo::kFast);

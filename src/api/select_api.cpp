@@ -17,13 +17,14 @@ const char* select_algo_name(SelectAlgo algo) {
     case SelectAlgo::kSampleFilter: return "sample-filter";
     case SelectAlgo::kGridRadix: return "grid-radix";
     case SelectAlgo::kSieve: return "sieve";
+    case SelectAlgo::kCluster: return "cluster";
   }
   return "invalid";
 }
 
 bool parse_select_algo(const char* name, SelectAlgo* algo) {
   for (SelectAlgo a : {SelectAlgo::kAuto, SelectAlgo::kRadix, SelectAlgo::kSampleFilter,
-                        SelectAlgo::kGridRadix, SelectAlgo::kSieve}) {
+                        SelectAlgo::kGridRadix, SelectAlgo::kSieve, SelectAlgo::kCluster}) {
     if (std::strcmp(name, select_algo_name(a)) == 0) {
       *algo = a;
       return true;
@@ -46,6 +47,7 @@ Status select_topk_plan(const SelectProblem& problem, const SelectOptions& optio
     case SelectAlgo::kRadix:
     case SelectAlgo::kGridRadix:
     case SelectAlgo::kSieve:
+    case SelectAlgo::kCluster:
       break;
     case SelectAlgo::kSampleFilter:
       if (problem.k > kSampleFilterMaxK) {
@@ -56,7 +58,7 @@ Status select_topk_plan(const SelectProblem& problem, const SelectOptions& optio
       break;
     default:
       return detail::invalid_argument(
-          "options.algo must be auto, radix, sample-filter, grid-radix or sieve, got ",
+          "options.algo must be auto, radix, sample-filter, grid-radix, sieve or cluster, got ",
           static_cast<int>(options.algo));
   }
   SelectPlan planned{};

@@ -18,6 +18,7 @@ struct SelectShapeFacts {
   int32_t sample_filter_segments = 0;  // blocks per row sample-filter would use
   int32_t grid_radix_segments = 0;     // blocks per row grid-radix would use; 0: does not fit
   int32_t sieve_segments = 0;          // blocks per row sieve would use; 0: does not fit
+  int32_t cluster_size = 0;            // CTAs per row cluster would use; 0: does not fit
 };
 
 SelectAlgo choose_select_algo(const SelectShapeFacts& facts);

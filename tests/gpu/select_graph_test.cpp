@@ -12,7 +12,7 @@ namespace {
 TEST(SelectGpuGraph, CaptureAndReplayOnNewData) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   for (SelectAlgo algo : {SelectAlgo::kSampleFilter, SelectAlgo::kRadix, SelectAlgo::kGridRadix,
-                          SelectAlgo::kSieve}) {
+                          SelectAlgo::kSieve, SelectAlgo::kCluster}) {
     SelectCase c;
     c.name = "Graph";
     c.batch = 2;

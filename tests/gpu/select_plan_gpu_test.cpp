@@ -16,7 +16,7 @@ namespace {
 TEST(SelectPlanGpu, OnePlanManyBuffers) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   for (SelectAlgo algo : {SelectAlgo::kAuto, SelectAlgo::kSampleFilter, SelectAlgo::kRadix,
-                          SelectAlgo::kGridRadix, SelectAlgo::kSieve}) {
+                          SelectAlgo::kGridRadix, SelectAlgo::kSieve, SelectAlgo::kCluster}) {
     SelectCase c;
     c.name = "Plan";
     c.batch = 3;

@@ -1,5 +1,5 @@
-// allow_dynamic_shared_memory: the attribute set once per (kernel, device), remembered under a
-// mutex.
+// Kernel attributes set, and occupancies queried, once per kernel and device (remembered under a
+// mutex), and the launches that carry a launch attribute (cooperative, clustered, dependent).
 #include <cuda_runtime_api.h>
 
 #include <map>
@@ -48,6 +48,44 @@ Status resident_blocks(const void* kernel, int threads, int smem, int* blocks) {
   return Status::ok();
 }
 
+Status resident_clusters(const void* kernel, int threads, int smem, int cluster, int* clusters) {
+  static std::mutex mutex;
+  static std::map<std::tuple<const void*, int, int, int, int>, int> known;  // -> clusters
+  int device = 0;
+  LITETOPK_CUDA_TRY(cudaGetDevice(&device));
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(kernel, device, threads, smem, cluster);
+  const auto found = known.find(key);
+  if (found != known.end()) {
+    *clusters = found->second;
+    return Status::ok();
+  }
+  if (cluster > 8) {
+    LITETOPK_CUDA_TRY(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  }
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(cluster));
+  config.blockDim = dim3(static_cast<unsigned>(threads));
+  config.dynamicSmemBytes = static_cast<std::size_t>(smem);
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  int count = 0;
+  const cudaError_t error = cudaOccupancyMaxActiveClusters(&count, kernel, &config);
+  if (error != cudaSuccess) {
+    (void)cudaGetLastError();  // a size the device cannot hold: no cluster fits
+    count = 0;
+  }
+  *clusters = count;
+  known[key] = count;
+  return Status::ok();
+}
+
 namespace {
 
 // cudaLaunchKernelExC of `kernel` with `args` and at most one launch attribute.
@@ -83,6 +121,17 @@ Status launch_dependent(const void* kernel, dim3 grid, dim3 block, std::size_t s
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
   return launch_with(kernel, grid, block, smem, stream, args, dependent ? &attribute : nullptr);
+}
+
+Status launch_clustered(const void* kernel, dim3 grid, int threads, int smem, int cluster,
+                        cudaStream_t stream, void** args) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  return launch_with(kernel, grid, dim3(static_cast<unsigned>(threads)),
+                     static_cast<std::size_t>(smem), stream, args, &attribute);
 }
 
 }  // namespace litetopk::cuda_common

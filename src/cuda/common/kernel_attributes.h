@@ -1,6 +1,6 @@
 // Per-kernel launch attributes set (and occupancies queried) once per kernel and device instead of
 // before every launch: cudaFuncSetAttribute and the occupancy query cost host microseconds per
-// call. And the cooperative launch that grid-wide barriers need.
+// call. And the cooperative launch that grid-wide barriers need, and the clustered one.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -25,6 +25,16 @@ Status resident_blocks(const void* kernel, int threads, int smem, int* blocks);
 // cudaErrorCooperativeLaunchTooLarge instead of hanging): what grid-wide barriers need.
 Status launch_cooperative(const void* kernel, dim3 grid, int threads, int smem, cudaStream_t stream,
                           void** args);
+
+// The clusters of `cluster` blocks of `kernel` (launched with `threads` threads and `smem` bytes of
+// dynamic shared memory, already allowed) the current device holds at once; 0 when none fits. The
+// query (cudaOccupancyMaxActiveClusters) runs once per (kernel, device, threads, smem, cluster).
+// Clusters of more than 8 blocks are allowed on the kernel first (a non-portable size).
+Status resident_clusters(const void* kernel, int threads, int smem, int cluster, int* clusters);
+
+// Launches `kernel` as a grid of thread-block clusters of `cluster` blocks along x.
+Status launch_clustered(const void* kernel, dim3 grid, int threads, int smem, int cluster,
+                        cudaStream_t stream, void** args);
 
 // Launches `kernel` with `args`, with programmatic stream serialization when `dependent` (the
 // kernel waits for the grid before it with griddepcontrol.wait, grid_dependency_sm90.cuh).

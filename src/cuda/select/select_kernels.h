@@ -82,6 +82,20 @@ SieveWorkspace carve_sieve(cuda_common::WorkspaceCarver& carver, const SelectPro
 Status launch_sieve(const SelectProblem& problem, const SievePlan& plan, const SelectArgs& args,
                     const SieveWorkspace& ws, cudaStream_t stream);
 
+// ---- Cluster radix select for few rows (cluster_select.cu) ----
+// Each row is held in the shared memory of a thread-block cluster of `cluster` CTAs, which merge
+// their digit histograms through distributed shared memory: no global workspace, no memset.
+struct ClusterPlan {
+  int cluster;       // CTAs per row (1 to 16); 0 when a row does not fit the cluster
+  int shared_bytes;  // dynamic shared memory per CTA
+};
+// The largest cluster (up to 16 CTAs of about 8K scores) the device holds; cluster 0 when none fits.
+ClusterPlan plan_cluster(const SelectProblem& problem);
+// The launch shape of `cluster` CTAs a row (a plan_cluster result's cluster).
+ClusterPlan cluster_plan_for(const SelectProblem& problem, int cluster);
+Status launch_cluster(const SelectProblem& problem, const ClusterPlan& plan,
+                      const SelectArgs& args, cudaStream_t stream);
+
 // ---- Sorted output (sort_selected.cu) ----
 struct SortWorkspace {
   uint64_t* composites;  // [batch, k] written by the selection

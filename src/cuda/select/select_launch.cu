@@ -44,6 +44,8 @@ Status lay_out(const SelectProblem& problem, const SelectPlan& plan, void* base,
     layout->grid_ws = carve_grid_radix(carver, problem);
   } else if (plan.algo == SelectAlgo::kSieve) {
     layout->sieve_ws = carve_sieve(carver, problem, sieve_of(plan));
+  } else if (plan.algo == SelectAlgo::kCluster) {
+    // No workspace: a row's state lives in its cluster's shared memory.
   } else {
     layout->radix_ws = carve_radix(carver, problem);
   }
@@ -69,6 +71,7 @@ Status shape_facts(const SelectProblem& problem, const cuda_common::DeviceShape&
   if (Status s = plan_grid_radix(problem, &grid); !s) return s;
   facts->grid_radix_segments = grid.segments;
   facts->sieve_segments = plan_sieve(problem, device).segments;
+  facts->cluster_size = plan_cluster(problem).cluster;
   return Status::ok();
 }
 
@@ -114,6 +117,14 @@ Status cuda_select_plan(const SelectProblem& problem, SelectAlgo algo, SelectPla
                                    " rows are too many for this device (use auto or radix)"));
     }
     plan->segments = grid.segments;
+  } else if (algo == SelectAlgo::kCluster) {
+    const cuda_select::ClusterPlan cluster = cuda_select::plan_cluster(problem);
+    if (cluster.cluster == 0) {
+      return Status(StatusCode::kUnsupported,
+                    detail::concat("cluster holds a row in one cluster's shared memory: n ",
+                                   problem.n, " does not fit this device (use auto or radix)"));
+    }
+    plan->segments = cluster.cluster;
   } else if (algo == SelectAlgo::kSieve) {
     const cuda_select::SievePlan sieve = cuda_select::plan_sieve(problem, device);
     if (sieve.segments == 0) {
@@ -162,6 +173,9 @@ Status cuda_select_launch(const SelectPlan& plan, const SelectProblem& problem, 
       case SelectAlgo::kGridRadix:
         return cuda_select::launch_grid_radix(problem, cuda_select::GridRadixPlan{plan.segments},
                                               args, layout.grid_ws, stream);
+      case SelectAlgo::kCluster:
+        return cuda_select::launch_cluster(
+            problem, cuda_select::cluster_plan_for(problem, plan.segments), args, stream);
       case SelectAlgo::kSieve:
         return cuda_select::launch_sieve(problem, cuda_select::sieve_of(plan), args,
                                          layout.sieve_ws, stream);

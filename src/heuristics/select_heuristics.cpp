@@ -29,9 +29,21 @@ constexpr int64_t kFilledDenominator = 4;
 constexpr int32_t kMaxFilledSegments = 16;
 constexpr int64_t kMinFilledSegmentBytes = 2 * 32768;  // two tiles of a wide block
 constexpr int32_t kMaxFp32SieveSegments = 64;
+// The cluster select takes 16 or more rows of 8K to 32K entries whose clusters all run at once
+// (16 to 64 rows of 16K, 32 of 32K: 1.04-1.42x the best other); with fewer or longer rows its
+// per-digit cluster barriers cost more than sieve's or grid-radix's passes.
+constexpr int64_t kMinClusterBatch = 16;
+constexpr int64_t kMinClusterN = 8192;
+constexpr int64_t kMaxClusterN = 32768;
+constexpr int64_t kMaxClusterK = 2048;
 }  // namespace
 
 SelectAlgo choose_select_algo(const SelectShapeFacts& facts) {
+  const bool many_short_rows =
+      facts.cluster_size > 0 && facts.k <= kMaxClusterK && facts.batch >= kMinClusterBatch &&
+      facts.n > kMinClusterN && facts.n <= kMaxClusterN &&
+      facts.batch * facts.cluster_size <= int64_t{facts.sm_count};
+  if (many_short_rows) return SelectAlgo::kCluster;
   if (facts.k <= kSampleFilterMaxK) {
     const int32_t segments = facts.sample_filter_segments;
     if (segments == 1) return SelectAlgo::kSampleFilter;

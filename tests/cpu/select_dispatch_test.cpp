@@ -71,6 +71,34 @@ TEST(SelectDispatch, SplitRowsSieve) {
   EXPECT_EQ(choose_select_algo(facts(1, 1 << 24, 1024, 64, 0)), SelectAlgo::kRadix);
 }
 
+SelectShapeFacts with_cluster(SelectShapeFacts f, int32_t cluster_size) {
+  f.cluster_size = cluster_size;
+  return f;
+}
+
+TEST(SelectDispatch, ManyRowsOf8KTo32KRunInClusters) {
+  // 64 x 16384 (2 CTAs a row), 32 x 32768 (4), 16 x 16384: every cluster at once.
+  EXPECT_EQ(choose_select_algo(with_cluster(facts(64, 16384, 256, 2, 2, 4, 1), 2)),
+            SelectAlgo::kCluster);
+  EXPECT_EQ(choose_select_algo(with_cluster(facts(32, 32768, 2048, 2, 4, 2, 2), 4)),
+            SelectAlgo::kCluster);
+  EXPECT_EQ(choose_select_algo(with_cluster(facts(16, 16384, 2048, 2, 8, 4, 2), 2)),
+            SelectAlgo::kCluster);
+  // Fewer rows, longer or shorter rows, larger k, or more clusters than SMs: the other rules.
+  EXPECT_EQ(choose_select_algo(with_cluster(facts(8, 16384, 2048, 2, 16, 4, 2), 2)),
+            SelectAlgo::kSieve);
+  EXPECT_EQ(choose_select_algo(with_cluster(facts(1, 131072, 2048, 8, 64, 4, 16), 16)),
+            SelectAlgo::kSieve);
+  EXPECT_EQ(choose_select_algo(with_cluster(facts(128, 8192, 256, 1, 1), 1)),
+            SelectAlgo::kSampleFilter);
+  EXPECT_EQ(choose_select_algo(with_cluster(facts(64, 16384, 4096, 2, 2, 4, 1), 2)),
+            SelectAlgo::kSieve);
+  EXPECT_EQ(choose_select_algo(with_cluster(facts(128, 32768, 2048, 2, 1, 4, 1), 4)),
+            SelectAlgo::kSampleFilter);
+  EXPECT_EQ(choose_select_algo(with_cluster(facts(64, 16384, 256, 2, 2, 4, 1), 0)),
+            SelectAlgo::kSieve);
+}
+
 TEST(SelectDispatch, KBeyondSampleFilterNeverPicksIt) {
   EXPECT_EQ(choose_select_algo(facts(8, 100000, 20000, 1, 0)), SelectAlgo::kRadix);
   EXPECT_EQ(choose_select_algo(facts(8, 100000, 20000, 1, 2)), SelectAlgo::kGridRadix);

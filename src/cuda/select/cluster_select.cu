@@ -7,9 +7,10 @@
 // 1. Load: the slice's scores (16-byte vectors, the unaligned ends one by one) become keys
 //    (formats/score_keys.h; NaN is key 0) in shared memory, counted by their first digit as they
 //    arrive.
-// 2. Digits (11, 11 and 10 bits of an fp32 key; 11 and 5 of a 16-bit one): every CTA publishes
-//    its histogram, the cluster meets at a barrier, and each CTA sums all published histograms
-//    over DSMEM and finds the same bin holding the k-th key (DigitFinder). The next digit counts
+// 2. Digits (11, 11 and 10 bits of an fp32 key; 11 and 5 of a 16-bit one): every CTA adds its
+//    counts over DSMEM into the bins' owners (bin b: CTA b % C), the cluster meets at a barrier,
+//    and each CTA gathers every bin from its owner and finds the same bin holding the k-th key
+//    (DigitFinder). The next digit counts
 //    only that bin's keys, from shared memory. It stops once the bin is taken whole or the key is
 //    resolved. A row with at most k valid keys takes them all.
 // 3. Write: each CTA counts its keys above the pivot and its ties (a thread a contiguous run), the
@@ -33,23 +34,45 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr int kThreads = 1024;
+constexpr int kThreads = 512;
 constexpr int kUnroll = 4;
 // Copies of the first digit's histogram (lane % kCopies picks one): float keys crowd into a few
 // top bins, where one copy would serialize the atomics of a warp.
 constexpr int kCopies = 4;
 constexpr int kMaxCluster = 16;
 constexpr int64_t kTargetKeysPerCta = 8192;
-// 36 keys a thread, so that a slice and its alignment pad fit 40 a thread: 216 KB of shared memory.
-constexpr int64_t kMaxKeysPerCta = 36 * kThreads;
+// 64 keys a thread, so that a slice and its alignment pad fit 68 a thread: 200 KB of shared memory.
+constexpr int64_t kMaxKeysPerCta = 64 * kThreads;
 constexpr int kKeysPerWord4 = 4;  // keys per 16-byte shared-memory access
+
+constexpr int kMaxDigits = 3;  // 11, 11 and 10 bits of an fp32 key
 
 struct ClusterShared {
   uint32_t copies[kCopies][kRadixBins];  // this CTA's counts of the current digit
-  uint32_t published[2][kRadixBins];     // their sum, read by the cluster (alternating buffers)
-  uint32_t merged[kRadixBins];           // the cluster's sum
+  // The cluster's counts of the bins this CTA owns (bin b belongs to CTA b % C), one buffer per
+  // digit: each is filled once, so no buffer is reused while another CTA may still read it.
+  uint32_t owned[kMaxDigits][kRadixBins];
+  uint32_t merged[kRadixBins];  // the cluster's counts of every bin, gathered from the owners
   // The keys follow: key of slice position i at keys[pad + i], zeros around.
 };
+
+// Distributed shared memory: the address of `local`'s counterpart in CTA `rank` of the cluster,
+// a relaxed add to it, and a load from it.
+__device__ __forceinline__ uint32_t cluster_address(const void* local, int rank) {
+  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(local));
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(address), "r"(rank));
+  return remote;
+}
+__device__ __forceinline__ void cluster_add(uint32_t remote, uint32_t value) {
+  asm volatile("red.relaxed.cluster.shared::cluster.add.u32 [%0], %1;" ::"r"(remote), "r"(value)
+               : "memory");
+}
+__device__ __forceinline__ uint32_t cluster_load(uint32_t remote) {
+  uint32_t value;
+  asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(value) : "r"(remote) : "memory");
+  return value;
+}
 
 // Keys a thread holds for the write's runs (a multiple of 4) when a slice has `count` scores.
 __host__ __device__ constexpr int64_t keys_per_thread(int64_t count) {
@@ -64,7 +87,7 @@ int64_t shared_bytes_for(int64_t keys_per_cta) {
 }
 
 template <typename Traits>
-__global__ void __launch_bounds__(kThreads, 1) cluster_select_kernel(const SelectArgs args) {
+__global__ void __launch_bounds__(kThreads, 2) cluster_select_kernel(const SelectArgs args) {
   using Storage = typename Traits::Storage;
   using Finder = DigitFinder<kThreads>;
   using Scan = cub::BlockScan<uint32_t, kThreads>;
@@ -104,9 +127,11 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_select_kernel(const Selec
   const int32_t extent = per_thread * kThreads;
 
   for (int i = tid; i < kCopies * kRadixBins; i += kThreads) (&s.copies[0][0])[i] = 0;
+  for (int i = tid; i < kMaxDigits * kRadixBins; i += kThreads) (&s.owned[0][0])[i] = 0;
   for (int i = tid; i < pad; i += kThreads) keys[i] = 0;
   for (int i = pad + count + tid; i < extent; i += kThreads) keys[i] = 0;
   __syncthreads();
+  auto zeroed = cluster.barrier_arrive();  // no CTA adds to another's counts before they are zero
 
   // 1. Load.
   uint32_t* my_copy = s.copies[tid % kCopies];
@@ -146,8 +171,8 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_select_kernel(const Selec
   }
   __syncthreads();
 
-  // 2. Digits.
-  const auto publish_and_merge = [&](int buffer) {
+  // 2. Digits: this CTA's counts go to the bins' owners, then every CTA gathers all bins.
+  const auto merge = [&](int digit) {
     for (int i = tid; i < kRadixBins; i += kThreads) {
       uint32_t sum = 0;
 #pragma unroll
@@ -155,20 +180,16 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_select_kernel(const Selec
         sum += s.copies[copy][i];
         s.copies[copy][i] = 0;
       }
-      s.published[buffer][i] = sum;
+      if (sum != 0) cluster_add(cluster_address(&s.owned[digit][i], i % members), sum);
     }
     cluster.sync();
     for (int i = tid; i < kRadixBins; i += kThreads) {
-      uint32_t sum = 0;
-#pragma unroll
-      for (int m = 0; m < kMaxCluster; ++m) {
-        if (m < members) sum += *cluster.map_shared_rank(&s.published[buffer][i], m);
-      }
-      s.merged[i] = sum;
+      s.merged[i] = cluster_load(cluster_address(&s.owned[digit][i], i % members));
     }
     __syncthreads();
   };
-  publish_and_merge(0);
+  cluster.barrier_wait(std::move(zeroed));
+  merge(0);
   uint32_t valid = 0;
   for (int i = tid; i < kRadixBins; i += kThreads) valid += s.merged[i];
   uint32_t unused = 0;
@@ -194,7 +215,7 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_select_kernel(const Selec
           }
         }
         __syncthreads();
-        publish_and_merge(pass & 1);
+        merge(pass);
       }
       uint32_t above = 0;
       const uint32_t digit = Finder::find(finder, s.merged, rank, &above);

@@ -29,11 +29,15 @@ constexpr int64_t kFilledDenominator = 4;
 constexpr int32_t kMaxFilledSegments = 16;
 constexpr int64_t kMinFilledSegmentBytes = 2 * 32768;  // two tiles of a wide block
 constexpr int32_t kMaxFp32SieveSegments = 64;
-// The cluster select takes 16 or more rows of 8K to 32K entries whose clusters all run at once
-// (16 to 64 rows of 16K, 32 of 32K: 1.04-1.42x the best other); with fewer or longer rows its
-// per-digit cluster barriers cost more than sieve's or grid-radix's passes.
+// The cluster select takes 16 or more rows of 4K to 32K entries whose clusters all run at once
+// (64 and 128 rows of 8192, 16 to 64 of 16K, 32 of 32K: up to 1.8x the best other, bf16); with
+// fewer or longer rows its per-digit cluster barriers cost more than sieve's or grid-radix's
+// passes.
 constexpr int64_t kMinClusterBatch = 16;
-constexpr int64_t kMinClusterN = 8192;
+constexpr int64_t kMinClusterN = 4096;
+// Fewer rows than this, of more than kMinClusterN entries, leave a whole-row sample-filter block
+// per row most of the device idle: 8 x 16384 ran 0.031 ms against the sieve's 0.016.
+constexpr int64_t kMinWholeRowBatch = 16;
 constexpr int64_t kMaxClusterN = 32768;
 constexpr int64_t kMaxClusterK = 2048;
 }  // namespace
@@ -46,7 +50,9 @@ SelectAlgo choose_select_algo(const SelectShapeFacts& facts) {
   if (many_short_rows) return SelectAlgo::kCluster;
   if (facts.k <= kSampleFilterMaxK) {
     const int32_t segments = facts.sample_filter_segments;
-    if (segments == 1) return SelectAlgo::kSampleFilter;
+    const bool few_whole_rows = facts.batch < kMinWholeRowBatch && facts.n > kMinClusterN &&
+                                facts.grid_radix_segments > 0;
+    if (segments == 1 && !few_whole_rows) return SelectAlgo::kSampleFilter;
     const bool fills_device =
         segments > 0 && segments <= kMaxFilledSegments && facts.sm_count > 0 &&
         facts.batch * segments * kFilledDenominator >= int64_t{facts.sm_count} * kFilledNumerator &&

@@ -90,6 +90,8 @@ TEST(SelectDispatch, ManyRowsOf8KTo32KRunInClusters) {
   EXPECT_EQ(choose_select_algo(with_cluster(facts(1, 131072, 2048, 8, 64, 4, 16), 16)),
             SelectAlgo::kSieve);
   EXPECT_EQ(choose_select_algo(with_cluster(facts(128, 8192, 256, 1, 1), 1)),
+            SelectAlgo::kCluster);
+  EXPECT_EQ(choose_select_algo(with_cluster(facts(128, 4096, 64, 1, 1), 1)),
             SelectAlgo::kSampleFilter);
   EXPECT_EQ(choose_select_algo(with_cluster(facts(64, 16384, 4096, 2, 2, 4, 1), 2)),
             SelectAlgo::kSieve);
@@ -97,6 +99,14 @@ TEST(SelectDispatch, ManyRowsOf8KTo32KRunInClusters) {
             SelectAlgo::kSampleFilter);
   EXPECT_EQ(choose_select_algo(with_cluster(facts(64, 16384, 256, 2, 2, 4, 1), 0)),
             SelectAlgo::kSieve);
+}
+
+TEST(SelectDispatch, FewWholeRowsOfMoreThan4KGoToSieve) {
+  // 8 and 1 rows of 16384 fit one sample-filter block each, which leaves the device idle.
+  EXPECT_EQ(choose_select_algo(facts(8, 16384, 2048, 1, 16, 4, 2)), SelectAlgo::kSieve);
+  EXPECT_EQ(choose_select_algo(facts(1, 16384, 2048, 1, 16, 4, 2)), SelectAlgo::kSieve);
+  // One row of 4096 is one tile: sample-filter.
+  EXPECT_EQ(choose_select_algo(facts(1, 4096, 64, 1, 4, 4, 1)), SelectAlgo::kSampleFilter);
 }
 
 TEST(SelectDispatch, KBeyondSampleFilterNeverPicksIt) {

@@ -1,5 +1,7 @@
 #include "gpu/gpu_select_runner.h"
 
+#include <limits>
+
 #include "litetopk/device.h"
 
 namespace litetopk::testing {
@@ -9,6 +11,25 @@ using testkit::DeviceBuffer;
 bool gpu_available() {
   DeviceInfo info;
   return query_device(&info).is_ok() && info.device_count > 0;
+}
+
+void restrict_to_ranges(SelectCase* c, HostRows* rows, const std::vector<int32_t>& starts,
+                        const std::vector<int32_t>& ends) {
+  c->with_ranges = true;
+  rows->starts = starts;
+  rows->ends = ends;
+  const int64_t stride = c->row_stride == 0 ? c->n : c->row_stride;
+  const auto esize = static_cast<int64_t>(dtype_size(c->dtype));
+  const float inf = std::numeric_limits<float>::infinity();
+  const uint32_t poison = encode_score(c->largest ? inf : -inf, c->dtype);
+  for (int64_t r = 0; r < c->batch; ++r) {
+    void* row = rows->scores.data() + r * stride * esize;
+    for (int64_t e = 0; e < stride; ++e) {
+      if (e < starts[static_cast<std::size_t>(r)] || e >= ends[static_cast<std::size_t>(r)]) {
+        store_score(row, c->dtype, e, poison);
+      }
+    }
+  }
 }
 
 ::testing::AssertionResult gpu_matches_reference(const SelectCase& c, const HostRows& rows,

@@ -2,6 +2,9 @@
 // against the CPU reference.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "common/select_testing.h"
 #include "testkit/device_memory.h"
 
@@ -20,6 +23,12 @@ Status run_gpu_select(const SelectCase& c, const HostRows& rows, const GpuRunOpt
 // same rows (check_selection); a failure names the step that failed.
 ::testing::AssertionResult gpu_matches_reference(const SelectCase& c, const HostRows& rows,
                                                  SelectAlgo algo);
+
+// Restricts row r of the case to [starts[r], ends[r]) and fills the rest of the row (and the
+// stride padding) with the mode's best value (+inf largest-first, -inf smallest-first), so that
+// reading outside a range shows up as a wrong answer.
+void restrict_to_ranges(SelectCase* c, HostRows* rows, const std::vector<int32_t>& starts,
+                        const std::vector<int32_t>& ends);
 
 // True when a CUDA device is present; GPU tests skip otherwise.
 bool gpu_available();

@@ -71,27 +71,6 @@ SelectCase cluster_case(std::string name, DType dtype, int64_t batch, int64_t n,
   return c;
 }
 
-// Restricts row r to [starts[r], ends[r]) and fills the rest of the row (and the stride padding)
-// with the mode's best value (+inf largest-first, -inf smallest-first), so that reading outside
-// a range shows up as a wrong answer.
-void set_ranges(SelectCase* c, HostRows* rows, const std::vector<int32_t>& starts,
-                const std::vector<int32_t>& ends) {
-  c->with_ranges = true;
-  rows->starts = starts;
-  rows->ends = ends;
-  const int64_t stride = c->row_stride == 0 ? c->n : c->row_stride;
-  const auto esize = static_cast<int64_t>(dtype_size(c->dtype));
-  const uint32_t poison = encode_score(c->largest ? kInf : -kInf, c->dtype);
-  for (int64_t r = 0; r < c->batch; ++r) {
-    void* row = rows->scores.data() + r * stride * esize;
-    for (int64_t e = 0; e < stride; ++e) {
-      if (e < starts[static_cast<std::size_t>(r)] || e >= ends[static_cast<std::size_t>(r)]) {
-        store_score(row, c->dtype, e, poison);
-      }
-    }
-  }
-}
-
 // Element e of row r of the case's rows, set to `value` rounded to the dtype.
 void set_score(const SelectCase& c, HostRows* rows, int64_t r, int64_t e, float value) {
   const int64_t stride = c.row_stride == 0 ? c.n : c.row_stride;
@@ -320,7 +299,7 @@ TEST(SelectClusterGpu, ShortEmptyAndMisalignedRanges) {
             const auto n = static_cast<int32_t>(c.n);
             const std::vector<int32_t> starts = {0, 7, 3, n, 1, 2, 3, 5, 333, 0};
             const std::vector<int32_t> ends = {0, 7, 34, n, 4096, n - 1, n - 7, n - 3, 65869, n};
-            set_ranges(&c, &rows, starts, ends);
+            restrict_to_ranges(&c, &rows, starts, ends);
             const float sign = largest ? 1.0f : -1.0f;
             for (int64_t r = 0; r < c.batch; ++r) {
               const int32_t start = starts[static_cast<std::size_t>(r)];

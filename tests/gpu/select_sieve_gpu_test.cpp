@@ -55,28 +55,6 @@ void crowd_segment_zero(const SelectCase& c, int32_t segments, HostRows* rows, V
   }
 }
 
-// Restricts row r to [starts[r], ends[r]) and fills the rest of the row with the mode's best
-// value (+inf largest-first, -inf smallest-first), so that reading outside a range shows up as a
-// wrong answer.
-void set_ranges(SelectCase* c, HostRows* rows, const std::vector<int32_t>& starts,
-                const std::vector<int32_t>& ends) {
-  c->with_ranges = true;
-  rows->starts = starts;
-  rows->ends = ends;
-  const int64_t stride = c->row_stride == 0 ? c->n : c->row_stride;
-  const auto esize = static_cast<int64_t>(dtype_size(c->dtype));
-  const float inf = std::numeric_limits<float>::infinity();
-  const uint32_t poison = encode_score(c->largest ? inf : -inf, c->dtype);
-  for (int64_t r = 0; r < c->batch; ++r) {
-    void* row = rows->scores.data() + r * stride * esize;
-    for (int64_t e = 0; e < stride; ++e) {
-      if (e < starts[static_cast<std::size_t>(r)] || e >= ends[static_cast<std::size_t>(r)]) {
-        store_score(row, c->dtype, e, poison);
-      }
-    }
-  }
-}
-
 // Row r's range as the kernel cuts it (device buffers are 256-byte aligned): the start, the head
 // (elements before the first 16-byte-aligned one, read by the last segment) and the end of the
 // body of whole 16-byte vectors.
@@ -216,7 +194,7 @@ TEST(SelectSieveGpu, MisalignedRangesWithCrowdedSegmentAndBestHeads) {
           ASSERT_GT(plan.segments, 1) << c.name;
           HostRows rows = make_rows(c);
           const auto n = static_cast<int32_t>(c.n);
-          set_ranges(&c, &rows, {1, 2, 3, 5}, {n, n - 1, n - 7, n - 3});
+          restrict_to_ranges(&c, &rows, {1, 2, 3, 5}, {n, n - 1, n - 7, n - 3});
           const float sign = largest ? 1.0f : -1.0f;
           crowd_segment_zero_of_ranges(c, plan.segments, &rows, [&](int64_t i) {
             return sign * (100.0f + static_cast<float>(i % 97));
@@ -344,7 +322,7 @@ TEST(SelectSieveGpu, ShortAndLongRangesInOneBatch) {
           const SelectPlan plan = sieve_plan(c);
           ASSERT_GT(plan.segments, 1) << c.name;
           HostRows rows = make_rows(c);
-          set_ranges(&c, &rows, {0, 7, 3, 1000, 1, 2, 333, 0},
+          restrict_to_ranges(&c, &rows, {0, 7, 3, 1000, 1, 2, 333, 0},
                      {0, 8, 34, 1100, 4096, 4099, 65869, 131072});
           if (crowded) {
             crowd_segment_zero_of_ranges(c, plan.segments, &rows, [](int64_t i) {

@@ -16,6 +16,7 @@
 
 #include "common/indexer_testing.h"
 #include "common/paged_indexer_testing.h"
+#include "gpu/gpu_select_runner.h"
 #include "litetopk/fp8_e4m3.h"
 #include "litetopk/paged_kv_layout.h"
 #include "testkit/device_memory.h"
@@ -250,6 +251,7 @@ void check_both_paths(const PagedIndexerWorkload& w, const PagedIndexerProblem& 
 // ---- random inputs ----
 
 TEST(PagedIndexerGpu, RandomRaggedEveryNextN) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   for (int64_t next_n = 1; next_n <= 4; ++next_n) {
     for (int64_t H : {int64_t{32}, int64_t{64}}) {
       SCOPED_TRACE("next_n " + std::to_string(next_n) + " H " + std::to_string(H));
@@ -262,6 +264,7 @@ TEST(PagedIndexerGpu, RandomRaggedEveryNextN) {
 }
 
 TEST(PagedIndexerGpu, ShortEmptyAndBlockEdgeContexts) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   const std::vector<int32_t> lens = {0, 1, 2, 3, 4, 5, 63, 64, 65, 127, 128, 129, 300};
   for (int64_t next_n : {int64_t{1}, int64_t{4}}) {
     SCOPED_TRACE("next_n " + std::to_string(next_n));
@@ -272,6 +275,7 @@ TEST(PagedIndexerGpu, ShortEmptyAndBlockEdgeContexts) {
 }
 
 TEST(PagedIndexerGpu, LongContextsK2048) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   for (int64_t next_n : {int64_t{1}, int64_t{2}, int64_t{3}}) {
     SCOPED_TRACE("next_n " + std::to_string(next_n));
     const PagedIndexerWorkload w = testkit::make_paged_indexer_workload(
@@ -281,6 +285,7 @@ TEST(PagedIndexerGpu, LongContextsK2048) {
 }
 
 TEST(PagedIndexerGpu, OneRequest128KAndLargeK) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   const PagedIndexerWorkload w =
       testkit::make_paged_indexer_workload(paged_spec({131072}, 1, 64, 2048, 5));
   check_both_paths(w, w.host_problem(), true);
@@ -292,6 +297,7 @@ TEST(PagedIndexerGpu, OneRequest128KAndLargeK) {
 // A batch whose contexts do not fit the fused kernel's shared memory: auto takes the unfused
 // path and an explicit fused call is refused.
 TEST(PagedIndexerGpu, LargeBatchRunsUnfused) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   const PagedIndexerWorkload w = testkit::make_paged_indexer_workload(
       paged_spec(testkit::fixed_context_lens(64, 65536), 2, 64, 2048, 8));
   const PagedIndexerProblem host = w.host_problem();
@@ -320,6 +326,7 @@ TEST(PagedIndexerGpu, LargeBatchRunsUnfused) {
 // recent tokens often score): a few blocks hold most of the top k. Both paths exact on the
 // oracle, for a small k and DSA's.
 TEST(PagedIndexerGpu, CrowdedTopKAcrossFewBlocks) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   for (int64_t k : {int64_t{256}, int64_t{2048}}) {
     SCOPED_TRACE("k " + std::to_string(k));
     PagedIndexerWorkload w = testkit::make_paged_indexer_workload(
@@ -340,6 +347,7 @@ TEST(PagedIndexerGpu, CrowdedTopKAcrossFewBlocks) {
 // ---- ties ----
 
 TEST(PagedIndexerGpu, ConstantScoresTieEverywhere) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   for (bool zero_weights : {false, true}) {
     SCOPED_TRACE(zero_weights ? "zero weights" : "identical keys");
     PagedIndexerWorkload w =
@@ -353,6 +361,7 @@ TEST(PagedIndexerGpu, ConstantScoresTieEverywhere) {
 // ---- NaN and inf ----
 
 TEST(PagedIndexerGpu, NanAndInfInScalesAndWeights) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   PagedIndexerWorkload w = testkit::make_paged_indexer_workload(
       paged_spec(testkit::ragged_context_lens(8, 400, 30, 11), 2, 64, 30, 11));
   write_special_scales(&w);
@@ -368,6 +377,7 @@ TEST(PagedIndexerGpu, NanAndInfInScalesAndWeights) {
 // ---- the caller's contract: out-of-range device values ----
 
 TEST(PagedIndexerGpu, OutOfRangeBlockEntriesAreUnselectable) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   PagedIndexerWorkload w =
       testkit::make_paged_indexer_workload(paged_spec({500, 300, 64, 200}, 2, 32, 40, 13));
   break_block_entries(&w);
@@ -375,6 +385,7 @@ TEST(PagedIndexerGpu, OutOfRangeBlockEntriesAreUnselectable) {
 }
 
 TEST(PagedIndexerGpu, ContextsAreCutAtMaxContextAndNegativeOnesAreEmpty) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   PagedIndexerWorkload w =
       testkit::make_paged_indexer_workload(paged_spec({900, 500, 700, 100}, 3, 64, 64, 17));
   PagedIndexerProblem p = w.host_problem();
@@ -387,6 +398,7 @@ TEST(PagedIndexerGpu, ContextsAreCutAtMaxContextAndNegativeOnesAreEmpty) {
 }
 
 TEST(PagedIndexerGpu, UnusedTableEntriesAreNeverRead) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   PagedIndexerSpec spec = paged_spec({130, 10, 0, 257}, 4, 32, 16, 19);
   spec.max_blocks = 9;
   const PagedIndexerWorkload stale = testkit::make_paged_indexer_workload(spec);
@@ -401,6 +413,7 @@ TEST(PagedIndexerGpu, UnusedTableEntriesAreNeverRead) {
 }
 
 TEST(PagedIndexerGpu, NoVisibleTokenAnywhere) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   PagedIndexerWorkload w = testkit::make_paged_indexer_workload(paged_spec({0, 0, 3}, 4, 64, 8, 21));
   PagedIndexerProblem p = w.host_problem();
   check_both_paths(w, p, true);
@@ -465,6 +478,7 @@ void check_logits_match_cpu(const PagedIndexerWorkload& w) {
 }
 
 TEST(PagedIndexerGpu, LogitsMatchCpu) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   PagedIndexerWorkload w = testkit::make_paged_indexer_workload(
       paged_spec(testkit::ragged_context_lens(6, 1500, 64, 31), 3, 64, 1, 31));
   w.block_table[1] = -1;  // request 0's second block: NaN
@@ -487,6 +501,7 @@ std::vector<int32_t> many_segment_lens(int64_t batch) {
 }
 
 TEST(PagedIndexerGpu, BalancedScheduleAcrossManyRequests) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   for (int64_t next_n : {int64_t{1}, int64_t{2}}) {
     SCOPED_TRACE("next_n " + std::to_string(next_n));
     PagedIndexerWorkload w = testkit::make_paged_indexer_workload(
@@ -506,6 +521,7 @@ TEST(PagedIndexerGpu, BalancedScheduleAcrossManyRequests) {
 // ---- CUDA graphs: one capture serves every step up to max_context ----
 
 TEST(PagedIndexerGpu, GraphReplayWhileContextsGrow) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   PagedIndexerSpec spec = paged_spec({3000, 1000, 10, 2500}, 2, 64, 256, 41);
   spec.max_context = 4096;
   PagedIndexerWorkload w = testkit::make_paged_indexer_workload(spec);
@@ -550,6 +566,7 @@ TEST(PagedIndexerGpu, GraphReplayWhileContextsGrow) {
 // ---- bad calls ----
 
 TEST(PagedIndexerGpu, WorkspaceTooSmallAndBadAlgo) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   const PagedIndexerWorkload w =
       testkit::make_paged_indexer_workload(paged_spec({1000, 200}, 1, 64, 64, 51));
   DevicePaged d;
@@ -650,6 +667,7 @@ void perturb_queries(PagedIndexerWorkload* w, DevicePaged* d, uint64_t seed) {
 }
 
 TEST(PagedIndexerDecodeState, StepsFromNoHistoryToCoherentAreExact) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   for (int64_t next_n : {int64_t{1}, int64_t{2}, int64_t{4}}) {
     for (int64_t k : {int64_t{64}, int64_t{2048}}) {
       SCOPED_TRACE("next_n " + std::to_string(next_n) + " k " + std::to_string(k));
@@ -667,6 +685,7 @@ TEST(PagedIndexerDecodeState, StepsFromNoHistoryToCoherentAreExact) {
 }
 
 TEST(PagedIndexerDecodeState, H32AndALongRowBeyondTheSharedCandidates) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   // 40000 visible tokens without history: every one is a candidate (the select reads them from
   // the candidate buffer, not shared memory).
   PagedIndexerWorkload w =
@@ -678,6 +697,7 @@ TEST(PagedIndexerDecodeState, H32AndALongRowBeyondTheSharedCandidates) {
 }
 
 TEST(PagedIndexerDecodeState, GarbageStaleAndDuplicateStatesAreExact) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   PagedIndexerWorkload w =
       testkit::make_paged_indexer_workload(paged_spec({5000, 1200, 300, 4100}, 2, 64, 256, 71));
   DecodeSteps steps(w, w.host_problem());
@@ -721,6 +741,7 @@ TEST(PagedIndexerDecodeState, GarbageStaleAndDuplicateStatesAreExact) {
 // towards k (else the bound would be the smallest of fewer than k valid scores, above the row's
 // k-th best, and the row would come back short).
 TEST(PagedIndexerDecodeState, NanScoredHistoryDoesNotCountTowardsK) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   PagedIndexerWorkload w = testkit::make_paged_indexer_workload(
       paged_spec(testkit::ragged_context_lens(8, 400, 60, 19), 2, 64, 30, 19));
   write_special_scales(&w);
@@ -750,6 +771,7 @@ TEST(PagedIndexerDecodeState, NanScoredHistoryDoesNotCountTowardsK) {
 }
 
 TEST(PagedIndexerDecodeState, TiesNanInfBadBlocksAndShortRows) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   {
     SCOPED_TRACE("ties");
     PagedIndexerWorkload w =
@@ -800,6 +822,7 @@ TEST(PagedIndexerDecodeState, TiesNanInfBadBlocksAndShortRows) {
 }
 
 TEST(PagedIndexerDecodeState, GraphReplayCarriesTheStateWhileContextsGrow) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   PagedIndexerSpec spec = paged_spec({3000, 1000, 10, 2500}, 2, 64, 256, 41);
   spec.max_context = 4096;
   PagedIndexerWorkload w = testkit::make_paged_indexer_workload(spec);
@@ -842,6 +865,7 @@ TEST(PagedIndexerDecodeState, GraphReplayCarriesTheStateWhileContextsGrow) {
 }
 
 TEST(PagedIndexerDecodeState, LimitsAndBadStates) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   const PagedIndexerWorkload w =
       testkit::make_paged_indexer_workload(paged_spec({1000, 200}, 1, 64, 64, 51));
   DevicePaged d;

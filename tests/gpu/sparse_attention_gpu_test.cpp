@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/gpu_select_runner.h"
 #include "litetopk/float_bits.h"
 #include "litetopk/attention.h"
 #include "testkit/device_memory.h"
@@ -178,6 +179,7 @@ void expect_matches_cpu(const SparseAttentionWorkload& w) {
 }
 
 TEST(SparseAttentionGpu, EveryHeadCountAndHeadDim) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   for (int64_t h_q : {int64_t{16}, int64_t{32}, int64_t{64}, int64_t{128}}) {
     for (int64_t d_qk : {int64_t{576}, int64_t{512}}) {
       SCOPED_TRACE("h_q " + std::to_string(h_q) + " d_qk " + std::to_string(d_qk));
@@ -188,6 +190,7 @@ TEST(SparseAttentionGpu, EveryHeadCountAndHeadDim) {
 }
 
 TEST(SparseAttentionGpu, TopkNotAMultipleOfTheTile) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   for (int64_t topk : {int64_t{1}, int64_t{17}, int64_t{63}, int64_t{64}, int64_t{65},
                        int64_t{2048}}) {
     SCOPED_TRACE("topk " + std::to_string(topk));
@@ -197,6 +200,7 @@ TEST(SparseAttentionGpu, TopkNotAMultipleOfTheTile) {
 }
 
 TEST(SparseAttentionGpu, PaddingAndOutOfRangeIndices) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   SparseAttentionSpec spec = spec_of(9, 5000, 64, 576, 300, 7);
   spec.padding_fraction = 0.3;
   spec.out_of_range_fraction = 0.2;
@@ -204,11 +208,13 @@ TEST(SparseAttentionGpu, PaddingAndOutOfRangeIndices) {
 }
 
 TEST(SparseAttentionGpu, NeighbourSharedRows) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   SparseAttentionSpec spec = group_shared(spec_of(16, 8000, 16, 576, 512, 8), 4, 0.8);
   expect_matches_cpu(testkit::make_sparse_attention_workload(spec));
 }
 
 TEST(SparseAttentionGpu, RepeatedTokensAndEmptyQueries) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   SparseAttentionWorkload w =
       testkit::make_sparse_attention_workload(spec_of(4, 1000, 16, 576, 70, 9));
   const int64_t topk = w.spec.topk;
@@ -236,6 +242,7 @@ TEST(SparseAttentionGpu, RepeatedTokensAndEmptyQueries) {
 
 // Union packing: groups of G = 64 / h_q queries; the last group of a chunk may be short.
 TEST(SparseAttentionGpu, UnionGroupsAtTheChunkEdge) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   for (int64_t h_q : {int64_t{16}, int64_t{32}}) {
     for (int64_t s_q : {int64_t{1}, int64_t{5}, int64_t{7}, int64_t{9}}) {
       SCOPED_TRACE("h_q " + std::to_string(h_q) + " s_q " + std::to_string(s_q));
@@ -248,6 +255,7 @@ TEST(SparseAttentionGpu, UnionGroupsAtTheChunkEdge) {
 // No overlap, full overlap, and unions of the largest packed size (G * topk = 8192 slots; at
 // h_q 32 random rows' pairs run per query, packing_pays).
 TEST(SparseAttentionGpu, UnionSizesFromOneRowToEveryRow) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   for (double shared : {0.0, 1.0}) {
     SparseAttentionSpec spec = group_shared(spec_of(8, 20000, 16, 576, 300, 11), 4, shared);
     expect_matches_cpu(testkit::make_sparse_attention_workload(spec));
@@ -260,6 +268,7 @@ TEST(SparseAttentionGpu, UnionSizesFromOneRowToEveryRow) {
 // union_packing.cu): one batch where pairs 0 and 2 share nearly all their rows (packed) and pair
 // 1's second query shares none (it runs per query); every query against the CPU.
 TEST(SparseAttentionGpu, PairsPackOnlyWhenTheirUnionPays) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   SparseAttentionSpec spec = group_shared(spec_of(6, 20000, 32, 576, 256, 16), 2, 0.95);
   SparseAttentionWorkload w = testkit::make_sparse_attention_workload(spec);
   for (int64_t j = 0; j < spec.topk; ++j) {  // query 3: query 2's tokens, half the context on
@@ -272,6 +281,7 @@ TEST(SparseAttentionGpu, PairsPackOnlyWhenTheirUnionPays) {
 
 // Unions over more tokens than the shared-memory bitmap covers (2^18) come from the radix sort.
 TEST(SparseAttentionGpu, UnionsOfALongContextComeFromTheSort) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   SparseAttentionSpec spec = group_shared(spec_of(9, 270000, 16, 576, 100, 15), 4, 0.5);
   SparseAttentionWorkload w = testkit::make_sparse_attention_workload(spec);
   w.indices[size(3)] = 269999;  // the last token
@@ -282,6 +292,7 @@ TEST(SparseAttentionGpu, UnionsOfALongContextComeFromTheSort) {
 // A group where one query lists a token twice runs per query (the repeat counts twice) while
 // its neighbours' groups stay packed; skipped slots mixed into the unions.
 TEST(SparseAttentionGpu, UnionWithRepeatsAndSkippedSlots) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   SparseAttentionSpec spec = group_shared(spec_of(12, 3000, 16, 576, 90, 14), 4, 0.6);
   spec.padding_fraction = 0.2;
   spec.out_of_range_fraction = 0.1;
@@ -292,6 +303,7 @@ TEST(SparseAttentionGpu, UnionWithRepeatsAndSkippedSlots) {
 }
 
 TEST(SparseAttentionGpu, NoKeysAtAll) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   SparseAttentionSpec spec = spec_of(3, 0, 32, 512, 10, 10);
   spec.padding_fraction = 0.5;       // with s_kv = 0 every slot is -1 or out of range
   spec.out_of_range_fraction = 0.5;

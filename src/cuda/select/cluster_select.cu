@@ -305,12 +305,14 @@ ClusterPlan plan_cluster(const SelectProblem& problem) {
   while (wanted < kMaxCluster && n > kTargetKeysPerCta * wanted) wanted *= 2;
   for (int cluster = wanted; cluster >= 1; cluster /= 2) {
     if ((n + cluster - 1) / cluster > kMaxKeysPerCta) return plan;
-    const int bytes = cluster_plan_for(problem, cluster).shared_bytes;
+    // Asked at the largest slice, so that one query per cluster size serves every row length
+    // (a cluster that fits with the most shared memory fits with less).
+    const auto most_bytes = static_cast<int>(shared_bytes_for(kMaxKeysPerCta));
     int clusters = 0;
     const Status fits = dispatch_dtype(problem.dtype, [&](auto traits) -> Status {
       const void* kernel = kernel_of<decltype(traits)>();
-      if (Status s = cuda_common::allow_dynamic_shared_memory(kernel, bytes); !s) return s;
-      return cuda_common::resident_clusters(kernel, kThreads, bytes, cluster, &clusters);
+      if (Status s = cuda_common::allow_dynamic_shared_memory(kernel, most_bytes); !s) return s;
+      return cuda_common::resident_clusters(kernel, kThreads, most_bytes, cluster, &clusters);
     });
     if (fits && clusters > 0) return cluster_plan_for(problem, cluster);
   }

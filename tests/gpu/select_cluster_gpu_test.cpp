@@ -165,6 +165,18 @@ TEST(SelectClusterGpu, EmptyBatchPlansAndRuns) {
   EXPECT_TRUE(gpu_matches_reference(c, make_rows(c), SelectAlgo::kCluster));
 }
 
+TEST(SelectClusterGpu, MoreRowsThanAGridHoldsAreRefused) {
+  SKIP_WITHOUT_GPU();
+  // A row of one entry is one CTA: 2^31 rows are one block past a grid's x dimension (planned
+  // only, nothing is allocated).
+  SelectPlan plan;
+  const SelectCase fits = cluster_case("GridFull", F32, (int64_t{1} << 31) - 1, 1, 1, true, false,
+                                       false);
+  EXPECT_TRUE(plan_cluster_case(fits, &plan).is_ok());
+  const SelectCase past = cluster_case("GridPast", F32, int64_t{1} << 31, 1, 1, true, false, false);
+  EXPECT_EQ(plan_cluster_case(past, &plan).code(), StatusCode::kUnsupported);
+}
+
 // ---- (b) Adversarial rows ----
 
 TEST(SelectClusterGpu, EveryPatternEveryDType) {

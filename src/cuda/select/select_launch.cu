@@ -3,6 +3,7 @@
 // and its launch (carve the workspace once, run the algorithm, then the sort for sorted output).
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "api/format.h"
@@ -15,6 +16,8 @@ namespace litetopk {
 namespace cuda_select {
 
 namespace {
+
+constexpr int64_t kMaxGridBlocks = 2147483647;  // a grid's x dimension
 
 // Everything one launch needs, carved from the workspace (or only sized when base is null).
 struct CallLayout {
@@ -138,6 +141,15 @@ Status cuda_select_plan(const SelectProblem& problem, SelectAlgo algo, SelectPla
     plan->sieve_shared_bytes = sieve.shared_bytes;
   } else {
     plan->segments = cuda_select::plan_radix(problem, device).segments;
+  }
+  // Cluster and sieve launch a block per (row, segment) along one grid dimension.
+  const bool one_dimension = algo == SelectAlgo::kCluster || algo == SelectAlgo::kSieve;
+  const int64_t most_rows = cuda_select::kMaxGridBlocks / std::max(plan->segments, 1);
+  if (one_dimension && problem.batch > most_rows) {
+    return Status(StatusCode::kUnsupported,
+                  detail::concat(select_algo_name(algo), " launches ", plan->segments,
+                                 " blocks a row: ", problem.batch,
+                                 " rows exceed a grid (use auto or radix)"));
   }
   CallLayout layout;
   if (Status status = cuda_select::lay_out(problem, *plan, nullptr, &layout); !status) {

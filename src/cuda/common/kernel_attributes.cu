@@ -12,6 +12,36 @@
 
 namespace litetopk::cuda_common {
 
+namespace {
+
+// Clusters of `cluster` blocks along x.
+cudaLaunchAttribute cluster_attribute(int cluster) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  return attribute;
+}
+
+// cudaLaunchKernelExC of `kernel` with `args` and at most one launch attribute.
+Status launch_with(const void* kernel, dim3 grid, dim3 block, std::size_t smem,
+                   cudaStream_t stream, void** args, const cudaLaunchAttribute* attribute) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute copy{};
+  if (attribute != nullptr) copy = *attribute;
+  config.attrs = attribute != nullptr ? &copy : nullptr;
+  config.numAttrs = attribute != nullptr ? 1 : 0;
+  LITETOPK_CUDA_TRY(cudaLaunchKernelExC(&config, kernel, args));
+  return Status::ok();
+}
+
+}  // namespace
+
 Status allow_dynamic_shared_memory(const void* kernel, int bytes) {
   static std::mutex mutex;
   static std::map<std::pair<const void*, int>, int> allowed;  // (kernel, device) -> bytes
@@ -68,11 +98,7 @@ Status resident_clusters(const void* kernel, int threads, int smem, int cluster,
   config.gridDim = dim3(static_cast<unsigned>(cluster));
   config.blockDim = dim3(static_cast<unsigned>(threads));
   config.dynamicSmemBytes = static_cast<std::size_t>(smem);
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
+  cudaLaunchAttribute attribute = cluster_attribute(cluster);
   config.attrs = &attribute;
   config.numAttrs = 1;
   int count = 0;
@@ -85,26 +111,6 @@ Status resident_clusters(const void* kernel, int threads, int smem, int cluster,
   known[key] = count;
   return Status::ok();
 }
-
-namespace {
-
-// cudaLaunchKernelExC of `kernel` with `args` and at most one launch attribute.
-Status launch_with(const void* kernel, dim3 grid, dim3 block, std::size_t smem,
-                   cudaStream_t stream, void** args, const cudaLaunchAttribute* attribute) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  cudaLaunchAttribute copy{};
-  if (attribute != nullptr) copy = *attribute;
-  config.attrs = attribute != nullptr ? &copy : nullptr;
-  config.numAttrs = attribute != nullptr ? 1 : 0;
-  LITETOPK_CUDA_TRY(cudaLaunchKernelExC(&config, kernel, args));
-  return Status::ok();
-}
-
-}  // namespace
 
 Status launch_cooperative(const void* kernel, dim3 grid, int threads, int smem, cudaStream_t stream,
                           void** args) {
@@ -125,11 +131,7 @@ Status launch_dependent(const void* kernel, dim3 grid, dim3 block, std::size_t s
 
 Status launch_clustered(const void* kernel, dim3 grid, int threads, int smem, int cluster,
                         cudaStream_t stream, void** args) {
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
+  const cudaLaunchAttribute attribute = cluster_attribute(cluster);
   return launch_with(kernel, grid, dim3(static_cast<unsigned>(threads)),
                      static_cast<std::size_t>(smem), stream, args, &attribute);
 }

@@ -88,7 +88,6 @@ int64_t shared_bytes_for(int64_t keys_per_cta) {
 
 template <typename Traits>
 __global__ void __launch_bounds__(kThreads, 2) cluster_select_kernel(const SelectArgs args) {
-  using Storage = typename Traits::Storage;
   using Finder = DigitFinder<kThreads>;
   using Scan = cub::BlockScan<uint32_t, kThreads>;
   constexpr int kPer = Traits::kPerVector;
@@ -106,22 +105,17 @@ __global__ void __launch_bounds__(kThreads, 2) cluster_select_kernel(const Selec
   const auto member = static_cast<int>(cluster.block_rank());
   const int tid = static_cast<int>(threadIdx.x);
   const int64_t row = blockIdx.x / members;
-  const RowRange range = row_range(args, row);
-  const auto lo = static_cast<int32_t>(int64_t{range.length} * member / members);
-  const auto hi = static_cast<int32_t>(int64_t{range.length} * (member + 1) / members);
+  const RowLayout<Traits> whole(args, row);
+  const auto lo = static_cast<int32_t>(int64_t{whole.length} * member / members);
+  const auto hi = static_cast<int32_t>(int64_t{whole.length} * (member + 1) / members);
   const int32_t count = hi - lo;
-  const Storage* slice =
-      static_cast<const Storage*>(args.scores) + row * args.row_stride + range.start + lo;
   const bool largest = args.largest;
   const auto k = static_cast<uint32_t>(args.k);
 
   // The slice as head + 16-byte vectors + tail, placed so that every vector lands on 16 bytes.
-  const int32_t misalign =
-      static_cast<int32_t>((16 - (reinterpret_cast<uintptr_t>(slice) & 15)) & 15) /
-      static_cast<int32_t>(sizeof(Storage));
-  const int32_t head = min(misalign, count);
-  const int32_t vectors = (count - head) / kPer;
-  const int32_t tail = head + vectors * kPer;
+  const RowLayout<Traits> layout(whole.base + lo, count);
+  const int32_t head = layout.head;
+  const int32_t vectors = layout.num_vectors;
   const int32_t pad = (kKeysPerWord4 - head % kKeysPerWord4) % kKeysPerWord4;
   const auto per_thread = static_cast<int32_t>(keys_per_thread(count));
   const int32_t extent = per_thread * kThreads;
@@ -138,13 +132,12 @@ __global__ void __launch_bounds__(kThreads, 2) cluster_select_kernel(const Selec
   const auto count_first = [&](uint32_t key) {
     if (key != 0) atomicAdd(&my_copy[key >> kFirstShift], 1u);
   };
-  const uint4* body = reinterpret_cast<const uint4*>(slice + head);
   for (int v0 = 0; v0 < vectors; v0 += kThreads * kUnroll) {
     uint4 raw[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int v = v0 + u * kThreads + tid;
-      raw[u] = v < vectors ? __ldcs(body + v) : make_uint4(0, 0, 0, 0);
+      raw[u] = v < vectors ? layout.load_vector(v) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -163,9 +156,9 @@ __global__ void __launch_bounds__(kThreads, 2) cluster_select_kernel(const Selec
       }
     }
   }
-  for (int i = tid; i < head + (count - tail); i += kThreads) {
-    const int32_t at = i < head ? i : tail + (i - head);
-    const uint32_t key = Traits::key(static_cast<uint32_t>(slice[at]), largest);
+  for (int i = tid; i < layout.num_scalar(); i += kThreads) {
+    const int32_t at = layout.scalar_index(i);
+    const uint32_t key = layout.scalar_key(at, largest);
     keys[pad + at] = key;
     count_first(key);
   }

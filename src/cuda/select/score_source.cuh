@@ -209,8 +209,18 @@ struct RowLayout {
 
   __device__ __forceinline__ RowLayout(const SelectArgs& args, int64_t row) {
     const RowRange range = row_range(args, row);
-    base = static_cast<const Storage*>(args.scores) + row * args.row_stride + range.start;
-    length = range.length;
+    init(static_cast<const Storage*>(args.scores) + row * args.row_stride + range.start,
+         range.length);
+  }
+
+  // Any run of `run_length` scores from `first` (a part of a row's range).
+  __device__ __forceinline__ RowLayout(const Storage* first, int32_t run_length) {
+    init(first, run_length);
+  }
+
+  __device__ __forceinline__ void init(const Storage* first, int32_t run_length) {
+    base = first;
+    length = run_length;
     const auto address = reinterpret_cast<uintptr_t>(base);
     // The scores pointer is element-aligned (validated), so the head is whole elements.
     const int32_t misalign = static_cast<int32_t>((16 - (address & 15)) & 15) / int32_t(sizeof(Storage));

@@ -69,7 +69,9 @@ def time_cuda(run, warmup, iters):
     torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    torch.cuda._sleep(1_000_000)  # let the host queue ahead so launch overhead is not timed
+    # Let the host queue ahead (about 100 us of host work a call) so that launch overhead is not
+    # timed.
+    torch.cuda._sleep(max(1_000_000, 200_000 * iters))
     for i in range(iters):
         starts[i].record()
         run(warmup + i)

@@ -7,7 +7,8 @@ sieve, cluster and auto, and the peers of every --peer-lib (repeatable; harness 
 outside this repository: vLLM 0.33's persistent_topk and cooperative_topk through their own entry
 points, any other peer through the generic ltk_peer_* ABI below) timed with CUDA events (median of
 --iters after --warmup, rotating through several input buffers when one is under 256 MB so that L2
-does not serve the input). Every litetopk method and every peer is verified against the exact
+does not serve the input; with --graphs, replays of one CUDA graph of a call on every buffer, so
+that no host work is timed). Every litetopk method and every peer is verified against the exact
 top-k of each row (the selected multiset of values equal; -0 and +0 equal; NaN ranks below -inf, so
 a NaN or a -1 may fill only the slots a row has no other value for; indices in range, no
 duplicates).
@@ -37,9 +38,9 @@ import sys
 
 import torch
 
-from litetopk_bench_common import (Progress, add_common_arguments, litetopk, print_results,
-                                   require_cuda, result_record, shape_parser, time_cuda,
-                                   write_results)
+from litetopk_bench_common import (Progress, add_common_arguments, capture_graph, litetopk,
+                                   print_results, require_cuda, result_record, shape_parser,
+                                   time_cuda, write_results)
 
 ALGO_CODES = {"auto": 0, "radix": 1, "sample-filter": 2, "grid-radix": 3, "sieve": 4,
               "cluster": 5}
@@ -318,8 +319,15 @@ def bench_shape(batch, n, k, dtype, args, ours, peers, progress):
                 row["peer_path"][method] = run(inputs[0])
             else:
                 run = torch_topk if method == "torch.topk" else ours.runner(method, indices, k)
-            median, fastest = time_cuda(lambda i: run(inputs[i % len(inputs)]), args.warmup,
-                                        args.iters)
+            if args.graphs:
+                # One graph of a call on every copy; a call's time is a replay's over the copies.
+                run(inputs[0])
+                graph = capture_graph(lambda: [run(scores) for scores in inputs])
+                median, fastest = (t / len(inputs) for t in time_cuda(
+                    lambda _: graph.replay(), args.warmup, args.iters))
+            else:
+                median, fastest = time_cuda(lambda i: run(inputs[i % len(inputs)]),
+                                            args.warmup, args.iters)
             row["ms"][method] = median
             row["ms_min"][method] = fastest
             row["gbps"][method] = row["bytes"] / (median * 1e6)
@@ -511,6 +519,9 @@ def main():
                         help="a peer harness library (repeatable): vLLM's harness or one with "
                         "the ltk_peer_* ABI")
     parser.add_argument("--no-torch", action="store_true", help="do not time torch.topk")
+    parser.add_argument("--graphs", action="store_true",
+                        help="time CUDA graph replays (one graph of a call on every input copy, "
+                        "as engines run decode) instead of eager calls")
     parser.add_argument("--capi", help="run litetopk through this liblitetopk_c.so (C ABI) "
                         "instead of its torch op")
     parser.add_argument("--pad-rows", action="store_true",

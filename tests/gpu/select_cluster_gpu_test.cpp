@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <ostream>
 #include <string>
@@ -220,6 +221,60 @@ TEST(SelectClusterGpu, TiedPatternsAtTheLongestRows) {
         c.pattern = pattern;
         ASSERT_TRUE(plans_cluster(c));
         EXPECT_TRUE(gpu_matches_reference(c, make_rows(c), SelectAlgo::kCluster));
+      }
+    }
+  }
+}
+
+TEST(SelectClusterGpu, GatheredBinAroundItsCapacity) {
+  SKIP_WITHOUT_GPU();
+  // Rows whose k-th key sits in one first-digit bin (in [1, 1.2) or [1, 1.03), negated
+  // smallest-first) of m keys, with 1000 keys above it (8 and up) and the rest below (0.5 or
+  // NaN): the cluster gathers the bin's keys when m <= 6144 and merges digit by digit beyond.
+  // Row 0: m = 6144 spread over every CTA; row 1: m = 6145 (no gather); row 2: m = 6144 inside
+  // one CTA's slice; row 3: m = 3000 of 8 distinct values (ties at the pivot); row 4: m = 1049,
+  // the bin all but taken; row 5: m = 5000 with a NaN every 7 entries.
+  struct BinRow {
+    int64_t m;
+    bool one_slice;
+    int distinct;
+    bool nans;
+  };
+  const BinRow kRows[] = {{6144, false, 4096, false}, {6145, false, 4096, false},
+                          {6144, true, 4096, false},  {3000, false, 8, false},
+                          {1049, false, 4096, false}, {5000, false, 4096, true}};
+  constexpr int64_t kAbove = 1000;
+  for (DType dtype : kDTypes) {
+    for (bool largest : {true, false}) {
+      for (bool det : {false, true}) {
+        const int64_t batch = static_cast<int64_t>(std::size(kRows));
+        SelectCase c = cluster_case("GatherBin" + dtype_tag(dtype) + flags_tag(largest, det, det),
+                                    dtype, batch, 131072, 2048, largest, det, det);
+        ASSERT_TRUE(plans_cluster(c));
+        HostRows rows = make_rows(c);
+        const float sign = largest ? 1.0f : -1.0f;
+        // A first digit spans [1, 1.25) of fp32 and bf16 keys, [1, 1 + 1/32) of fp16 ones.
+        const float span = dtype == DType::kFloat16 ? 0.03f : 0.2f;
+        for (int64_t r = 0; r < batch; ++r) {
+          const BinRow& b = kRows[r];
+          for (int64_t e = 0; e < c.n; ++e) {
+            set_score(c, &rows, r, e, b.nans && e % 7 == 3 ? NAN : sign * 0.5f);
+          }
+          // The bin's keys: at a stride over the row, or packed into the slice at 5/16 of it.
+          const int64_t stride = b.one_slice ? 1 : (c.n - 1) / b.m;
+          const int64_t start = b.one_slice ? c.n * 5 / 16 : 0;
+          for (int64_t j = 0; j < b.m; ++j) {
+            const float step = span / static_cast<float>(b.distinct);
+            const float v = 1.0f + static_cast<float>(j % b.distinct) * step;
+            set_score(c, &rows, r, start + j * stride, sign * v);
+          }
+          // The keys above: past the packed ones, or one after the spread ones.
+          for (int64_t j = 0; j < kAbove; ++j) {
+            set_score(c, &rows, r, b.one_slice ? start + b.m + j : j * stride + 1,
+                      sign * (8.0f + static_cast<float>(j)));
+          }
+        }
+        EXPECT_TRUE(gpu_matches_reference(c, rows, SelectAlgo::kCluster));
       }
     }
   }

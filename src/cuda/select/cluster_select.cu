@@ -7,20 +7,27 @@
 // 1. Load: the slice's scores (16-byte vectors, the unaligned ends one by one) become keys
 //    (formats/score_keys.h; NaN is key 0) in shared memory, counted by their first digit as they
 //    arrive.
-// 2. Digits (11, 11 and 10 bits of an fp32 key; 11 and 5 of a 16-bit one): every CTA adds its
-//    counts over DSMEM into the bins' owners (bin b: CTA b % C), the cluster meets at a barrier,
-//    and each CTA gathers every bin from its owner and finds the same bin holding the k-th key
-//    (DigitFinder). The next digit counts
-//    only that bin's keys, from shared memory. It stops once the bin is taken whole or the key is
-//    resolved. A row with at most k valid keys takes them all.
-// 3. Write: each CTA counts its keys above the pivot and its ties (a thread a contiguous run), the
-//    cluster exchanges the counts, and every thread writes its run's keys in index order at
-//    offsets from exclusive scans over the block and the cluster: the ties with the smallest
-//    indices win, in any mode. Padding (-1) fills a row with fewer than k valid keys.
+// 2. First digit (11 bits): every CTA adds its counts over DSMEM into the bins' owners (bin b:
+//    CTA b % C), the cluster meets at a barrier, and each CTA gathers every bin from its owner and
+//    finds the same bin holding the k-th key (DigitFinder). A row with at most k valid keys takes
+//    them all; a bin taken whole ends the selection.
+// 3. Gather (fp32 keys, or clusters of 8 or more, when that bin holds at most kGatherCapacity
+//    keys, the usual case): each CTA compacts its keys of the bin at an offset read from the
+//    lower ranks' counts and copies them into every CTA of the cluster, with its count of keys
+//    above the bin; one cluster barrier, and every CTA resolves the remaining digits (11 and 10
+//    bits of an fp32 key, 5 of a 16-bit one) alone over the gathered keys. Otherwise each
+//    further digit counts the bin's keys in shared memory and merges as in step 2, until the bin
+//    is taken whole or the key is resolved.
+// 4. Write: each CTA counts its keys above the pivot and its ties (a thread a contiguous run); the
+//    lower ranks' counts come from the gathered keys (or, without a gather, from a cluster
+//    exchange), and every thread writes its run's keys in index order at offsets from exclusive
+//    scans over the block and the cluster: the ties with the smallest indices win, in any mode.
+//    Padding (-1) fills a row with fewer than k valid keys.
 #include <cooperative_groups.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <utility>
 #include <cub/block/block_scan.cuh>
 
@@ -46,13 +53,19 @@ constexpr int64_t kMaxKeysPerCta = 64 * kThreads;
 constexpr int kKeysPerWord4 = 4;  // keys per 16-byte shared-memory access
 
 constexpr int kMaxDigits = 3;  // 11, 11 and 10 bits of an fp32 key
+// The gathered keys of the k-th key's first-digit bin live in copies[1 ..], free after the first
+// merge.
+constexpr int kGatherCapacity = (kCopies - 1) * kRadixBins;
 
 struct ClusterShared {
-  uint32_t copies[kCopies][kRadixBins];  // this CTA's counts of the current digit
+  // This CTA's counts of the current digit; after the first merge, copies[0] holds this CTA's
+  // own counts of the first digit and copies[1 ..] the gathered keys.
+  uint32_t copies[kCopies][kRadixBins];
   // The cluster's counts of the bins this CTA owns (bin b belongs to CTA b % C), one buffer per
   // digit: each is filled once, so no buffer is reused while another CTA may still read it.
   uint32_t owned[kMaxDigits][kRadixBins];
   uint32_t merged[kRadixBins];  // the cluster's counts of every bin, gathered from the owners
+  uint32_t above_bin[kMaxCluster];  // after a gather: CTA m's keys above the gathered bin
   // The keys follow: key of slice position i at keys[pad + i], zeros around.
 };
 
@@ -72,6 +85,9 @@ __device__ __forceinline__ uint32_t cluster_load(uint32_t remote) {
   uint32_t value;
   asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(value) : "r"(remote) : "memory");
   return value;
+}
+__device__ __forceinline__ void cluster_store(uint32_t remote, uint32_t value) {
+  asm volatile("st.shared::cluster.u32 [%0], %1;" ::"r"(remote), "r"(value) : "memory");
 }
 
 // Keys a thread holds for the write's runs (a multiple of 4) when a slice has `count` scores.
@@ -99,6 +115,8 @@ __global__ void __launch_bounds__(kThreads, 2) cluster_select_kernel(const Selec
   __shared__ typename Finder::Storage finder;
   __shared__ typename Scan::TempStorage scan;
   __shared__ uint32_t cta_counts;  // this CTA's keys above the pivot | its ties << 16
+  __shared__ uint32_t gather_offset;  // where this CTA's gathered keys start
+  __shared__ uint32_t gather_fill;    // this CTA's gathered keys so far
 
   const cg::cluster_group cluster = cg::this_cluster();
   const auto members = static_cast<int>(cluster.num_blocks());
@@ -120,8 +138,12 @@ __global__ void __launch_bounds__(kThreads, 2) cluster_select_kernel(const Selec
   const auto per_thread = static_cast<int32_t>(keys_per_thread(count));
   const int32_t extent = per_thread * kThreads;
 
-  for (int i = tid; i < kCopies * kRadixBins; i += kThreads) (&s.copies[0][0])[i] = 0;
-  for (int i = tid; i < kMaxDigits * kRadixBins; i += kThreads) (&s.owned[0][0])[i] = 0;
+  // copies and owned, contiguous, zeroed 16 bytes at a time.
+  constexpr int kCountWords4 = (kCopies + kMaxDigits) * kRadixBins / kKeysPerWord4;
+  static_assert(offsetof(ClusterShared, owned) == sizeof(s.copies), "owned follows copies");
+  for (int i = tid; i < kCountWords4; i += kThreads) {
+    reinterpret_cast<uint4*>(&s.copies[0][0])[i] = make_uint4(0, 0, 0, 0);
+  }
   for (int i = tid; i < pad; i += kThreads) keys[i] = 0;
   for (int i = pad + count + tid; i < extent; i += kThreads) keys[i] = 0;
   __syncthreads();
@@ -164,7 +186,8 @@ __global__ void __launch_bounds__(kThreads, 2) cluster_select_kernel(const Selec
   }
   __syncthreads();
 
-  // 2. Digits: this CTA's counts go to the bins' owners, then every CTA gathers all bins.
+  // 2. First digit: this CTA's counts go to the bins' owners, then every CTA gathers all bins.
+  //    The first merge leaves this CTA's own counts in copies[0] (the gather's offsets).
   const auto merge = [&](int digit) {
     for (int i = tid; i < kRadixBins; i += kThreads) {
       uint32_t sum = 0;
@@ -173,6 +196,7 @@ __global__ void __launch_bounds__(kThreads, 2) cluster_select_kernel(const Selec
         sum += s.copies[copy][i];
         s.copies[copy][i] = 0;
       }
+      if (digit == 0) s.copies[0][i] = sum;
       if (sum != 0) cluster_add(cluster_address(&s.owned[digit][i], i % members), sum);
     }
     cluster.sync();
@@ -180,6 +204,61 @@ __global__ void __launch_bounds__(kThreads, 2) cluster_select_kernel(const Selec
       s.merged[i] = cluster_load(cluster_address(&s.owned[digit][i], i % members));
     }
     __syncthreads();
+  };
+  // 3. Gather: this CTA's keys of first-digit bin `bin` go to [base, base + own) of every CTA's
+  //    gathered keys (base: the lower ranks' counts of the bin), its count of keys above the bin
+  //    to every CTA's above_bin[member]; returns base.
+  uint32_t* const gathered_keys = &s.copies[1][0];
+  const auto gather = [&](uint32_t bin) -> uint32_t {
+    if (tid < 32) {
+      const uint32_t lower =
+          tid < member ? cluster_load(cluster_address(&s.copies[0][bin], tid)) : 0u;
+      const uint32_t sum = __reduce_add_sync(0xffffffffu, lower);
+      if (tid == 0) {
+        gather_offset = sum;
+        gather_fill = 0;
+      }
+    }
+    uint32_t above_mine = 0;
+    for (int i = tid; i < kRadixBins; i += kThreads) {
+      if (static_cast<uint32_t>(i) > bin) above_mine += s.copies[0][i];
+    }
+    uint32_t unused = 0;
+    uint32_t above_cta = 0;
+    Scan(scan).ExclusiveSum(above_mine, unused, above_cta);
+    __syncthreads();  // gather_offset and gather_fill are set
+    const uint32_t base = gather_offset;
+    uint32_t* const own_keys = gathered_keys + base;
+    // Every thread runs the same number of words (extent / 4 is a multiple of kThreads), so whole
+    // warps vote on each key.
+    const int lane = tid % 32;
+    for (int w = tid; w < extent / kKeysPerWord4; w += kThreads) {
+      const uint4 word = reinterpret_cast<const uint4*>(keys)[w];
+      const uint32_t quad[kKeysPerWord4] = {word.x, word.y, word.z, word.w};
+#pragma unroll
+      for (int e = 0; e < kKeysPerWord4; ++e) {
+        const bool hit = quad[e] != 0 && (quad[e] >> kFirstShift) == bin;
+        const unsigned votes = __ballot_sync(0xffffffffu, hit);
+        if (votes == 0) continue;
+        const int leader = __ffs(votes) - 1;
+        uint32_t start = 0;
+        if (lane == leader) start = atomicAdd(&gather_fill, static_cast<uint32_t>(__popc(votes)));
+        start = __shfl_sync(0xffffffffu, start, leader);
+        if (hit) own_keys[start + __popc(votes & ((1u << lane) - 1u))] = quad[e];
+      }
+    }
+    __syncthreads();
+    const uint32_t own = gather_fill;
+    const uint32_t copies_out = own * static_cast<uint32_t>(members - 1);
+    for (uint32_t j = tid; j < copies_out; j += kThreads) {
+      const uint32_t hop = j / own;
+      const uint32_t at = j - hop * own;
+      const int target = (member + 1 + static_cast<int>(hop)) % members;
+      cluster_store(cluster_address(own_keys + at, target), own_keys[at]);
+    }
+    if (tid < members) cluster_store(cluster_address(&s.above_bin[member], tid), above_cta);
+    cluster.sync();
+    return base;
   };
   cluster.barrier_wait(std::move(zeroed));
   merge(0);
@@ -193,36 +272,63 @@ __global__ void __launch_bounds__(kThreads, 2) cluster_select_kernel(const Selec
   int top = kKeyBits;
   uint32_t rank = take_all ? 0 : k;  // ties to take
   uint32_t greater = take_all ? total : 0;
+  // The gather replaces two merges of an fp32 key, one of a 16-bit key: that pays from
+  // clusters of 8 on.
+  const bool gather_pays = kKeyBits == 32 || members >= 8;
+  uint32_t gathered = 0;  // keys gathered from the whole cluster (0: no gather)
+  uint32_t gather_base = 0;  // where this CTA's own keys start among them
   if (!take_all) {
+    const uint32_t* histogram = s.merged;
     for (int shift = kFirstShift, pass = 0;; shift = max(shift - kRadixBits, 0), ++pass) {
       if (pass > 0) {
         const uint32_t mask = (1u << (top - shift)) - 1u;
-        for (int w = tid; w < extent / kKeysPerWord4; w += kThreads) {
-          const uint4 word = reinterpret_cast<const uint4*>(keys)[w];
-          const uint32_t quad[kKeysPerWord4] = {word.x, word.y, word.z, word.w};
+        if (gathered > 0) {
+          // Every CTA counts the gathered keys alone, into a histogram no other CTA touches.
+          uint32_t* const local = s.owned[pass];
+          for (uint32_t j = tid; j < gathered; j += kThreads) {
+            const uint32_t key = gathered_keys[j];
+            if ((key >> top) == prefix) atomicAdd(&local[(key >> shift) & mask], 1u);
+          }
+          __syncthreads();
+          histogram = local;
+        } else {
+          for (int w = tid; w < extent / kKeysPerWord4; w += kThreads) {
+            const uint4 word = reinterpret_cast<const uint4*>(keys)[w];
+            const uint32_t quad[kKeysPerWord4] = {word.x, word.y, word.z, word.w};
 #pragma unroll
-          for (int e = 0; e < kKeysPerWord4; ++e) {
-            if (quad[e] != 0 && (quad[e] >> top) == prefix) {
-              atomicAdd(&my_copy[(quad[e] >> shift) & mask], 1u);
+            for (int e = 0; e < kKeysPerWord4; ++e) {
+              if (quad[e] != 0 && (quad[e] >> top) == prefix) {
+                atomicAdd(&my_copy[(quad[e] >> shift) & mask], 1u);
+              }
             }
           }
+          __syncthreads();
+          merge(pass);
         }
-        __syncthreads();
-        merge(pass);
       }
       uint32_t above = 0;
-      const uint32_t digit = Finder::find(finder, s.merged, rank, &above);
+      const uint32_t digit = Finder::find(finder, histogram, rank, &above);
       rank -= above;
       greater += above;
       prefix = (prefix << (top - shift)) | digit;
       top = shift;
-      const bool done = s.merged[digit] == rank || shift == 0;
+      const uint32_t in_bin = histogram[digit];
+      const bool done = in_bin == rank || shift == 0;
       __syncthreads();  // merged is summed again by the next digit
       if (done) break;
+      if (pass == 0) {
+        if (gather_pays && in_bin <= static_cast<uint32_t>(kGatherCapacity)) {
+          gather_base = gather(digit);
+          gathered = in_bin;
+        } else {
+          for (int i = tid; i < kRadixBins; i += kThreads) s.copies[0][i] = 0;
+          __syncthreads();
+        }
+      }
     }
   }
 
-  // 3. Write: the thread's run of keys[first, first + per_thread), in index order.
+  // 4. Write: the thread's run of keys[first, first + per_thread), in index order.
   const int32_t first = tid * per_thread;
   const auto is_above = [&](uint32_t key) {
     return key != 0 && (take_all || (key >> top) > prefix);
@@ -230,29 +336,47 @@ __global__ void __launch_bounds__(kThreads, 2) cluster_select_kernel(const Selec
   const auto is_tie = [&](uint32_t key) {
     return key != 0 && !take_all && (key >> top) == prefix;
   };
+  // A key's count: 1 if above the pivot, 1 << 16 if a tie (a CTA holds fewer than 2^16 keys).
+  const auto weight = [&](uint32_t key) {
+    return is_above(key) ? 1u : (is_tie(key) ? 1u << 16 : 0u);
+  };
   uint32_t mine = 0;
   for (int32_t j = first; j < first + per_thread; j += kKeysPerWord4) {
     const uint4 word = *reinterpret_cast<const uint4*>(keys + j);
     const uint32_t quad[kKeysPerWord4] = {word.x, word.y, word.z, word.w};
 #pragma unroll
-    for (int e = 0; e < kKeysPerWord4; ++e) {
-      mine += is_above(quad[e]) ? 1u : (is_tie(quad[e]) ? 1u << 16 : 0u);
-    }
+    for (int e = 0; e < kKeysPerWord4; ++e) mine += weight(quad[e]);
   }
   uint32_t before = 0;
   uint32_t cta_total = 0;
   __syncthreads();
   Scan(scan).ExclusiveSum(mine, before, cta_total);
-  if (tid == 0) cta_counts = cta_total;
-  cluster.sync();
   uint32_t above_slot = before & 0xffffu;  // the CTAs' counts are summed apart: a row's exceed 16 bits
   uint32_t tie_slot = before >> 16;
-  for (int m = 0; m < member; ++m) {
-    const uint32_t counts = *cluster.map_shared_rank(&cta_counts, m);
-    above_slot += counts & 0xffffu;
-    tie_slot += counts >> 16;
+  // The lower ranks' counts: from the gathered keys (theirs come first) and above_bin, or from
+  // an exchange of every CTA's counts.
+  const bool exchange = gathered == 0;
+  if (!exchange) {
+    uint32_t lower = 0;
+    for (uint32_t j = tid; j < gather_base; j += kThreads) lower += weight(gathered_keys[j]);
+    uint32_t lower_total = 0;
+    __syncthreads();
+    Scan(scan).ExclusiveSum(lower, unused, lower_total);
+    above_slot += lower_total & 0xffffu;
+    tie_slot += lower_total >> 16;
+    for (int m = 0; m < member; ++m) above_slot += s.above_bin[m];
+  } else {
+    if (tid == 0) cta_counts = cta_total;
+    cluster.sync();
+    for (int m = 0; m < member; ++m) {
+      const uint32_t counts = *cluster.map_shared_rank(&cta_counts, m);
+      above_slot += counts & 0xffffu;
+      tie_slot += counts >> 16;
+    }
   }
-  auto arrived = cluster.barrier_arrive();  // this CTA reads no other's shared memory after this
+  // Without a gather this CTA reads no other's shared memory after this arrival.
+  cg::cluster_group::arrival_token arrived;
+  if (exchange) arrived = cluster.barrier_arrive();
   for (int32_t j = first; j < first + per_thread; j += kKeysPerWord4) {
     const uint4 word = *reinterpret_cast<const uint4*>(keys + j);
     const uint32_t quad[kKeysPerWord4] = {word.x, word.y, word.z, word.w};
@@ -276,7 +400,9 @@ __global__ void __launch_bounds__(kThreads, 2) cluster_select_kernel(const Selec
       write_output<Traits>(args, row, static_cast<int32_t>(slot), keys::kEmptyComposite);
     }
   }
-  cluster.barrier_wait(std::move(arrived));  // the others are done reading this CTA's shared memory
+  // The others are done reading this CTA's shared memory (a gather's last remote access was
+  // before its cluster barrier).
+  if (exchange) cluster.barrier_wait(std::move(arrived));
 }
 
 template <typename Traits>

@@ -40,10 +40,10 @@ constexpr int64_t kMinClusterN = 4096;
 constexpr int64_t kMinWholeRowBatch = 16;
 constexpr int64_t kMaxClusterN = 32768;
 constexpr int64_t kMaxClusterK = 2048;
-// 8 to 15 rows of 16K to 64K entries (clusters of 4 or 8 CTAs) also run clustered: 8 x 32768
-// and 8 x 65536 took 0.0153 / 0.0165 ms fp32 and 0.0149 / 0.0160 bf16 as graph replays against
-// the sieve's 0.0154 / 0.0172 and 0.0158 / 0.0170; at 8 x 16384 (2 CTAs) the sieve wins
-// (0.0133 against 0.0149 fp32).
+// From 8 rows, rows of 16K to 64K entries (clusters of 4 or 8 CTAs) also run clustered: 8 x
+// 32768 and 8 x 65536 took 0.0153 / 0.0165 ms fp32 and 0.0149 / 0.0160 bf16 as graph replays
+// against the sieve's 0.0154 / 0.0172 and 0.0158 / 0.0170, 16 x 65536 bf16 0.022 against 0.026;
+// at 8 x 16384 (2 CTAs) the sieve wins (0.0133 against 0.0149 fp32).
 constexpr int64_t kMinMediumClusterBatch = 8;
 constexpr int64_t kMinMediumClusterN = 16384;
 constexpr int64_t kMaxMediumClusterN = 65536;
@@ -54,10 +54,9 @@ SelectAlgo choose_select_algo(const SelectShapeFacts& facts) {
                             facts.batch * facts.cluster_size <= int64_t{facts.sm_count};
   const bool many_short_rows = clusters_fit && facts.batch >= kMinClusterBatch &&
                                facts.n > kMinClusterN && facts.n <= kMaxClusterN;
-  const bool some_medium_rows = clusters_fit && facts.batch >= kMinMediumClusterBatch &&
-                                facts.batch < kMinClusterBatch && facts.n > kMinMediumClusterN &&
-                                facts.n <= kMaxMediumClusterN;
-  if (many_short_rows || some_medium_rows) return SelectAlgo::kCluster;
+  const bool medium_rows = clusters_fit && facts.batch >= kMinMediumClusterBatch &&
+                           facts.n > kMinMediumClusterN && facts.n <= kMaxMediumClusterN;
+  if (many_short_rows || medium_rows) return SelectAlgo::kCluster;
   if (facts.k <= kSampleFilterMaxK) {
     const int32_t segments = facts.sample_filter_segments;
     const bool few_whole_rows = facts.batch < kMinWholeRowBatch && facts.n > kMinClusterN &&

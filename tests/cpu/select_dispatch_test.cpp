@@ -101,22 +101,23 @@ TEST(SelectDispatch, ManyRowsOf8KTo32KRunInClusters) {
             SelectAlgo::kSieve);
 }
 
-TEST(SelectDispatch, EightToFifteenRowsOf16KTo64KRunInClusters) {
-  // 8 x 32768 (4 CTAs a row), 8 x 65536 (8), 15 x 65536: clustered.
+TEST(SelectDispatch, EightOrMoreRowsOf16KTo64KRunInClusters) {
+  // 8 x 32768 (4 CTAs a row), 8 x 65536 (8), 16 x 65536 (128 CTAs): clustered.
   EXPECT_EQ(choose_select_algo(with_cluster(facts(8, 32768, 2048, 2, 8, 4, 4), 4)),
             SelectAlgo::kCluster);
   EXPECT_EQ(choose_select_algo(with_cluster(facts(8, 65536, 2048, 4, 8, 2, 12), 8)),
             SelectAlgo::kCluster);
-  EXPECT_EQ(choose_select_algo(with_cluster(facts(15, 65536, 2048, 4, 8, 4, 12), 8)),
+  EXPECT_EQ(choose_select_algo(with_cluster(facts(16, 65536, 2048, 4, 8, 4, 12), 8)),
             SelectAlgo::kCluster);
-  // 8 x 16384 (2 CTAs), 7 x 65536, 8 x 65537, 16 x 65536 and k 4096: the other rules.
+  // 8 x 16384 (2 CTAs), 7 x 65536, 8 x 65537, 17 x 65536 (136 CTAs) and k 4096: the other
+  // rules.
   EXPECT_EQ(choose_select_algo(with_cluster(facts(8, 16384, 2048, 1, 16, 4, 2), 2)),
             SelectAlgo::kSieve);
   EXPECT_EQ(choose_select_algo(with_cluster(facts(7, 65536, 2048, 4, 8, 4, 12), 8)),
             SelectAlgo::kSieve);
   EXPECT_EQ(choose_select_algo(with_cluster(facts(8, 65537, 2048, 4, 8, 4, 12), 16)),
             SelectAlgo::kSieve);
-  EXPECT_EQ(choose_select_algo(with_cluster(facts(16, 65536, 2048, 4, 8, 4, 12), 8)),
+  EXPECT_EQ(choose_select_algo(with_cluster(facts(17, 65536, 2048, 4, 8, 4, 12), 8)),
             SelectAlgo::kSieve);
   EXPECT_EQ(choose_select_algo(with_cluster(facts(8, 65536, 4096, 4, 8, 4, 12), 8)),
             SelectAlgo::kSieve);

@@ -210,11 +210,11 @@ class VllmPeer:
         return ""
 
     def runner(self, method, scores, lengths, indices, k):
-        stream = torch.cuda.current_stream().cuda_stream
         batch, n = scores.shape
         ws = self.workspace
 
         def run(x):
+            stream = torch.cuda.current_stream().cuda_stream  # the capture's stream in a graph
             if method == "vllm-persistent":
                 path = self.lib.vllm_persistent_topk(
                     x.data_ptr(), lengths.data_ptr(), indices.data_ptr(), ws.data_ptr(),
@@ -257,9 +257,9 @@ class AbiPeer:
         code = DTYPE_CODES[scores.dtype]
         ws = torch.empty(max(self.lib.ltk_peer_workspace_bytes(m, batch, n, k), 1),
                          dtype=torch.uint8, device="cuda")
-        stream = torch.cuda.current_stream().cuda_stream
 
         def run(x):
+            stream = torch.cuda.current_stream().cuda_stream  # the capture's stream in a graph
             path = self.lib.ltk_peer_topk(m, x.data_ptr(), code, batch, n, x.stride(0), k,
                                           indices.data_ptr(), ws.data_ptr(), ws.numel(), stream)
             if path < 0:

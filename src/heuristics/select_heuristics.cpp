@@ -43,7 +43,9 @@ constexpr int64_t kMaxClusterK = 2048;
 // From 8 rows, rows of 16K to 64K entries (clusters of 4 or 8 CTAs) also run clustered: 8 x
 // 32768 and 8 x 65536 took 0.0153 / 0.0165 ms fp32 and 0.0149 / 0.0160 bf16 as graph replays
 // against the sieve's 0.0154 / 0.0172 and 0.0158 / 0.0170, 16 x 65536 bf16 0.022 against 0.026;
-// at 8 x 16384 (2 CTAs) the sieve wins (0.0133 against 0.0149 fp32).
+// at 8 x 16384 (2 CTAs) the sieve wins (0.0133 against 0.0149 fp32). Clusters that do not all run
+// at once lose a wave: 32 x 65536, 32 clusters of 4 CTAs of 16K keys, took 0.039 ms against
+// sample-filter's 0.026.
 constexpr int64_t kMinMediumClusterBatch = 8;
 constexpr int64_t kMinMediumClusterN = 16384;
 constexpr int64_t kMaxMediumClusterN = 65536;
@@ -51,7 +53,7 @@ constexpr int64_t kMaxMediumClusterN = 65536;
 
 SelectAlgo choose_select_algo(const SelectShapeFacts& facts) {
   const bool clusters_fit = facts.cluster_size > 0 && facts.k <= kMaxClusterK &&
-                            facts.batch * facts.cluster_size <= int64_t{facts.sm_count};
+                            facts.batch <= facts.resident_clusters;
   const bool many_short_rows = clusters_fit && facts.batch >= kMinClusterBatch &&
                                facts.n > kMinClusterN && facts.n <= kMaxClusterN;
   const bool medium_rows = clusters_fit && facts.batch >= kMinMediumClusterBatch &&

@@ -19,6 +19,7 @@ struct SelectShapeFacts {
   int32_t grid_radix_segments = 0;     // blocks per row grid-radix would use; 0: does not fit
   int32_t sieve_segments = 0;          // blocks per row sieve would use; 0: does not fit
   int32_t cluster_size = 0;            // CTAs per row cluster would use; 0: does not fit
+  int64_t resident_clusters = 0;       // such clusters the device runs at once
 };
 
 SelectAlgo choose_select_algo(const SelectShapeFacts& facts);

@@ -71,8 +71,11 @@ TEST(SelectDispatch, SplitRowsSieve) {
   EXPECT_EQ(choose_select_algo(facts(1, 1 << 24, 1024, 64, 0)), SelectAlgo::kRadix);
 }
 
-SelectShapeFacts with_cluster(SelectShapeFacts f, int32_t cluster_size) {
+// The facts with clusters of `cluster_size` CTAs of which `resident` run at once (by default
+// one CTA a SM).
+SelectShapeFacts with_cluster(SelectShapeFacts f, int32_t cluster_size, int64_t resident = -1) {
   f.cluster_size = cluster_size;
+  f.resident_clusters = resident >= 0 ? resident : cluster_size > 0 ? kSms / cluster_size : 0;
   return f;
 }
 
@@ -121,6 +124,9 @@ TEST(SelectDispatch, EightOrMoreRowsOf16KTo64KRunInClusters) {
             SelectAlgo::kSieve);
   EXPECT_EQ(choose_select_algo(with_cluster(facts(8, 65536, 4096, 4, 8, 4, 12), 8)),
             SelectAlgo::kSieve);
+  // 32 x 65536 in clusters of 4 CTAs of 16K keys, of which 28 run at once: not clustered.
+  EXPECT_EQ(choose_select_algo(with_cluster(facts(32, 65536, 2048, 1, 4, 4, 8), 4, 28)),
+            SelectAlgo::kSampleFilter);
 }
 
 TEST(SelectDispatch, FewWholeRowsOfMoreThan4KGoToSieve) {

@@ -88,8 +88,10 @@ Status launch_sieve(const SelectProblem& problem, const SievePlan& plan, const S
 struct ClusterPlan {
   int cluster;       // CTAs per row (1 to 16); 0 when a row does not fit the cluster
   int shared_bytes;  // dynamic shared memory per CTA
+  int resident = 0;  // clusters of this shape the device runs at once (set by plan_cluster)
 };
-// The largest cluster (up to 16 CTAs of about 8K scores) the device holds; cluster 0 when none fits.
+// The largest cluster (up to 16 CTAs of about 8K scores, or 16K when the clusters would fill the
+// device) the device holds; cluster 0 when none fits.
 ClusterPlan plan_cluster(const SelectProblem& problem);
 // The launch shape of `cluster` CTAs a row (a plan_cluster result's cluster).
 ClusterPlan cluster_plan_for(const SelectProblem& problem, int cluster);

@@ -74,7 +74,9 @@ Status shape_facts(const SelectProblem& problem, const cuda_common::DeviceShape&
   if (Status s = plan_grid_radix(problem, &grid); !s) return s;
   facts->grid_radix_segments = grid.segments;
   facts->sieve_segments = plan_sieve(problem, device).segments;
-  facts->cluster_size = plan_cluster(problem).cluster;
+  const ClusterPlan cluster = plan_cluster(problem);
+  facts->cluster_size = cluster.cluster;
+  facts->resident_clusters = cluster.resident;
   return Status::ok();
 }
 

@@ -202,9 +202,16 @@ __global__ void __launch_bounds__(kThreads, 2) cluster_select_kernel(const Selec
       if (sum != 0) cluster_add(cluster_address(&s.owned[digit][i], i % members), sum);
     }
     cluster.sync();
-    for (int i = tid; i < kRadixBins; i += kThreads) {
-      s.merged[i] = cluster_load(cluster_address(&s.owned[digit][i], i % members));
+    // Every remote load in flight before the first is used.
+    constexpr int kBinsPerThread = kRadixBins / kThreads;
+    uint32_t gathered_bins[kBinsPerThread];
+#pragma unroll
+    for (int j = 0; j < kBinsPerThread; ++j) {
+      const int i = tid + j * kThreads;
+      gathered_bins[j] = cluster_load(cluster_address(&s.owned[digit][i], i % members));
     }
+#pragma unroll
+    for (int j = 0; j < kBinsPerThread; ++j) s.merged[tid + j * kThreads] = gathered_bins[j];
     __syncthreads();
   };
   // 3. Gather: this CTA's keys of first-digit bin `bin` go to [base, base + own) of every CTA's
@@ -370,11 +377,12 @@ __global__ void __launch_bounds__(kThreads, 2) cluster_select_kernel(const Selec
   } else {
     if (tid == 0) cta_counts = cta_total;
     cluster.sync();
-    for (int m = 0; m < member; ++m) {
-      const uint32_t counts = *cluster.map_shared_rank(&cta_counts, m);
-      above_slot += counts & 0xffffu;
-      tie_slot += counts >> 16;
-    }
+    // Lane m of each warp reads rank m's counts; the warp sums them (the ranks' above and tie
+    // counts apart, as a row's exceed 16 bits).
+    const int lane = tid % 32;
+    const uint32_t counts = lane < member ? cluster_load(cluster_address(&cta_counts, lane)) : 0u;
+    above_slot += __reduce_add_sync(0xffffffffu, counts & 0xffffu);
+    tie_slot += __reduce_add_sync(0xffffffffu, counts >> 16);
   }
   // Without a gather this CTA reads no other's shared memory after this arrival.
   cg::cluster_group::arrival_token arrived;

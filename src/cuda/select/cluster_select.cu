@@ -428,18 +428,13 @@ ClusterPlan cluster_plan_for(const SelectProblem& problem, int cluster) {
 }
 
 ClusterPlan plan_cluster(const SelectProblem& problem) {
-  ClusterPlan plan{0, 0};
   const int64_t n = std::max<int64_t>(problem.n, 1);
   int wanted = 1;
   while (wanted < kMaxCluster && n > kTargetKeysPerCta * wanted) wanted *= 2;
   // Clusters of 8 or 16 that would fill the device take twice the keys a CTA, half the CTAs to
   // merge (8 x 131072: 0.0254 -> 0.0219 ms; 16 x 65536 bf16: 0.0216 -> 0.0183); below that the
   // shorter slices win (8 x 65536: 0.0165 against 0.0199).
-  const int64_t halved_slice = (n + wanted / 2 - 1) / std::max(wanted / 2, 1);
-  if (wanted >= kMinHalvedCluster && problem.batch * wanted >= kFilledCtas &&
-      halved_slice <= kMaxKeysPerCta) {
-    wanted /= 2;
-  }
+  const bool halve = wanted >= kMinHalvedCluster && problem.batch * wanted >= kFilledCtas;
   // How many clusters of `cluster` CTAs with `bytes` of shared memory each the device holds.
   const auto resident = [&](int cluster, int bytes, int* clusters) {
     return dispatch_dtype(problem.dtype, [&](auto traits) -> Status {
@@ -448,19 +443,29 @@ ClusterPlan plan_cluster(const SelectProblem& problem) {
       return cuda_common::resident_clusters(kernel, kThreads, bytes, cluster, clusters);
     });
   };
-  for (int cluster = wanted; cluster >= 1; cluster /= 2) {
-    if ((n + cluster - 1) / cluster > kMaxKeysPerCta) return plan;
-    // Asked at the largest slice first (a cluster that fits with the most shared memory fits
-    // with less), then at this row's.
+  // The plan of `cluster` CTAs a row, or cluster 0 when its slices or its clusters do not fit.
+  // Asked at the largest slice first (a cluster that fits with the most shared memory fits with
+  // less), then at this row's.
+  const auto try_cluster = [&](int cluster) {
+    const ClusterPlan none{0, 0, 0};
+    if ((n + cluster - 1) / cluster > kMaxKeysPerCta) return none;
     int clusters = 0;
     const Status fits =
         resident(cluster, static_cast<int>(shared_bytes_for(kMaxKeysPerCta)), &clusters);
-    if (!fits || clusters == 0) continue;
+    if (!fits || clusters == 0) return none;
     ClusterPlan chosen = cluster_plan_for(problem, cluster);
-    if (!resident(cluster, chosen.shared_bytes, &chosen.resident)) return plan;
+    if (!resident(cluster, chosen.shared_bytes, &chosen.resident)) return none;
     return chosen;
+  };
+  if (halve) {
+    const ClusterPlan halved = try_cluster(wanted / 2);
+    if (halved.cluster > 0) return halved;
   }
-  return plan;
+  for (int cluster = wanted; cluster >= 1; cluster /= 2) {
+    const ClusterPlan plan = try_cluster(cluster);
+    if (plan.cluster > 0) return plan;
+  }
+  return ClusterPlan{0, 0, 0};
 }
 
 Status launch_cluster(const SelectProblem& problem, const ClusterPlan& plan,

@@ -320,8 +320,8 @@ def bench_shape(batch, n, k, dtype, args, ours, peers, progress):
             else:
                 run = torch_topk if method == "torch.topk" else ours.runner(method, indices, k)
             if args.graphs:
-                # One graph of a call on every copy; a call's time is a replay's over the copies.
-                run(inputs[0])
+                # One graph of a call on every copy (capture_graph runs it once first); a call's
+                # time is a replay's over the copies.
                 graph = capture_graph(lambda: [run(scores) for scores in inputs])
                 median, fastest = (t / len(inputs) for t in time_cuda(
                     lambda _: graph.replay(), args.warmup, args.iters))

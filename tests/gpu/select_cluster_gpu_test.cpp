@@ -263,8 +263,8 @@ TEST(SelectClusterGpu, GatheredBinAroundItsCapacity) {
           // The bin's keys: at a stride over the row, or packed into the slice at 5/16 of it.
           const int64_t stride = b.one_slice ? 1 : (c.n - 1) / b.m;
           const int64_t start = b.one_slice ? c.n * 5 / 16 : 0;
+          const float step = span / static_cast<float>(b.distinct);
           for (int64_t j = 0; j < b.m; ++j) {
-            const float step = span / static_cast<float>(b.distinct);
             const float v = 1.0f + static_cast<float>(j % b.distinct) * step;
             set_score(c, &rows, r, start + j * stride, sign * v);
           }

@@ -51,7 +51,8 @@ enum class SelectAlgo : int {
   kCluster = 5,       // radix select of each row by a thread-block cluster of up to 16 CTAs that
                       // hold the row in shared memory and merge their digit histograms through
                       // distributed shared memory (rows of up to 512K entries, any k; auto
-                      // takes it for many short rows; kUnsupported when a row does not fit)
+                      // takes it for many short rows and for up to 8 rows of up to 128K;
+                      // kUnsupported when a row does not fit)
 };
 constexpr int64_t kSampleFilterMaxK = 8192;
 

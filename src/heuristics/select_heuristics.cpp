@@ -49,6 +49,13 @@ constexpr int64_t kMaxClusterK = 2048;
 constexpr int64_t kMinMediumClusterBatch = 8;
 constexpr int64_t kMinMediumClusterN = 16384;
 constexpr int64_t kMaxMediumClusterN = 65536;
+// Up to 8 rows of 64K to 128K entries (clusters of 16 CTAs of 8K keys, or 8 of 16K) run clustered
+// too: graph replays, fp32 / bf16, 1 x 131072 0.0137 / 0.0132 ms against grid-radix's 0.0141 and
+// the sieve's 0.0152; 4 x 131072 0.0143 against grid-radix's 0.0165; 8 x 131072 0.0178 / 0.0166
+// against the sieve's 0.0187 / 0.0190. One row of 524288 (16 CTAs of 32K keys) stays on
+// grid-radix: 0.0247 against 0.0153.
+constexpr int64_t kMaxFewRowsClusterBatch = 8;
+constexpr int64_t kMaxFewRowsClusterN = 131072;
 }  // namespace
 
 SelectAlgo choose_select_algo(const SelectShapeFacts& facts) {
@@ -58,7 +65,9 @@ SelectAlgo choose_select_algo(const SelectShapeFacts& facts) {
                                facts.n > kMinClusterN && facts.n <= kMaxClusterN;
   const bool medium_rows = clusters_fit && facts.batch >= kMinMediumClusterBatch &&
                            facts.n > kMinMediumClusterN && facts.n <= kMaxMediumClusterN;
-  if (many_short_rows || medium_rows) return SelectAlgo::kCluster;
+  const bool few_long_rows = clusters_fit && facts.batch <= kMaxFewRowsClusterBatch &&
+                             facts.n > kMaxMediumClusterN && facts.n <= kMaxFewRowsClusterN;
+  if (many_short_rows || medium_rows || few_long_rows) return SelectAlgo::kCluster;
   if (facts.k <= kSampleFilterMaxK) {
     const int32_t segments = facts.sample_filter_segments;
     const bool few_whole_rows = facts.batch < kMinWholeRowBatch && facts.n > kMinClusterN &&

@@ -90,8 +90,6 @@ TEST(SelectDispatch, ManyRowsOf8KTo32KRunInClusters) {
   // Fewer rows, longer or shorter rows, larger k, or more clusters than SMs: the other rules.
   EXPECT_EQ(choose_select_algo(with_cluster(facts(8, 16384, 2048, 2, 16, 4, 2), 2)),
             SelectAlgo::kSieve);
-  EXPECT_EQ(choose_select_algo(with_cluster(facts(1, 131072, 2048, 8, 64, 4, 16), 16)),
-            SelectAlgo::kSieve);
   EXPECT_EQ(choose_select_algo(with_cluster(facts(128, 8192, 256, 1, 1), 1)),
             SelectAlgo::kCluster);
   EXPECT_EQ(choose_select_algo(with_cluster(facts(128, 4096, 64, 1, 1), 1)),
@@ -112,13 +110,13 @@ TEST(SelectDispatch, EightOrMoreRowsOf16KTo64KRunInClusters) {
             SelectAlgo::kCluster);
   EXPECT_EQ(choose_select_algo(with_cluster(facts(16, 65536, 2048, 4, 8, 4, 12), 8)),
             SelectAlgo::kCluster);
-  // 8 x 16384 (2 CTAs), 7 x 65536, 8 x 65537, 17 x 65536 (136 CTAs) and k 4096: the other
+  // 8 x 16384 (2 CTAs), 7 x 65536, 9 x 65537, 17 x 65536 (136 CTAs) and k 4096: the other
   // rules.
   EXPECT_EQ(choose_select_algo(with_cluster(facts(8, 16384, 2048, 1, 16, 4, 2), 2)),
             SelectAlgo::kSieve);
   EXPECT_EQ(choose_select_algo(with_cluster(facts(7, 65536, 2048, 4, 8, 4, 12), 8)),
             SelectAlgo::kSieve);
-  EXPECT_EQ(choose_select_algo(with_cluster(facts(8, 65537, 2048, 4, 8, 4, 12), 16)),
+  EXPECT_EQ(choose_select_algo(with_cluster(facts(9, 65537, 2048, 4, 8, 4, 12), 16)),
             SelectAlgo::kSieve);
   EXPECT_EQ(choose_select_algo(with_cluster(facts(17, 65536, 2048, 4, 8, 4, 12), 8)),
             SelectAlgo::kSieve);
@@ -127,6 +125,32 @@ TEST(SelectDispatch, EightOrMoreRowsOf16KTo64KRunInClusters) {
   // 32 x 65536 in clusters of 4 CTAs of 16K keys, of which 28 run at once: not clustered.
   EXPECT_EQ(choose_select_algo(with_cluster(facts(32, 65536, 2048, 1, 4, 4, 8), 4, 28)),
             SelectAlgo::kSampleFilter);
+}
+
+TEST(SelectDispatch, UpToEightRowsOf64KTo128KRunInClusters) {
+  // 1, 4 and 8 x 131072, fp32 and bf16 (16 CTAs a row, 8 at 8 rows), and 1 x 65537.
+  EXPECT_EQ(choose_select_algo(with_cluster(facts(1, 131072, 2048, 8, 64, 4, 128), 16)),
+            SelectAlgo::kCluster);
+  EXPECT_EQ(choose_select_algo(with_cluster(facts(1, 131072, 2048, 8, 64, 2, 16), 16)),
+            SelectAlgo::kCluster);
+  EXPECT_EQ(choose_select_algo(with_cluster(facts(4, 131072, 2048, 8, 32, 4, 64), 16)),
+            SelectAlgo::kCluster);
+  EXPECT_EQ(choose_select_algo(with_cluster(facts(8, 131072, 2048, 8, 16, 4, 33), 8)),
+            SelectAlgo::kCluster);
+  EXPECT_EQ(choose_select_algo(with_cluster(facts(1, 65537, 2048, 4, 32, 4, 64), 16)),
+            SelectAlgo::kCluster);
+  // 9 rows, rows of 131073 or 524288, k 4096, or clusters that do not all run at once: the
+  // other rules.
+  EXPECT_EQ(choose_select_algo(with_cluster(facts(9, 131072, 2048, 8, 16, 4, 33), 8)),
+            SelectAlgo::kSieve);
+  EXPECT_EQ(choose_select_algo(with_cluster(facts(1, 131073, 2048, 8, 64, 4, 128), 16)),
+            SelectAlgo::kGridRadix);
+  EXPECT_EQ(choose_select_algo(with_cluster(facts(1, 524288, 2048, 32, 128, 4, 128), 16)),
+            SelectAlgo::kGridRadix);
+  EXPECT_EQ(choose_select_algo(with_cluster(facts(1, 131072, 4096, 8, 64, 4, 128), 16)),
+            SelectAlgo::kGridRadix);
+  EXPECT_EQ(choose_select_algo(with_cluster(facts(8, 131072, 2048, 8, 16, 4, 33), 8, 7)),
+            SelectAlgo::kSieve);
 }
 
 TEST(SelectDispatch, FewWholeRowsOfMoreThan4KGoToSieve) {

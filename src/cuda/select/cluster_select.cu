@@ -7,14 +7,14 @@
 // 1. Load: the slice's scores (16-byte vectors, the unaligned ends one by one) become keys
 //    (formats/score_keys.h; NaN is key 0) in shared memory, counted by their first digit as they
 //    arrive.
-// 2. First digit (11 bits): every CTA adds its counts over DSMEM into the bins' owners (bin b:
-//    CTA b % C), the cluster meets at a barrier, and each CTA gathers every bin from its owner and
+// 2. First digit (11 bits): every CTA adds its counts over DSMEM into the bins' owners (runs of
+//    32 bins round the cluster), the cluster meets at a barrier, and each CTA gathers every bin from its owner and
 //    finds the same bin holding the k-th key (DigitFinder). A row with at most k valid keys takes
 //    them all; a bin taken whole ends the selection.
 // 3. Gather (fp32 keys, or clusters of 8 or more, when that bin holds at most kGatherCapacity
-//    keys, the usual case): each CTA compacts its keys of the bin at an offset read from the
-//    lower ranks' counts and copies them into every CTA of the cluster, with its count of keys
-//    above the bin; one cluster barrier, and every CTA resolves the remaining digits (11 and 10
+//    keys, the usual case): each CTA counts its keys of the bin and above it (one block scan
+//    places each thread's), compacts the bin's at an offset read from the lower ranks' counts
+//    and copies them into every CTA of the cluster, with its count of keys above the bin; one cluster barrier, and every CTA resolves the remaining digits (11 and 10
 //    bits of an fp32 key, 5 of a 16-bit one) alone over the gathered keys. Otherwise each
 //    further digit counts the bin's keys in shared memory and merges as in step 2, until the bin
 //    is taken whole or the key is resolved.
@@ -63,7 +63,7 @@ struct ClusterShared {
   // This CTA's counts of the current digit; after the first merge, copies[0] holds this CTA's
   // own counts of the first digit and copies[1 ..] the gathered keys.
   uint32_t copies[kCopies][kRadixBins];
-  // The cluster's counts of the bins this CTA owns (bin b belongs to CTA b % C), one buffer per
+  // The cluster's counts of the bins this CTA owns (bin_owner), one buffer per
   // digit: each is filled once, so no buffer is reused while another CTA may still read it.
   uint32_t owned[kMaxDigits][kRadixBins];
   uint32_t merged[kRadixBins];  // the cluster's counts of every bin, gathered from the owners
@@ -88,8 +88,25 @@ __device__ __forceinline__ uint32_t cluster_load(uint32_t remote) {
   asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(value) : "r"(remote) : "memory");
   return value;
 }
+__device__ __forceinline__ uint4 cluster_load4(uint32_t remote) {
+  uint4 v;
+  asm volatile("ld.shared::cluster.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(remote)
+               : "memory");
+  return v;
+}
 __device__ __forceinline__ void cluster_store(uint32_t remote, uint32_t value) {
   asm volatile("st.shared::cluster.u32 [%0], %1;" ::"r"(remote), "r"(value) : "memory");
+}
+
+// The CTA that owns (sums) bin `bin` of a merge: runs of kOwnerChunk bins go round the cluster,
+// so that a warp gathers its 128 bins from four owners in four 128-byte requests (bins owned one
+// by one cost a request per owner and word), while the crowded bins of float keys still spread
+// over several owners.
+constexpr int kOwnerChunk = 32;
+__device__ __forceinline__ int bin_owner(int bin, int members) {
+  return (bin / kOwnerChunk) % members;
 }
 
 // Keys a thread holds for the write's runs (a multiple of 4) when a slice has `count` scores.
@@ -106,8 +123,9 @@ int64_t shared_bytes_for(int64_t keys_per_cta) {
 
 template <typename Traits>
 __global__ void __launch_bounds__(kThreads, 2) cluster_select_kernel(const SelectArgs args) {
-  using Finder = DigitFinder<kThreads>;
-  using Scan = cub::BlockScan<uint32_t, kThreads>;
+  // Warp-scan block scans: every phase of the kernel waits on its scan.
+  using Finder = DigitFinder<kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
+  using Scan = cub::BlockScan<uint32_t, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
   constexpr int kPer = Traits::kPerVector;
   constexpr int kKeyBits = kPer == 4 ? 32 : 16;
   constexpr int kFirstShift = kKeyBits - kRadixBits;
@@ -118,7 +136,6 @@ __global__ void __launch_bounds__(kThreads, 2) cluster_select_kernel(const Selec
   __shared__ typename Scan::TempStorage scan;
   __shared__ uint32_t cta_counts;  // this CTA's keys above the pivot | its ties << 16
   __shared__ uint32_t gather_offset;  // where this CTA's gathered keys start
-  __shared__ uint32_t gather_fill;    // this CTA's gathered keys so far
 
   const cg::cluster_group cluster = cg::this_cluster();
   const auto members = static_cast<int>(cluster.num_blocks());
@@ -140,6 +157,17 @@ __global__ void __launch_bounds__(kThreads, 2) cluster_select_kernel(const Selec
   const auto per_thread = static_cast<int32_t>(keys_per_thread(count));
   const int32_t extent = per_thread * kThreads;
 
+  // The first vectors of the slice are in flight while the counts are zeroed.
+  uint4 raw[kUnroll];
+  const auto load_vectors = [&](int v0) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int v = v0 + u * kThreads + tid;
+      raw[u] = v < vectors ? layout.load_vector(v) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  load_vectors(0);
+
   // copies and owned, contiguous, zeroed 16 bytes at a time.
   constexpr int kCountWords4 = (kCopies + kMaxDigits) * kRadixBins / kKeysPerWord4;
   static_assert(offsetof(ClusterShared, owned) == sizeof(s.copies), "owned follows copies");
@@ -157,12 +185,7 @@ __global__ void __launch_bounds__(kThreads, 2) cluster_select_kernel(const Selec
     if (key != 0) atomicAdd(&my_copy[key >> kFirstShift], 1u);
   };
   for (int v0 = 0; v0 < vectors; v0 += kThreads * kUnroll) {
-    uint4 raw[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int v = v0 + u * kThreads + tid;
-      raw[u] = v < vectors ? layout.load_vector(v) : make_uint4(0, 0, 0, 0);
-    }
+    if (v0 > 0) load_vectors(v0);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int v = v0 + u * kThreads + tid;
@@ -190,28 +213,29 @@ __global__ void __launch_bounds__(kThreads, 2) cluster_select_kernel(const Selec
 
   // 2. First digit: this CTA's counts go to the bins' owners, then every CTA gathers all bins.
   //    The first merge leaves this CTA's own counts in copies[0] (the gather's offsets).
+  // Thread t sums and gathers bins [4 t, 4 t + 4), which share an owner.
+  static_assert(kRadixBins == kKeysPerWord4 * kThreads && kOwnerChunk % kKeysPerWord4 == 0,
+                "a thread's four bins have one owner");
+  const int first_bin = kKeysPerWord4 * tid;
   const auto merge = [&](int digit) {
-    for (int i = tid; i < kRadixBins; i += kThreads) {
-      uint32_t sum = 0;
+    uint4 sum = make_uint4(0, 0, 0, 0);
 #pragma unroll
-      for (int copy = 0; copy < kCopies; ++copy) {
-        sum += s.copies[copy][i];
-        s.copies[copy][i] = 0;
-      }
-      if (digit == 0) s.copies[0][i] = sum;
-      if (sum != 0) cluster_add(cluster_address(&s.owned[digit][i], i % members), sum);
+    for (int copy = 0; copy < kCopies; ++copy) {
+      auto& counts = reinterpret_cast<uint4*>(s.copies[copy])[tid];
+      const uint4 c = counts;
+      sum = make_uint4(sum.x + c.x, sum.y + c.y, sum.z + c.z, sum.w + c.w);
+      counts = make_uint4(0, 0, 0, 0);
+    }
+    if (digit == 0) reinterpret_cast<uint4*>(s.copies[0])[tid] = sum;
+    const uint32_t owner_bins =
+        cluster_address(&s.owned[digit][first_bin], bin_owner(first_bin, members));
+    const uint32_t sums[kKeysPerWord4] = {sum.x, sum.y, sum.z, sum.w};
+#pragma unroll
+    for (int e = 0; e < kKeysPerWord4; ++e) {
+      if (sums[e] != 0) cluster_add(owner_bins + e * sizeof(uint32_t), sums[e]);
     }
     cluster.sync();
-    // Every remote load in flight before the first is used.
-    constexpr int kBinsPerThread = kRadixBins / kThreads;
-    uint32_t gathered_bins[kBinsPerThread];
-#pragma unroll
-    for (int j = 0; j < kBinsPerThread; ++j) {
-      const int i = tid + j * kThreads;
-      gathered_bins[j] = cluster_load(cluster_address(&s.owned[digit][i], i % members));
-    }
-#pragma unroll
-    for (int j = 0; j < kBinsPerThread; ++j) s.merged[tid + j * kThreads] = gathered_bins[j];
+    reinterpret_cast<uint4*>(s.merged)[tid] = cluster_load4(owner_bins);
     __syncthreads();
   };
   // 3. Gather: this CTA's keys of first-digit bin `bin` go to [base, base + own) of every CTA's
@@ -223,41 +247,36 @@ __global__ void __launch_bounds__(kThreads, 2) cluster_select_kernel(const Selec
       const uint32_t lower =
           tid < member ? cluster_load(cluster_address(&s.copies[0][bin], tid)) : 0u;
       const uint32_t sum = __reduce_add_sync(0xffffffffu, lower);
-      if (tid == 0) {
-        gather_offset = sum;
-        gather_fill = 0;
-      }
+      if (tid == 0) gather_offset = sum;
     }
-    uint32_t above_mine = 0;
-    for (int i = tid; i < kRadixBins; i += kThreads) {
-      if (static_cast<uint32_t>(i) > bin) above_mine += s.copies[0][i];
+    // The thread's keys of the bin | its keys above it << 16 (a CTA holds fewer than 2^16 keys).
+    const auto bin_weight = [&](uint32_t key) {
+      const uint32_t digit = key >> kFirstShift;
+      return digit > bin ? 1u << 16 : (digit == bin && key != 0 ? 1u : 0u);
+    };
+    uint32_t mine = 0;
+    for (int w = tid; w < extent / kKeysPerWord4; w += kThreads) {
+      const uint4 word = reinterpret_cast<const uint4*>(keys)[w];
+      mine += bin_weight(word.x) + bin_weight(word.y) + bin_weight(word.z) + bin_weight(word.w);
     }
-    uint32_t unused = 0;
-    uint32_t above_cta = 0;
-    Scan(scan).ExclusiveSum(above_mine, unused, above_cta);
-    __syncthreads();  // gather_offset and gather_fill are set
+    uint32_t before = 0;
+    uint32_t cta_total = 0;
+    Scan(scan).ExclusiveSum(mine, before, cta_total);
+    __syncthreads();  // gather_offset is set
+    const uint32_t own = cta_total & 0xffffu;
+    const uint32_t above_cta = cta_total >> 16;
     const uint32_t base = gather_offset;
     uint32_t* const own_keys = gathered_keys + base;
-    // Every thread runs the same number of words (extent / 4 is a multiple of kThreads), so whole
-    // warps vote on each key.
-    const int lane = tid % 32;
+    uint32_t at = before & 0xffffu;
     for (int w = tid; w < extent / kKeysPerWord4; w += kThreads) {
       const uint4 word = reinterpret_cast<const uint4*>(keys)[w];
       const uint32_t quad[kKeysPerWord4] = {word.x, word.y, word.z, word.w};
 #pragma unroll
       for (int e = 0; e < kKeysPerWord4; ++e) {
-        const bool hit = quad[e] != 0 && (quad[e] >> kFirstShift) == bin;
-        const unsigned votes = __ballot_sync(0xffffffffu, hit);
-        if (votes == 0) continue;
-        const int leader = __ffs(votes) - 1;
-        uint32_t start = 0;
-        if (lane == leader) start = atomicAdd(&gather_fill, static_cast<uint32_t>(__popc(votes)));
-        start = __shfl_sync(0xffffffffu, start, leader);
-        if (hit) own_keys[start + __popc(votes & ((1u << lane) - 1u))] = quad[e];
+        if ((bin_weight(quad[e]) & 0xffffu) != 0) own_keys[at++] = quad[e];
       }
     }
     __syncthreads();
-    const uint32_t own = gather_fill;
     const uint32_t copies_out = own * static_cast<uint32_t>(members - 1);
     for (uint32_t j = tid; j < copies_out; j += kThreads) {
       const uint32_t hop = j / own;

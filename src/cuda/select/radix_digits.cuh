@@ -48,11 +48,13 @@ __device__ __forceinline__ bool matches_prefix(uint64_t c, uint64_t prefix, int 
 // Finds the digit d whose bin holds the `rank`-th best (1-based) entry of a histogram in shared
 // memory: bins above d hold fewer than `rank` entries, bins from d up hold at least `rank`.
 // Every thread of the block must call it; all get the result. Requires sum(histogram) >= rank.
-template <int kThreads>
+// kAlgorithm: the block scan's (cub's raking by default; warp scans take fewer steps where a
+// block waits on the result).
+template <int kThreads, cub::BlockScanAlgorithm kAlgorithm = cub::BLOCK_SCAN_RAKING>
 struct DigitFinder {
   static_assert(kRadixBins % kThreads == 0, "threads must divide the bins");
   static constexpr int kBinsPerThread = kRadixBins / kThreads;
-  using Scan = cub::BlockScan<uint32_t, kThreads>;
+  using Scan = cub::BlockScan<uint32_t, kThreads, kAlgorithm>;
 
   struct Storage {
     typename Scan::TempStorage scan;

@@ -8,16 +8,17 @@
 //    (formats/score_keys.h; NaN is key 0) in shared memory, counted by their first digit as they
 //    arrive.
 // 2. First digit (11 bits): every CTA adds its counts over DSMEM into the bins' owners (runs of
-//    32 bins round the cluster), the cluster meets at a barrier, and each CTA gathers every bin from its owner and
-//    finds the same bin holding the k-th key (DigitFinder). A row with at most k valid keys takes
-//    them all; a bin taken whole ends the selection.
+//    32 bins round the cluster), the cluster meets at a barrier, and each CTA gathers every bin
+//    from its owner and finds the same bin holding the k-th key (DigitFinder). A row with at
+//    most k valid keys takes them all; a bin taken whole ends the selection.
 // 3. Gather (fp32 keys, or clusters of 8 or more, when that bin holds at most kGatherCapacity
 //    keys, the usual case): each CTA counts its keys of the bin and above it (one block scan
 //    places each thread's), compacts the bin's at an offset read from the lower ranks' counts
-//    and copies them into every CTA of the cluster, with its count of keys above the bin; one cluster barrier, and every CTA resolves the remaining digits (11 and 10
-//    bits of an fp32 key, 5 of a 16-bit one) alone over the gathered keys. Otherwise each
-//    further digit counts the bin's keys in shared memory and merges as in step 2, until the bin
-//    is taken whole or the key is resolved.
+//    and copies them into every CTA of the cluster, with its count of keys above the bin; one
+//    cluster barrier, and every CTA resolves the remaining digits (11 and 10 bits of an fp32
+//    key, 5 of a 16-bit one) alone over the gathered keys. Otherwise each further digit counts
+//    the bin's keys in shared memory and merges as in step 2, until the bin is taken whole or
+//    the key is resolved.
 // 4. Write: each CTA counts its keys above the pivot and its ties (a thread a contiguous run); the
 //    lower ranks' counts come from the gathered keys (or, without a gather, from a cluster
 //    exchange), and every thread writes its run's keys in index order at offsets from exclusive

@@ -294,6 +294,15 @@ TEST(PagedIndexerGpu, OneRequest128KAndLargeK) {
   check_both_paths(big_k, big_k.host_problem(), true);
 }
 
+// Eight requests of 128K: the fused kernel's blocks hold 8192 scores each, so its histograms see
+// thousands of keys per bin. Exact on the GPU's own logits and equal to the unfused path.
+TEST(PagedIndexerGpu, EightRequests128KFused) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
+  const PagedIndexerWorkload w = testkit::make_paged_indexer_workload(
+      paged_spec(testkit::fixed_context_lens(8, 131072), 1, 64, 2048, 23));
+  check_both_paths(w, w.host_problem(), /*oracle=*/false);
+}
+
 // A batch whose contexts do not fit the fused kernel's shared memory: auto takes the unfused
 // path and an explicit fused call is refused.
 TEST(PagedIndexerGpu, LargeBatchRunsUnfused) {

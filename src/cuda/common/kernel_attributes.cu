@@ -24,20 +24,28 @@ cudaLaunchAttribute cluster_attribute(int cluster) {
   return attribute;
 }
 
-// cudaLaunchKernelExC of `kernel` with `args` and at most one launch attribute.
+// cudaLaunchKernelExC of `kernel` with `args` and `count` (at most two) launch attributes.
 Status launch_with(const void* kernel, dim3 grid, dim3 block, std::size_t smem,
-                   cudaStream_t stream, void** args, const cudaLaunchAttribute* attribute) {
+                   cudaStream_t stream, void** args, const cudaLaunchAttribute* attributes,
+                   unsigned count) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  cudaLaunchAttribute copy{};
-  if (attribute != nullptr) copy = *attribute;
-  config.attrs = attribute != nullptr ? &copy : nullptr;
-  config.numAttrs = attribute != nullptr ? 1 : 0;
+  cudaLaunchAttribute copies[2]{};
+  for (unsigned i = 0; i < count; ++i) copies[i] = attributes[i];
+  config.attrs = count > 0 ? copies : nullptr;
+  config.numAttrs = count;
   LITETOPK_CUDA_TRY(cudaLaunchKernelExC(&config, kernel, args));
   return Status::ok();
+}
+
+cudaLaunchAttribute dependent_attribute() {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  return attribute;
 }
 
 }  // namespace
@@ -113,27 +121,26 @@ Status resident_clusters(const void* kernel, int threads, int smem, int cluster,
 }
 
 Status launch_cooperative(const void* kernel, dim3 grid, int threads, int smem, cudaStream_t stream,
-                          void** args) {
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeCooperative;
-  attribute.val.cooperative = 1;
+                          void** args, bool dependent) {
+  cudaLaunchAttribute attributes[2]{};
+  attributes[0].id = cudaLaunchAttributeCooperative;
+  attributes[0].val.cooperative = 1;
+  attributes[1] = dependent_attribute();
   return launch_with(kernel, grid, dim3(static_cast<unsigned>(threads)),
-                     static_cast<std::size_t>(smem), stream, args, &attribute);
+                     static_cast<std::size_t>(smem), stream, args, attributes, dependent ? 2 : 1);
 }
 
 Status launch_dependent(const void* kernel, dim3 grid, dim3 block, std::size_t smem,
                         bool dependent, cudaStream_t stream, void** args) {
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
-  return launch_with(kernel, grid, block, smem, stream, args, dependent ? &attribute : nullptr);
+  const cudaLaunchAttribute attribute = dependent_attribute();
+  return launch_with(kernel, grid, block, smem, stream, args, &attribute, dependent ? 1 : 0);
 }
 
 Status launch_clustered(const void* kernel, dim3 grid, int threads, int smem, int cluster,
                         cudaStream_t stream, void** args) {
   const cudaLaunchAttribute attribute = cluster_attribute(cluster);
   return launch_with(kernel, grid, dim3(static_cast<unsigned>(threads)),
-                     static_cast<std::size_t>(smem), stream, args, &attribute);
+                     static_cast<std::size_t>(smem), stream, args, &attribute, 1);
 }
 
 }  // namespace litetopk::cuda_common

@@ -22,9 +22,10 @@ Status allow_dynamic_shared_memory(const void* kernel, int bytes);
 Status resident_blocks(const void* kernel, int threads, int smem, int* blocks);
 
 // Launches `kernel` as a cooperative grid (every block resident at once, or the launch fails with
-// cudaErrorCooperativeLaunchTooLarge instead of hanging): what grid-wide barriers need.
+// cudaErrorCooperativeLaunchTooLarge instead of hanging): what grid-wide barriers need. With
+// `dependent`, also with programmatic stream serialization (as launch_dependent).
 Status launch_cooperative(const void* kernel, dim3 grid, int threads, int smem, cudaStream_t stream,
-                          void** args);
+                          void** args, bool dependent = false);
 
 // The clusters of `cluster` blocks of `kernel` (launched with `threads` threads and `smem` bytes of
 // dynamic shared memory, already allowed) the current device holds at once; 0 when none fits. The

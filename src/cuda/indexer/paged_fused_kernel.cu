@@ -6,24 +6,34 @@
 //
 // Pipeline of paged_fused_kernel (grid: splits x B; block (x, b) takes tiles
 // [x * tiles_per_split, + tiles_per_split) of request b):
+// 0. A counter-reset kernel zeroes the workspace first; this grid is its programmatic dependent,
+//    so it scores at once and waits for the reset only before step 4.
 // 1.-3. paged_scoring_sm90.cuh scores the block's tiles; the epilogue stores every score of the
 //    block's range in shared memory, NaN for tokens a query does not see or of blocks outside the
-//    cache (the key 0 of formats/score_keys.h: never selected).
+//    cache (the key 0 of formats/score_keys.h: never selected), and counts the first digit of
+//    each selectable one in the block's histogram.
 // 4. Select, per row, digits of 11, 11 and 10 bits of the order-preserving keys, most
 //    significant first: each block histograms its keys that match the digits found so far (the
-//    histograms live where the key-tile ring was) and adds them into the row's global histogram;
-//    the request's blocks meet at a barrier (an atomic counter); then every block copies the same
-//    sums into shared memory and finds the same digit: the bin holding the row's k-th key. A row is done when its
-//    bin holds exactly the entries still needed, after the third digit, or after the first when
-//    the row has at most k selectable tokens (all are taken).
-// 5. Emit: each block counts its entries above the pivot and its ties, reserves slots for them
-//    with one atomic add per row and counter, and writes positions (and values) there; ties
-//    beyond the k - above still needed are dropped. Block 0 writes the -1 padding.
+//    first digit's while scoring, the later ones where the key-tile ring was, or, for a block
+//    with few keys in the row's bin, straight into the sums) and adds them into the row's global
+//    histogram; the request's blocks meet at a barrier (an atomic counter); then every block
+//    searches the same sums, the whole block at once (copied from L2 with coalesced loads, eight
+//    bins a thread, a block scan), for the same digit: the bin holding the row's k-th key. A row is done when its bin holds exactly the entries still needed, after
+//    the third digit, or after the first when the row has at most k selectable tokens (all are
+//    taken).
+// 5. Emit: each thread counts its entries above the pivot and its ties, a block scan gives each
+//    thread its place in the block's share, one atomic add per row and counter reserves that
+//    share, and each thread writes its own entries; ties beyond the k - above still needed are
+//    dropped. Block 0 writes the -1 padding.
 #include <cuda_runtime_api.h>
+
+#include <cub/block/block_scan.cuh>
 
 #include <cmath>
 
+#include "cuda/common/counter_reset.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/grid_dependency_sm90.cuh"
 #include "cuda/common/group_barrier.cuh"
 #include "cuda/common/kernel_attributes.h"
 #include "cuda/indexer/paged_indexer_kernels.h"
@@ -44,9 +54,12 @@ using radix::score_key;
 // A shallow ring: the shared memory goes to the scores (small batches need little bandwidth).
 constexpr int kFusedStages = 6;
 constexpr int kMaxNextN = 4;
+// A block with at most this many keys in a row's bin of digit 0 adds their digit 1 straight into
+// the row's global histogram (no shared histogram to clear and add up).
+constexpr uint32_t kDirectKeys = 1024;
 constexpr int kSharedBytes = 232448;  // the most dynamic shared memory a block can have on sm_90
 
-// The workspace of one row (zeroed before the launch).
+// The workspace of one row (zeroed by the reset before the kernel).
 struct RowWorkspace {
   uint32_t histograms[kPasses][kBins];
   uint32_t above_count;  // slots reserved for entries above the pivot
@@ -57,23 +70,111 @@ template <int kHeads, int kColumns>
 struct FusedShared {
   static constexpr int kScoringBytes =
       static_cast<int>(sizeof(paged::PagedScoringStorage<kHeads, kColumns, kFusedStages>));
-  static constexpr int kScoreFloats = (kSharedBytes - kScoringBytes - 1024) / 4 / 64 * 64;
+  static constexpr int kHistogramBytes = kMaxNextN * kBins * 4;
+  static constexpr int kScoreFloats =
+      (kSharedBytes - kScoringBytes - kHistogramBytes - 1024) / 4 / 64 * 64;
 };
+
+using Scan = cub::BlockScan<uint32_t, paged::kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
 
 template <int kHeads, int kColumns>
 struct alignas(1024) FusedStorage {
   paged::PagedScoringStorage<kHeads, kColumns, kFusedStages> scoring;
   float scores[FusedShared<kHeads, kColumns>::kScoreFloats];  // [next_n][span]
+  uint32_t first_digits[kMaxNextN][kBins];  // the block's histogram of digit 0, built while scoring
   RowSelect rows[kMaxNextN];
-  uint32_t local_above[kMaxNextN];
-  uint32_t local_ties[kMaxNextN];
-  uint32_t base_above[kMaxNextN];
-  uint32_t base_ties[kMaxNextN];
+  typename Scan::TempStorage scan;
+  uint32_t base_above;  // the block's first slot for entries above the pivot
+  uint32_t base_ties;   // and for ties
 };
+
+// Adds each key of scores[0, count) (count a multiple of 64) that matches the row's digits so far
+// to the bin of its digit `pass` of `histogram` (shared or global memory). Four scores a thread at
+// a time, as in every sweep of a block's scores.
+__device__ __forceinline__ void histogram_keys(const float* scores, int count, RowSelect row,
+                                               int pass, uint32_t* histogram) {
+  const int shift = digit_shift(pass);
+  const uint32_t mask = digit_mask(pass);
+  const auto* quads = reinterpret_cast<const float4*>(scores);
+  for (int q = static_cast<int>(threadIdx.x); q < count / 4; q += paged::kThreads) {
+    const float4 four = quads[q];
+    const uint32_t keys[4] = {score_key(four.x), score_key(four.y), score_key(four.z),
+                              score_key(four.w)};
+#pragma unroll
+    for (const uint32_t key : keys) {
+      if (key != 0 && radix::matches(row, key)) atomicAdd(&histogram[(key >> shift) & mask], 1u);
+    }
+  }
+}
+
+// The bin holding a row's rank-th best key, searched by the whole block in the row's summed
+// histogram of `bins` bins: the block copies the sums into `staged` (coalesced loads from L2:
+// every block of the request reads the same lines at once), thread t takes bins
+// [bins - 8 (t + 1), bins - 8 t) (the top ones first), a block scan counts the entries above each
+// thread's, and the thread holding the rank-th one (thread 0 when the histogram holds at most
+// rank entries) is the owner.
+struct DigitSearch {
+  bool owner;
+  uint32_t digit;
+  uint32_t above;   // entries in bins above the digit's
+  uint32_t in_bin;  // entries in its bin
+  uint32_t total;   // entries in the histogram
+};
+
+__device__ __forceinline__ DigitSearch find_digit_in_block(const uint32_t* histogram, int bins,
+                                                           uint32_t rank, uint32_t* staged,
+                                                           typename Scan::TempStorage& scan) {
+  constexpr int kPerThread = 8;
+  constexpr int kLoads = (kBins + paged::kThreads - 1) / paged::kThreads;
+  const int tid = static_cast<int>(threadIdx.x);
+  uint32_t loaded[kLoads];
+#pragma unroll
+  for (int u = 0; u < kLoads; ++u) {
+    const int bin = tid + u * paged::kThreads;
+    loaded[u] = bin < bins ? __ldcg(&histogram[bin]) : 0u;
+  }
+#pragma unroll
+  for (int u = 0; u < kLoads; ++u) {
+    const int bin = tid + u * paged::kThreads;
+    if (bin < bins) staged[bin] = loaded[u];
+  }
+  __syncthreads();
+  const int low = bins - kPerThread * (tid + 1);  // this thread's lowest bin
+  uint32_t counts[kPerThread];
+  uint32_t local = 0;
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) counts[i] = low >= 0 ? staged[low + i] : 0u;
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) local += counts[i];
+  DigitSearch found{false, 0u, 0u, 0u, 0u};
+  uint32_t above = 0;
+  Scan(scan).ExclusiveSum(local, above, found.total);
+  if (found.total <= rank) {
+    found.owner = tid == 0;
+    return found;
+  }
+  if (above < rank && above + local >= rank) {
+    found.owner = true;
+    bool searching = true;
+#pragma unroll
+    for (int i = kPerThread - 1; i >= 0; --i) {
+      if (searching && above + counts[i] >= rank) {
+        found.digit = static_cast<uint32_t>(low + i);
+        found.above = above;
+        found.in_bin = counts[i];
+        searching = false;
+      } else if (searching) {
+        above += counts[i];
+      }
+    }
+  }
+  return found;
+}
 
 struct FusedEpilogue {
   const PagedArgs& args;
   float* scores;
+  uint32_t (*first_digits)[kBins];
   int32_t span;
   int32_t first_token;
   int b;
@@ -92,6 +193,8 @@ struct FusedEpilogue {
       const float score = quad_lane == 0 ? scores0[bq] : scores1[bq];
       const bool seen = in_cache && token < paged::visible_tokens(args, b, j);
       scores[j * span + (token - first_token)] = seen ? score : NAN;
+      const uint32_t key = seen ? score_key(score) : 0u;
+      if (key != 0) atomicAdd(&first_digits[j][key >> digit_shift(0)], 1u);
     }
   }
 };
@@ -106,11 +209,10 @@ __global__ void __launch_bounds__(paged::kThreads, 1)
   auto& s = *reinterpret_cast<FusedStorage<kHeads, kColumns>*>(shared_raw);
   const int b = static_cast<int>(blockIdx.y);
   const int tid = static_cast<int>(threadIdx.x);
-  const int warp = tid / 32;
-  const int lane = tid % 32;
   const int next_n = args.next_n;
   if (tid == 0) paged::init_scoring(s.scoring);
   if (tid < kMaxNextN) s.rows[tid] = RowSelect{0u, 32, static_cast<uint32_t>(k), 0u, false};
+  for (int i = tid; i < next_n * kBins; i += paged::kThreads) s.first_digits[i / kBins][i % kBins] = 0;
   __syncthreads();
 
   // 1.-3.
@@ -118,117 +220,110 @@ __global__ void __launch_bounds__(paged::kThreads, 1)
   const int32_t span = args.tiles_per_split * paged::kTileKeys;
   const int32_t first_token = range.begin * paged::kTileKeys;
   const int32_t count = (range.end - range.begin) * paged::kTileKeys;  // scored tokens
-  FusedEpilogue epilogue{args, s.scores, span, first_token, b};
+  FusedEpilogue epilogue{args, s.scores, s.first_digits, span, first_token, b};
   paged::run_scoring<kHeads, kColumns, kFusedStages>(&q_map, &kv_map, args, s.scoring, b, range, epilogue);
   __syncthreads();
 
-  // 4. The key-tile ring is free now: its bytes hold the block's histograms.
+  sm90::wait_for_prerequisite_grids();  // the reset of the workspace before this grid
+
+  // 4. Digit 0's histogram is the one built while scoring; the later digits' live where the
+  // key-tile ring was, or a block with few keys in the row's bin adds them straight to the sums.
   auto* histograms = reinterpret_cast<uint32_t(*)[kBins]>(&s.scoring.kv[0][0]);
-  static_assert(sizeof(s.scoring.kv) >= kMaxNextN * kBins * sizeof(uint32_t), "ring too small");
+  uint32_t* staged = histograms[kMaxNextN];  // the sums of the digit being searched
+  static_assert(sizeof(s.scoring.kv) >= (kMaxNextN + 1) * kBins * sizeof(uint32_t),
+                "ring too small");
   RowWorkspace* rows_ws = row_ws + int64_t{b} * next_n;
   uint32_t* barrier = request_counters + b;
   for (int pass = 0; pass < kPasses; ++pass) {
     bool all_done = true;
     for (int j = 0; j < next_n; ++j) all_done = all_done && s.rows[j].done;
     if (all_done) break;
-    for (int i = tid; i < next_n * kBins; i += paged::kThreads) histograms[i / kBins][i % kBins] = 0;
-    __syncthreads();
-    const int shift = digit_shift(pass);
-    const uint32_t mask = digit_mask(pass);
-    for (int j = 0; j < next_n; ++j) {
-      const RowSelect row = s.rows[j];
-      if (row.done) continue;
-      const float* row_scores = s.scores + j * span;
-      for (int i = tid; i < count; i += paged::kThreads) {
-        const uint32_t key = score_key(row_scores[i]);
-        if (key != 0 && radix::matches(row, key)) atomicAdd(&histograms[j][(key >> shift) & mask], 1u);
+    // Keys of the block's still matching the row's digits: a block with few adds them directly.
+    const auto direct = [&](int j) {
+      return pass == 1 && s.first_digits[j][s.rows[j].prefix] <= kDirectKeys;
+    };
+    if (pass > 0) {
+      for (int j = 0; j < next_n; ++j) {
+        if (s.rows[j].done || direct(j)) continue;
+        for (int i = tid; i < kBins; i += paged::kThreads) histograms[j][i] = 0;
       }
+      __syncthreads();
+      for (int j = 0; j < next_n; ++j) {
+        if (s.rows[j].done) continue;
+        histogram_keys(s.scores + j * span, count, s.rows[j], pass,
+                       direct(j) ? rows_ws[j].histograms[pass] : histograms[j]);
+      }
+      __syncthreads();
     }
-    __syncthreads();
     for (int j = 0; j < next_n; ++j) {
-      if (s.rows[j].done) continue;
-      for (int bin = tid; bin < kBins; bin += paged::kThreads) {
-        const uint32_t n = histograms[j][bin];
+      if (s.rows[j].done || direct(j)) continue;
+      const uint32_t* local = pass == 0 ? s.first_digits[j] : histograms[j];
+      for (int bin = tid; bin < radix::digit_bins(pass); bin += paged::kThreads) {
+        const uint32_t n = local[bin];
         if (n != 0) atomicAdd(&rows_ws[j].histograms[pass][bin], n);
       }
     }
     cuda_common::group_barrier(barrier, gridDim.x, static_cast<uint32_t>(pass + 1));
-    // The sums replace the block's own counts (one coalesced read instead of dependent ones).
     for (int j = 0; j < next_n; ++j) {
-      if (s.rows[j].done) continue;
-      for (int bin = tid; bin < kBins; bin += paged::kThreads) {
-        histograms[j][bin] = __ldcg(&rows_ws[j].histograms[pass][bin]);
+      if (s.rows[j].done) continue;  // the same for every thread: read after the last barrier
+      const DigitSearch found = find_digit_in_block(
+          rows_ws[j].histograms[pass], radix::digit_bins(pass), s.rows[j].rank, staged, s.scan);
+      if (found.owner) {
+        const RowSelect row = s.rows[j];
+        s.rows[j] = pass == 0 && found.total <= row.rank
+                        ? RowSelect{0u, 0, 0u, found.total, true}  // every selectable key
+                        : radix::advance(row, pass, found.digit, found.above, found.in_bin);
       }
+      __syncthreads();
     }
-    __syncthreads();
-    if (warp < next_n) {
-      RowSelect row = s.rows[warp];
-      if (!row.done) {
-        uint32_t digit, above, in_bin, total;
-        radix::find_digit(histograms[warp], radix::digit_bins(pass), row.rank, lane, &digit,
-                          &above, &in_bin, &total);
-        if (pass == 0 && total <= row.rank) {
-          // At most k selectable tokens: every key >= 1 is "above" prefix 0 at shift 0.
-          row = RowSelect{0u, 0, 0u, total, true};
-        } else {
-          row = radix::advance(row, pass, digit, above, in_bin);
-        }
-        if (lane == 0) s.rows[warp] = row;
-      }
-    }
-    __syncthreads();
   }
 
-  // 5. Emit: count, reserve, write.
-  if (tid < next_n) {
-    s.local_above[tid] = 0;
-    s.local_ties[tid] = 0;
-  }
-  __syncthreads();
+  // 5. Emit: each thread counts its entries above the pivot and its ties, a block scan places
+  // them, one thread reserves the block's slots, and each thread writes its own.
   for (int j = 0; j < next_n; ++j) {
     const RowSelect row = s.rows[j];
     const float* row_scores = s.scores + j * span;
-    uint32_t above = 0;
-    uint32_t ties = 0;
-    for (int i = tid; i < count; i += paged::kThreads) {
-      const uint32_t key = score_key(row_scores[i]);
-      if (key == 0) continue;
-      const uint32_t v = key >> row.shift;
-      above += v > row.prefix;
-      ties += v == row.prefix;
-    }
-    if (above) atomicAdd(&s.local_above[j], above);
-    if (ties) atomicAdd(&s.local_ties[j], ties);
-  }
-  __syncthreads();
-  if (tid < next_n) {
-    s.base_above[tid] = s.local_above[tid] ? atomicAdd(&rows_ws[tid].above_count, s.local_above[tid]) : 0;
-    s.base_ties[tid] = s.local_ties[tid] ? atomicAdd(&rows_ws[tid].tie_count, s.local_ties[tid]) : 0;
-    s.local_above[tid] = 0;
-    s.local_ties[tid] = 0;
-  }
-  __syncthreads();
-  for (int j = 0; j < next_n; ++j) {
-    const RowSelect row = s.rows[j];
-    const float* row_scores = s.scores + j * span;
-    const int64_t out_row = (int64_t{b} * next_n + j) * k;
-    for (int i = tid; i < count; i += paged::kThreads) {
-      const float score = row_scores[i];
-      const uint32_t key = score_key(score);
-      if (key == 0) continue;
-      const uint32_t v = key >> row.shift;
-      uint32_t slot;
-      if (v > row.prefix) {
-        slot = s.base_above[j] + atomicAdd(&s.local_above[j], 1u);
-      } else if (v == row.prefix) {
-        const uint32_t t = s.base_ties[j] + atomicAdd(&s.local_ties[j], 1u);
-        if (t >= row.rank) continue;
-        slot = row.above + t;
-      } else {
-        continue;
+    const auto* quads = reinterpret_cast<const float4*>(s.scores + j * span);
+    uint32_t mine = 0;  // above | ties << 16 (a block holds fewer than 2^16 entries)
+    for (int q = tid; q < count / 4; q += paged::kThreads) {
+      const float4 four = quads[q];
+      for (const float score : {four.x, four.y, four.z, four.w}) {
+        const uint32_t key = score_key(score);
+        const uint32_t v = key >> row.shift;
+        mine += key == 0 ? 0u : (v > row.prefix ? 1u : (v == row.prefix ? 1u << 16 : 0u));
       }
-      indices[out_row + slot] = first_token + i;
-      if (values != nullptr) values[out_row + slot] = score;
+    }
+    uint32_t before = 0;
+    uint32_t block_total = 0;
+    Scan(s.scan).ExclusiveSum(mine, before, block_total);
+    if (tid == 0) {
+      const uint32_t above = block_total & 0xffffu;
+      const uint32_t ties = block_total >> 16;
+      s.base_above = above != 0 ? atomicAdd(&rows_ws[j].above_count, above) : 0u;
+      s.base_ties = ties != 0 ? atomicAdd(&rows_ws[j].tie_count, ties) : 0u;
+    }
+    __syncthreads();
+    uint32_t above_slot = s.base_above + (before & 0xffffu);
+    uint32_t tie = s.base_ties + (before >> 16);
+    const int64_t out_row = (int64_t{b} * next_n + j) * k;
+    for (int q = tid; q < count / 4 && mine != 0; q += paged::kThreads) {
+      const float4 four = quads[q];
+      const float scores[4] = {four.x, four.y, four.z, four.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const uint32_t key = score_key(scores[e]);
+        const uint32_t v = key >> row.shift;
+        uint32_t slot;
+        if (key == 0 || v < row.prefix) continue;
+        if (v > row.prefix) {
+          slot = above_slot++;
+        } else {
+          if (tie >= row.rank) continue;  // ties beyond the k still needed
+          slot = row.above + tie++;
+        }
+        indices[out_row + slot] = first_token + 4 * q + e;
+        if (values != nullptr) values[out_row + slot] = scores[e];
+      }
     }
     // Padding: a row with fewer than k selectable tokens.
     if (blockIdx.x == 0) {
@@ -237,6 +332,7 @@ __global__ void __launch_bounds__(paged::kThreads, 1)
         if (values != nullptr) values[out_row + slot] = NAN;
       }
     }
+    __syncthreads();  // s.base_* and s.scan are reused by the next row
   }
 }
 
@@ -286,7 +382,12 @@ Status launch_paged_fused(const PagedLaunch& launch, const PagedIndexerProblem& 
                           void* workspace, cudaStream_t stream) {
   if (launch.batch == 0) return Status::ok();
   const std::size_t ws_bytes = paged_fused_workspace_bytes(problem);
-  LITETOPK_CUDA_TRY(cudaMemsetAsync(workspace, 0, ws_bytes, stream));
+  static_assert(sizeof(RowWorkspace) % sizeof(uint32_t) == 0, "the workspace is counters");
+  if (Status s = cuda_common::launch_counter_reset(static_cast<uint32_t*>(workspace),
+                                                   static_cast<int64_t>(ws_bytes / 4), stream);
+      !s) {
+    return s;
+  }
   auto* row_ws = static_cast<RowWorkspace*>(workspace);
   auto* request_counters = reinterpret_cast<uint32_t*>(
       static_cast<unsigned char*>(workspace) +
@@ -306,7 +407,7 @@ Status launch_paged_fused(const PagedLaunch& launch, const PagedIndexerProblem& 
                          &row_ws,
                          &request_counters};
   return cuda_common::launch_cooperative(kernel, dim3(launch.splits, launch.batch), paged::kThreads,
-                                        smem, stream, kernel_args);
+                                        smem, stream, kernel_args, /*dependent=*/true);
 }
 
 }  // namespace litetopk::cuda_indexer

@@ -274,9 +274,12 @@ Status indexer_topk_paged_workspace_size(const PagedIndexerProblem& problem,
 Status indexer_topk_paged(const PagedIndexerProblem& problem, void* workspace,
                           std::size_t workspace_bytes, cudaStream_t stream,
                           const IndexerOptions& options = {});
-// kAuto's choice: unfused on every shape, with or without a decode state (measured on the H200:
-// docs/BENCHMARKS.md).
-IndexerAlgo indexer_topk_paged_dispatch(const PagedIndexerProblem& problem);
+// kAuto's choice from the sizes and whether options carries a decode state (measured on the H200:
+// docs/BENCHMARKS.md): kFused without a state at next_n 1 for one request of up to 256K tokens or
+// a batch of up to 128K tokens in all (batch * max_context); kUnfused otherwise, and always with
+// a state. A plan also takes kUnfused where the fused grid does not fit the device.
+IndexerAlgo indexer_topk_paged_dispatch(const PagedIndexerProblem& problem,
+                                        const IndexerOptions& options = {});
 
 // The unfused path's first half, public for engines that want the logits (DeepGEMM's
 // fp8_paged_mqa_logits): writes logits[r * logits_stride + p] for every visible position p of

@@ -52,6 +52,7 @@ Status cuda_paged_indexer_workspace_size(const PagedIndexerProblem&, IndexerAlgo
 Status cuda_paged_indexer_topk(const PagedIndexerProblem&, IndexerAlgo, void*, cudaStream_t) {
   return not_compiled();
 }
+Status cuda_paged_fused_fits(const PagedIndexerProblem&, bool*) { return not_compiled(); }
 Status cuda_paged_decode_workspace_size(const PagedIndexerProblem&, std::size_t*) {
   return not_compiled();
 }

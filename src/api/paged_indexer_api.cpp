@@ -15,8 +15,10 @@
 
 namespace litetopk {
 
-IndexerAlgo indexer_topk_paged_dispatch(const PagedIndexerProblem& problem) {
-  return heuristics::choose_paged_indexer_algo(problem);
+IndexerAlgo indexer_topk_paged_dispatch(const PagedIndexerProblem& problem,
+                                        const IndexerOptions& options) {
+  const bool has_state = options.state != nullptr && options.state->data != nullptr;
+  return heuristics::choose_paged_indexer_algo(problem, has_state);
 }
 
 std::size_t paged_indexer_state_bytes(int64_t batch, int64_t next_n, int64_t k) {
@@ -84,9 +86,17 @@ Status indexer_topk_paged_plan(const PagedIndexerProblem& problem, const Indexer
     if (Status s = check_paged_state(problem, *options.state, "options.state"); !s) return s;
   }
   if (Status s = resolve_indexer_algo(
-          options.algo, [&] { return indexer_topk_paged_dispatch(problem); }, &planned.algo);
+          options.algo, [&] { return indexer_topk_paged_dispatch(problem, options); },
+          &planned.algo);
       !s) {
     return s;
+  }
+  if (options.algo == IndexerAlgo::kAuto && planned.algo == IndexerAlgo::kFused) {
+    // The fused grid must be resident at once: a device with too few SMs or too little shared
+    // memory for the shape runs unfused.
+    bool fits = false;
+    if (Status s = detail::cuda_paged_fused_fits(problem, &fits); !s) return s;
+    if (!fits) planned.algo = IndexerAlgo::kUnfused;
   }
   if (gated(planned)) {
     if (Status s = check_gated_limits(problem); !s) return s;

@@ -13,6 +13,8 @@ Status cuda_paged_indexer_workspace_size(const PagedIndexerProblem& problem, Ind
                                          std::size_t* workspace_bytes);
 Status cuda_paged_indexer_topk(const PagedIndexerProblem& problem, IndexerAlgo algo,
                                void* workspace, cudaStream_t stream);
+// Whether the fused path without a decode state can run the problem on the current device.
+Status cuda_paged_fused_fits(const PagedIndexerProblem& problem, bool* fits);
 // The fused path with a decode state (decode_state_launch.cu): state is the caller's
 // paged_indexer_state_bytes; needs max_context > 0 and k <= kPagedDecodeStateMaxK.
 Status cuda_paged_decode_workspace_size(const PagedIndexerProblem& problem,

@@ -29,14 +29,25 @@ FusedKernel choose_fused_kernel(const IndexerProblem& problem, const IndexerOpti
   return cold && options.state == nullptr ? FusedKernel::kGated : FusedKernel::kLists;
 }
 
-IndexerAlgo choose_paged_indexer_algo(const PagedIndexerProblem&) {
-  // docs/BENCHMARKS.md, paged decode indexer: without a decode state the fused kernel was slower
-  // than unfused on every shape it runs (1 x 128K 0.034 vs 0.026 ms, 32 x 128K 0.225 vs 0.191).
-  // With a state (the gated path), slower than unfused on every shape of the decode table, on
-  // coherent steps (1 x 128K 0.039 vs 0.024, 128 x 128K 0.638 vs 0.589) and far slower on iid
-  // ones, where auto must stay within 3% of unfused (1 x 128K 0.150, 128 x 128K 2.88): a plan
-  // cannot tell the two apart, so auto takes unfused with or without a state.
-  return IndexerAlgo::kUnfused;
+IndexerAlgo choose_paged_indexer_algo(const PagedIndexerProblem& problem, bool has_state) {
+  // docs/BENCHMARKS.md, "The fused paged indexer at one request" (graph replays, H = 64,
+  // k = 2048). With a state (the gated path): slower than unfused on every shape of the decode
+  // table, on coherent steps (1 x 128K 0.039 vs 0.024 ms, 128 x 128K 0.638 vs 0.589) and far
+  // slower on iid ones, where auto must stay within 3% of unfused (1 x 128K 0.150, 128 x 128K
+  // 2.88): a plan cannot tell the two apart, so a state means unfused.
+  // Without one, the fused kernel (a request split over the SMs, the selection in the same
+  // launch) beats unfused at next_n 1 for one request up to 256K (0.014 vs 0.018 ms at 8K, 0.021
+  // vs 0.024 at 128K, 0.023 vs 0.027 at 256K) and for a few short requests up to 128K tokens in
+  // all (2 x 32K 0.016 vs 0.021, 4 x 32K 0.021 vs 0.024); they tie from 256K tokens in all (2 x
+  // 128K, 8 x 32K), unfused wins at 32 x 128K (0.144 vs 0.181: the fused split is even, not
+  // balanced over ragged contexts) and at next_n 2 and 4 (1 x 128K: 0.026 vs 0.029, 0.033 vs
+  // 0.047).
+  constexpr int64_t kFusedOneRequestContext = 262144;
+  constexpr int64_t kFusedBatchTokens = 131072;
+  if (has_state || problem.next_n != 1) return IndexerAlgo::kUnfused;
+  const bool fused = problem.batch == 1 ? problem.max_context <= kFusedOneRequestContext
+                                        : problem.batch * problem.max_context <= kFusedBatchTokens;
+  return fused ? IndexerAlgo::kFused : IndexerAlgo::kUnfused;
 }
 
 int32_t cold_sample_tiles(const IndexerProblem& problem, int tile_keys, int32_t requested) {

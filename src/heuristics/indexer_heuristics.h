@@ -18,10 +18,11 @@ enum class FusedKernel { kGated, kLists };
 // kGated with the cold sample and no state; kLists otherwise.
 FusedKernel choose_fused_kernel(const IndexerProblem& problem, const IndexerOptions& options);
 
-// The paged decode indexer's kAuto: unfused on every shape, with or without a decode state (its
-// grid-radix select after the logits beat both fused paths on every shape measured on the H200,
-// the gated one on coherent and on iid decode steps).
-IndexerAlgo choose_paged_indexer_algo(const PagedIndexerProblem& problem);
+// The paged decode indexer's kAuto, from sizes (measured on the H200): the fused kernel without a
+// decode state at next_n 1 for one request of up to 256K tokens or batches of up to 128K tokens
+// in all (B * max_context); unfused otherwise, and always with a decode state (the gated path
+// lost on coherent and on iid decode steps).
+IndexerAlgo choose_paged_indexer_algo(const PagedIndexerProblem& problem, bool has_state);
 
 // The fused kernel's cold sample: key tiles of `tile_keys` keys per query block, `requested`
 // (IndexerOptions::cold_sample_tiles) when nonzero, else the model's count.

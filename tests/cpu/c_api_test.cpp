@@ -317,7 +317,7 @@ TEST(CApi, PagedIndexerGpuCallsValidateFirst) {
   EXPECT_TRUE(message_has("logits_stride")) << litetopk_last_error();
 
 #ifndef LITETOPK_WITH_CUDA
-  EXPECT_EQ(litetopk_indexer_topk_paged_dispatch(&problem), LITETOPK_INDEXER_UNFUSED);
+  EXPECT_EQ(litetopk_indexer_topk_paged_dispatch(&problem), LITETOPK_INDEXER_FUSED);
   for (int32_t algo : {LITETOPK_INDEXER_AUTO, LITETOPK_INDEXER_UNFUSED, LITETOPK_INDEXER_FUSED}) {
     EXPECT_EQ(litetopk_indexer_topk_paged_workspace_size(&problem, algo, &bytes),
               LITETOPK_NOT_COMPILED);

@@ -241,19 +241,41 @@ TEST(PagedIndexerValidationEdges, TableAndLengthContentsAreNotValidated) {
   EXPECT_TRUE(indexer_topk_paged_cpu(p).is_ok());
 }
 
-// auto's rule (indexer_topk_paged_dispatch): unfused on every shape, with or without a decode
-// state, the measured winner (docs/BENCHMARKS.md, paged decode indexer: the gated path lost on
-// coherent steps and by far on iid ones); a host-only decision, the same without a GPU.
-TEST(PagedIndexerDispatch, AutoTakesUnfused) {
+// auto's rule (indexer_topk_paged_dispatch), a host-only decision, the same without a GPU: the
+// fused kernel without a decode state at next_n 1 for one request of up to 256K tokens or up to
+// 128K tokens in all, unfused otherwise and with a state (docs/BENCHMARKS.md, the measured
+// winners on the H200).
+TEST(PagedIndexerDispatch, FusedForOneRequestOrFewTokensWithoutState) {
   Buffers b;
   PagedIndexerProblem p = b.problem();
-  EXPECT_EQ(indexer_topk_paged_dispatch(p), IndexerAlgo::kUnfused);
+  p.next_n = 1;
   p.batch = 1;
-  p.next_n = 4;
+  p.max_context = 262144;
+  EXPECT_EQ(indexer_topk_paged_dispatch(p), IndexerAlgo::kFused);
+  p.max_context = 262145;
+  EXPECT_EQ(indexer_topk_paged_dispatch(p), IndexerAlgo::kUnfused);
+  p.batch = 4;
+  p.max_context = 32768;
+  EXPECT_EQ(indexer_topk_paged_dispatch(p), IndexerAlgo::kFused);
+  p.batch = 8;
+  EXPECT_EQ(indexer_topk_paged_dispatch(p), IndexerAlgo::kUnfused);
+  p.batch = 2;
+  p.max_context = 131072;
   EXPECT_EQ(indexer_topk_paged_dispatch(p), IndexerAlgo::kUnfused);
   p.batch = 128;
-  p.next_n = 1;
   EXPECT_EQ(indexer_topk_paged_dispatch(p), IndexerAlgo::kUnfused);
+  // next_n > 1 and a decode state take unfused.
+  p.batch = 1;
+  p.max_context = 32768;
+  p.next_n = 2;
+  EXPECT_EQ(indexer_topk_paged_dispatch(p), IndexerAlgo::kUnfused);
+  p.next_n = 1;
+  int32_t state_words[4] = {};
+  IndexerState state{state_words, sizeof(state_words)};
+  IndexerOptions with_state;
+  with_state.state = &state;
+  EXPECT_EQ(indexer_topk_paged_dispatch(p, with_state), IndexerAlgo::kUnfused);
+  EXPECT_EQ(indexer_topk_paged_dispatch(p), IndexerAlgo::kFused);
 }
 
 // The decode state: k positions per row, checked before anything runs.

@@ -155,6 +155,20 @@ Status cuda_paged_indexer_workspace_size(const PagedIndexerProblem& problem, Ind
   return Status::ok();
 }
 
+Status cuda_paged_fused_fits(const PagedIndexerProblem& problem, bool* fits) {
+  *fits = false;
+  if (paged_max_tiles(problem) == 0) {
+    *fits = true;  // nothing to score: either path only writes the padding
+    return Status::ok();
+  }
+  int sms = 0;
+  if (Status s = cuda_indexer::paged_sm_count(&sms); !s) return s;
+  int64_t splits = 0;
+  if (Status s = fused_splits(problem, sms, &splits); !s) return s;
+  *fits = splits > 0;
+  return Status::ok();
+}
+
 Status cuda_paged_indexer_topk(const PagedIndexerProblem& problem, IndexerAlgo algo,
                                void* workspace, cudaStream_t stream) {
   if (paged_max_tiles(problem) == 0) return fill_empty(problem, stream);

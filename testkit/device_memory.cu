@@ -86,6 +86,46 @@ Status DeviceTimer::start(cudaStream_t stream) {
                      "cudaEventRecord");
 }
 
+DeviceGraph::~DeviceGraph() {
+  if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+  if (graph_) cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
+  if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+}
+
+Status DeviceGraph::capture(const std::function<Status(cudaStream_t)>& launch) {
+  if (graph_ != nullptr) return Status(StatusCode::kInternal, "DeviceGraph: captured already");
+  cudaStream_t stream = nullptr;
+  if (Status s = cuda_result(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                             "cudaStreamCreateWithFlags");
+      !s) {
+    return s;
+  }
+  stream_ = stream;
+  if (Status s = cuda_result(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+                             "cudaStreamBeginCapture");
+      !s) {
+    return s;
+  }
+  const Status launched = launch(stream);
+  cudaGraph_t graph = nullptr;
+  const Status ended = cuda_result(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+  graph_ = graph;
+  if (!launched) return launched;
+  if (!ended) return ended;
+  cudaGraphExec_t exec = nullptr;
+  if (Status s = cuda_result(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate"); !s) {
+    return s;
+  }
+  exec_ = exec;
+  return Status::ok();
+}
+
+Status DeviceGraph::replay() {
+  if (exec_ == nullptr) return Status(StatusCode::kInternal, "DeviceGraph: nothing captured");
+  return cuda_result(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), stream()),
+                     "cudaGraphLaunch");
+}
+
 Status DeviceTimer::stop(float* elapsed_ms, cudaStream_t stream) {
   auto start = static_cast<cudaEvent_t>(start_event_);
   auto stop = static_cast<cudaEvent_t>(stop_event_);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 
 #include "litetopk/status.h"
 #include "litetopk/types.h"
@@ -47,6 +48,25 @@ Status upload(const Vector& host, DeviceBuffer* device) {
   if (Status s = device->allocate(bytes); !s) return s;
   return copy_to_device(device->data(), host.data(), bytes);
 }
+
+// One launch sequence captured once into a CUDA graph on a stream of its own, replayed at will
+// (as engines run decode steps).
+class DeviceGraph {
+ public:
+  DeviceGraph() = default;
+  ~DeviceGraph();
+  DeviceGraph(const DeviceGraph&) = delete;
+  DeviceGraph& operator=(const DeviceGraph&) = delete;
+  // Captures launch(stream) (it must only enqueue work on that stream) and instantiates it.
+  Status capture(const std::function<Status(cudaStream_t)>& launch);
+  Status replay();
+  cudaStream_t stream() const { return static_cast<cudaStream_t>(stream_); }
+
+ private:
+  void* stream_ = nullptr;
+  void* graph_ = nullptr;
+  void* exec_ = nullptr;
+};
 
 // Times work on one stream with CUDA events.
 class DeviceTimer {

@@ -18,6 +18,10 @@ Status copy_to_device(void*, const void*, std::size_t) { return not_compiled(); 
 Status copy_to_host(void*, const void*, std::size_t) { return not_compiled(); }
 Status fill_device(void*, int, std::size_t) { return not_compiled(); }
 Status device_synchronize() { return not_compiled(); }
+DeviceGraph::~DeviceGraph() = default;
+Status DeviceGraph::capture(const std::function<Status(cudaStream_t)>&) { return not_compiled(); }
+Status DeviceGraph::replay() { return not_compiled(); }
+
 DeviceTimer::DeviceTimer() = default;
 DeviceTimer::~DeviceTimer() = default;
 Status DeviceTimer::start(cudaStream_t) { return not_compiled(); }

@@ -53,4 +53,21 @@ Status time_on_device(const BenchOptions& bench, const std::function<Status(int)
   return Status::ok();
 }
 
+Status time_graph_replays(const BenchOptions& bench,
+                          const std::function<Status(cudaStream_t)>& launch, Timing* timing) {
+  DeviceGraph graph;
+  if (Status s = graph.capture(launch); !s) return s;
+  DeviceTimer timer;
+  std::vector<double> samples;
+  for (int i = 0; i < bench.warmup + bench.iters; ++i) {
+    if (Status s = timer.start(graph.stream()); !s) return s;
+    if (Status s = graph.replay(); !s) return s;
+    float ms = 0;
+    if (Status s = timer.stop(&ms, graph.stream()); !s) return s;
+    if (i >= bench.warmup) samples.push_back(ms);
+  }
+  *timing = summarize(std::move(samples));
+  return Status::ok();
+}
+
 }  // namespace litetopk::testkit

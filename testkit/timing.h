@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "litetopk/status.h"
+#include "litetopk/types.h"
 
 namespace litetopk::testkit {
 
@@ -16,6 +17,7 @@ struct BenchOptions {
   bool enabled = false;
   int warmup = 3;
   int iters = 20;
+  bool graphs = false;  // GPU: time replays of one captured CUDA graph (time_graph_replays)
 };
 
 struct Timing {
@@ -30,5 +32,9 @@ Status time_on_host(const BenchOptions& bench, const std::function<Status(int)>&
 // The same, timed with CUDA events on the default stream around each call.
 Status time_on_device(const BenchOptions& bench, const std::function<Status(int)>& run,
                       Timing* timing);
+// Captures launch(stream) into a CUDA graph once, then times bench.warmup + bench.iters replays
+// with CUDA events on its stream, as time_on_device does.
+Status time_graph_replays(const BenchOptions& bench,
+                          const std::function<Status(cudaStream_t)>& launch, Timing* timing);
 
 }  // namespace litetopk::testkit

@@ -289,6 +289,9 @@ void add_indexer_command(CLI::App& app, int* exit_code) {
                       "block-table rows); 0: the longest context")
           ->check(integer_in(0, kMaxInt32))
           ->capture_default_str(),
+      cmd->add_flag("--graphs", paged->graphs,
+                    "--paged --bench on the GPU: time replays of one captured CUDA graph per "
+                    "path (as engines run decode steps) instead of eager calls"),
   };
   for (CLI::Option* option : paged_only) option->needs(paged_flag);
   // Both.
@@ -326,6 +329,7 @@ void add_indexer_command(CLI::App& app, int* exit_code) {
     run.verify = args->verify;
     run.tol_rel = args->tol_rel;
     run.bench = args->bench;
+    run.bench.graphs = paged->graphs;
     run.json_path = args->json_path;
     *exit_code = run_paged_indexer_command(run);
   });

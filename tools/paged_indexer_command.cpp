@@ -169,9 +169,13 @@ int run_paged_indexer_spec(const PagedIndexerArgs& args, const PagedIndexerSpec&
     std::cout << "running the CPU reference (indexer_topk_paged_cpu: fp64 scores, exact "
                  "selection; not a GPU kernel) on "
               << device_name << (args.bench.enabled ? " (benchmark)" : "") << '\n';
+    if (args.bench.graphs) std::cout << "--graphs: the CPU reference is timed as plain calls\n";
   } else {
     std::cout << "running " << args.algo << " on " << device_name
-              << (args.bench.enabled ? " (benchmark)" : "") << '\n';
+              << (args.bench.enabled
+                      ? (args.bench.graphs ? " (benchmark: CUDA graph replays)" : " (benchmark)")
+                      : "")
+              << '\n';
   }
   PagedIndexerRun run;
   Status run_status;
@@ -254,6 +258,7 @@ int run_paged_indexer_spec(const PagedIndexerArgs& args, const PagedIndexerSpec&
         {"algo", run.algo},
         {"warmup", args.bench.warmup},
         {"iters", args.bench.iters},
+        {"graphs", !on_cpu && args.bench.enabled && args.bench.graphs},
         {"valid_pairs", workload.valid_pairs()},
         {"flops", workload.flops()},
         {"bytes_read", bytes},

@@ -23,6 +23,7 @@ struct PagedIndexerArgs {
   std::string contexts = "fixed";  // fixed | ragged | a comma-separated list of lengths
   int64_t next_n = 1;
   int64_t max_context = 0;  // 0: the longest context
+  bool graphs = false;      // --bench on the GPU: CUDA graph replays
   int64_t H = 64;
   int64_t k = 2048;
   std::string algo = "auto";    // auto | unfused | fused | cpu

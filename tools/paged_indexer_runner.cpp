@@ -1,6 +1,7 @@
 #include "paged_indexer_runner.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "testkit/device_memory.h"
 
@@ -55,11 +56,14 @@ Status run_gpu(const PagedIndexerWorkload& w, const PagedIndexerRunOptions& run_
   }
   if (!run_options.bench.enabled) return Status::ok();
 
-  if (Status s = time_on_device(
-          run_options.bench,
-          [&](int) {
-            return indexer_topk_paged(p, workspace.data(), run->workspace_bytes, nullptr,
-                                      options);
+  // Eager calls on the default stream, or replays of one graph (bench.graphs).
+  const auto timed = [&](const std::function<Status(cudaStream_t)>& launch, Timing* timing) {
+    if (run_options.bench.graphs) return time_graph_replays(run_options.bench, launch, timing);
+    return time_on_device(run_options.bench, [&](int) { return launch(nullptr); }, timing);
+  };
+  if (Status s = timed(
+          [&](cudaStream_t stream) {
+            return indexer_topk_paged(p, workspace.data(), run->workspace_bytes, stream, options);
           },
           &run->timing);
       !s) {
@@ -70,9 +74,10 @@ Status run_gpu(const PagedIndexerWorkload& w, const PagedIndexerRunOptions& run_
   const int64_t stride = (w.max_context + 3) / 4 * 4;
   run->logits_bytes = static_cast<std::size_t>(query_rows(w) * stride) * sizeof(float);
   if (Status s = logits.allocate(run->logits_bytes); !s) return s;
-  if (Status s = time_on_device(
-          run_options.bench,
-          [&](int) { return indexer_logits_paged(p, logits.as<float>(), stride, nullptr); },
+  if (Status s = timed(
+          [&](cudaStream_t stream) {
+            return indexer_logits_paged(p, logits.as<float>(), stride, stream);
+          },
           &run->logits_timing);
       !s) {
     return s;

@@ -214,6 +214,25 @@ TEST(CliConvention, JsonReportsTheAlgorithmAskedFor) {
   EXPECT_EQ(dsa["indexer_algo"], "cpu");
 }
 
+// --graphs times the paged indexer's GPU paths as CUDA graph replays: it needs --paged, and the
+// CPU reference says it runs plain calls (its record: "graphs" false).
+TEST(CliConvention, PagedGraphsNeedPagedAndSayWhatTheCpuTimes) {
+  const Outcome prefill = run({"indexer", "--device", "cpu", "--graphs"});
+  EXPECT_EQ(prefill.code, kExitUsage);
+  EXPECT_NE(prefill.err.find("--graphs"), std::string::npos) << prefill.err;
+  const Outcome cpu = run({"indexer", "--paged", "--device", "cpu", "--batch", "1", "--context",
+                           "64", "--k", "8", "--bench", "--iters", "1", "--warmup", "0",
+                           "--graphs"});
+  EXPECT_EQ(cpu.code, kExitOk) << cpu.err;
+  EXPECT_NE(cpu.out.find("--graphs: the CPU reference is timed as plain calls"),
+            std::string::npos)
+      << cpu.out;
+  const nlohmann::json record =
+      run_json({"indexer", "--paged", "--device", "cpu", "--batch", "1", "--context", "64",
+                "--k", "8", "--bench", "--iters", "1", "--warmup", "0", "--graphs"});
+  EXPECT_EQ(record["graphs"], false);
+}
+
 TEST(CliConvention, SizesBeyondMemoryNameTheirOptions) {
   const std::string max = "2147483647";
   const struct {

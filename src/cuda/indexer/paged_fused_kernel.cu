@@ -73,6 +73,7 @@ struct FusedShared {
   static constexpr int kHistogramBytes = kMaxNextN * kBins * 4;
   static constexpr int kScoreFloats =
       (kSharedBytes - kScoringBytes - kHistogramBytes - 1024) / 4 / 64 * 64;
+  static_assert(kScoreFloats < 65536, "the emit packs a block's counts in 16 bits");
 };
 
 using Scan = cub::BlockScan<uint32_t, paged::kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
@@ -282,7 +283,6 @@ __global__ void __launch_bounds__(paged::kThreads, 1)
   // them, one thread reserves the block's slots, and each thread writes its own.
   for (int j = 0; j < next_n; ++j) {
     const RowSelect row = s.rows[j];
-    const float* row_scores = s.scores + j * span;
     const auto* quads = reinterpret_cast<const float4*>(s.scores + j * span);
     uint32_t mine = 0;  // above | ties << 16 (a block holds fewer than 2^16 entries)
     for (int q = tid; q < count / 4; q += paged::kThreads) {

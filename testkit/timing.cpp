@@ -22,6 +22,22 @@ Timing summarize(std::vector<double> samples_ms) {
   return timing;
 }
 
+// Times run(i) for i = 0 .. bench.warmup + bench.iters - 1 with CUDA events on `stream`.
+Status time_with_events(const BenchOptions& bench, cudaStream_t stream,
+                        const std::function<Status(int)>& run, Timing* timing) {
+  testkit::DeviceTimer timer;
+  std::vector<double> samples;
+  for (int i = 0; i < bench.warmup + bench.iters; ++i) {
+    if (Status s = timer.start(stream); !s) return s;
+    if (Status s = run(i); !s) return s;
+    float ms = 0;
+    if (Status s = timer.stop(&ms, stream); !s) return s;
+    if (i >= bench.warmup) samples.push_back(ms);
+  }
+  *timing = summarize(std::move(samples));
+  return Status::ok();
+}
+
 }  // namespace
 
 Status time_on_host(const BenchOptions& bench, const std::function<Status(int)>& run,
@@ -40,34 +56,14 @@ Status time_on_host(const BenchOptions& bench, const std::function<Status(int)>&
 
 Status time_on_device(const BenchOptions& bench, const std::function<Status(int)>& run,
                       Timing* timing) {
-  testkit::DeviceTimer timer;
-  std::vector<double> samples;
-  for (int i = 0; i < bench.warmup + bench.iters; ++i) {
-    if (Status s = timer.start(); !s) return s;
-    if (Status s = run(i); !s) return s;
-    float ms = 0;
-    if (Status s = timer.stop(&ms); !s) return s;
-    if (i >= bench.warmup) samples.push_back(ms);
-  }
-  *timing = summarize(std::move(samples));
-  return Status::ok();
+  return time_with_events(bench, nullptr, run, timing);
 }
 
 Status time_graph_replays(const BenchOptions& bench,
                           const std::function<Status(cudaStream_t)>& launch, Timing* timing) {
   DeviceGraph graph;
   if (Status s = graph.capture(launch); !s) return s;
-  DeviceTimer timer;
-  std::vector<double> samples;
-  for (int i = 0; i < bench.warmup + bench.iters; ++i) {
-    if (Status s = timer.start(graph.stream()); !s) return s;
-    if (Status s = graph.replay(); !s) return s;
-    float ms = 0;
-    if (Status s = timer.stop(&ms, graph.stream()); !s) return s;
-    if (i >= bench.warmup) samples.push_back(ms);
-  }
-  *timing = summarize(std::move(samples));
-  return Status::ok();
+  return time_with_events(bench, graph.stream(), [&](int) { return graph.replay(); }, timing);
 }
 
 }  // namespace litetopk::testkit

@@ -18,9 +18,9 @@
 //    with few keys in the row's bin, straight into the sums) and adds them into the row's global
 //    histogram; the request's blocks meet at a barrier (an atomic counter); then every block
 //    searches the same sums, the whole block at once (copied from L2 with coalesced loads, eight
-//    bins a thread, a block scan), for the same digit: the bin holding the row's k-th key. A row is done when its bin holds exactly the entries still needed, after
-//    the third digit, or after the first when the row has at most k selectable tokens (all are
-//    taken).
+//    bins a thread, a block scan), for the same digit: the bin holding the row's k-th key. A
+//    row is done when its bin holds exactly the entries still needed, after the third digit, or
+//    after the first when the row has at most k selectable tokens (all are taken).
 // 5. Emit: each thread counts its entries above the pivot and its ties, a block scan gives each
 //    thread its place in the block's share, one atomic add per row and counter reserves that
 //    share, and each thread writes its own entries; ties beyond the k - above still needed are
@@ -213,7 +213,9 @@ __global__ void __launch_bounds__(paged::kThreads, 1)
   const int next_n = args.next_n;
   if (tid == 0) paged::init_scoring(s.scoring);
   if (tid < kMaxNextN) s.rows[tid] = RowSelect{0u, 32, static_cast<uint32_t>(k), 0u, false};
-  for (int i = tid; i < next_n * kBins; i += paged::kThreads) s.first_digits[i / kBins][i % kBins] = 0;
+  for (int i = tid; i < next_n * kBins; i += paged::kThreads) {
+    s.first_digits[i / kBins][i % kBins] = 0;
+  }
   __syncthreads();
 
   // 1.-3.

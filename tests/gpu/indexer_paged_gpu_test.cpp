@@ -2,8 +2,9 @@
 // against the CPU reference: each request gathered into a prefill problem and held to the fp64
 // oracle with the GPU tolerance; the fused and unfused paths against each other (same scores, so
 // the same selection up to ties); random and adversarial inputs (next_n 1-4, ragged, empty and
-// block-edge contexts, contexts shorter than k, ties, NaN and inf, out-of-range block entries and
-// lengths); CUDA graph replay while the contexts grow; bad calls.
+// block-edge contexts, contexts shorter than k, ties and score levels around k, NaN and inf, scores
+// past fp16's range, out-of-range block entries and lengths); CUDA graph replay while the contexts
+// grow; bad calls.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -363,6 +364,42 @@ TEST(PagedIndexerGpu, ConstantScoresTieEverywhere) {
         testkit::make_paged_indexer_workload(paged_spec({2000, 37, 64, 130, 5000}, 3, 32, 500, 5));
     make_keys_identical(&w);
     if (zero_weights) std::fill(w.weights.begin(), w.weights.end(), 0.0f);
+    check_both_paths(w, w.host_problem(), true);
+  }
+}
+
+// Three levels of scores (identical keys; scales 4, 2 and 1 over three stretches of the context;
+// positive weights): k at the end of the middle level takes its bin whole, k inside it selects
+// among tied candidates, k inside the top level selects among its ties. Both paths, exact.
+TEST(PagedIndexerGpu, ThreeScoreLevelsAroundK) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
+  for (int64_t k : {int64_t{1500}, int64_t{1000}, int64_t{300}}) {
+    SCOPED_TRACE("k " + std::to_string(k));
+    PagedIndexerWorkload w =
+        testkit::make_paged_indexer_workload(paged_spec({3000, 40000}, 1, 64, k, 31));
+    make_keys_identical(&w);
+    for (float& weight : w.weights) weight = std::fabs(weight);
+    for (int64_t b = 0; b < 2; ++b) {
+      for (int64_t t = 0; t < w.context_lens[size(b)]; ++t) {
+        const int64_t block = w.block_table[size(b * w.max_blocks + t / w.spec.block_size)];
+        const float level = t < 600 ? 4.0f : (t < 1500 ? 2.0f : 1.0f);
+        write_scale(&w, block, t % w.spec.block_size, level);
+      }
+    }
+    check_both_paths(w, w.host_problem(), true);
+  }
+}
+
+// Scores far outside fp16's range (the fused kernel's first digit is taken from the score rounded
+// to fp16, so every score lands in one bin and the selection falls back to its radix passes over
+// the fp32 keys): huge and tiny weights, one long and a few short requests.
+TEST(PagedIndexerGpu, ScoresBeyondHalfPrecisionRange) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
+  for (float factor : {1e9f, 1e-12f}) {
+    SCOPED_TRACE("weights times " + std::to_string(factor));
+    PagedIndexerWorkload w = testkit::make_paged_indexer_workload(
+        paged_spec({131072, 9000, 700}, 2, 64, 2048, 41));
+    for (float& weight : w.weights) weight *= factor;
     check_both_paths(w, w.host_problem(), true);
   }
 }

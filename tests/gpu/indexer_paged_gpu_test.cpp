@@ -304,6 +304,20 @@ TEST(PagedIndexerGpu, EightRequests128KFused) {
   check_both_paths(w, w.host_problem(), /*oracle=*/false);
 }
 
+// A ragged batch (long, short, empty and one-token requests; next_n 1 and 2): the fused kernel
+// shares the batch's tiles over its blocks from the device's lengths, so requests get different
+// numbers of blocks and some blocks none. Exact on the GPU's own logits and equal to unfused.
+TEST(PagedIndexerGpu, RaggedBatchBalancedFused) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
+  for (int64_t next_n : {int64_t{1}, int64_t{2}}) {
+    SCOPED_TRACE("next_n " + std::to_string(next_n));
+    const PagedIndexerWorkload w = testkit::make_paged_indexer_workload(paged_spec(
+        {131072, 70001, 0, 1, 65, 99999, 4096, 33000, 2048, 120000, 7, 64000}, next_n, 64, 2048,
+        51 + static_cast<uint64_t>(next_n)));
+    check_both_paths(w, w.host_problem(), /*oracle=*/false);
+  }
+}
+
 // A batch whose contexts do not fit the fused kernel's shared memory: auto takes the unfused
 // path and an explicit fused call is refused.
 TEST(PagedIndexerGpu, LargeBatchRunsUnfused) {

@@ -4,11 +4,13 @@
 // shared memory; the blocks of a request find each row's k-th score together from a histogram
 // summed in global memory, and the last of them to finish selects among the few candidates left.
 //
-// Pipeline of paged_fused_kernel (grid: splits x B; block (x, b) takes tiles
-// [x * tiles_per_split, + tiles_per_split) of request b):
+// Pipeline of paged_fused_kernel (a grid of G blocks, one an SM):
 // 0. A counter-reset kernel zeroes the workspace's counters first; this grid is its programmatic
-//    dependent, so it scores at once and waits for the reset only before step 4.
-// 1.-3. paged_scoring_sm90.cuh scores the block's tiles; the epilogue stores every score of the
+//    dependent, so it starts at once and waits for the reset only before step 4.
+// 1. The balanced split, from the device's context lengths (split_of_block): request b's t_b
+//    needed tiles go to max(1, ceil(t_b / c)) consecutive blocks of c tiles, c as small as the
+//    grid allows; blocks past the last request's exit.
+// 2. paged_scoring_sm90.cuh scores the block's tiles; the epilogue stores every score of the
 //    block's range in shared memory, NaN for tokens a query does not see or of blocks outside the
 //    cache (the key 0 of formats/score_keys.h: never selected), and counts each selectable one in
 //    the block's histogram of its half digit (the top 11 bits of the order-preserving key of the
@@ -100,6 +102,15 @@ __device__ __forceinline__ uint32_t half_digit(float score) {
   return keys::key_from_16bit(bits, /*is_nan=*/false, /*largest=*/true) >> 5;
 }
 
+// 1. The block's share: request b, the x-th of its `blocks` blocks, tiles [begin, end).
+struct FusedSplit {
+  int32_t b;  // -1: no share
+  int32_t x;
+  int32_t blocks;
+  int32_t begin;
+  int32_t end;
+};
+
 template <int kHeads, int kColumns>
 struct FusedShared {
   static constexpr int kScoringBytes =
@@ -125,6 +136,7 @@ struct alignas(1024) FusedStorage {
   uint32_t base_second;  // and for its candidates or ties
   uint32_t candidate_counts[2];  // the last block's slots: above its pivot, ties
   bool last;             // the request's last block to arrive
+  FusedSplit split;
 };
 
 // Adds each key of `keys(i)`, i in [0, count), that matches the row's digits so far to the bin
@@ -140,21 +152,30 @@ __device__ __forceinline__ void histogram_keys(Keys keys, int count, RowSelect r
   }
 }
 
-// Copies a row's summed histogram of `bins` bins from L2 into `staged` with coalesced loads
-// (every block of the request reads the same lines at once).
-__device__ __forceinline__ void stage_sums(const uint32_t* histogram, int bins, uint32_t* staged) {
+// Copies the summed histograms of `rows` rows (bins bins each, `stride` words apart) from L2
+// into staged[row * kBins + bin] with coalesced loads (every block of the request reads the same
+// lines at once), every row's loads in flight together.
+template <int kMaxRows>
+__device__ __forceinline__ void stage_sums(const uint32_t* histograms, std::size_t stride, int rows,
+                                           int bins, uint32_t* staged) {
   constexpr int kLoads = (kBins + paged::kThreads - 1) / paged::kThreads;
   const int tid = static_cast<int>(threadIdx.x);
-  uint32_t loaded[kLoads];
+  uint32_t loaded[kMaxRows][kLoads];
 #pragma unroll
-  for (int u = 0; u < kLoads; ++u) {
-    const int bin = tid + u * paged::kThreads;
-    loaded[u] = bin < bins ? __ldcg(&histogram[bin]) : 0u;
+  for (int r = 0; r < kMaxRows; ++r) {
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int bin = tid + u * paged::kThreads;
+      loaded[r][u] = r < rows && bin < bins ? __ldcg(&histograms[r * stride + bin]) : 0u;
+    }
   }
 #pragma unroll
-  for (int u = 0; u < kLoads; ++u) {
-    const int bin = tid + u * paged::kThreads;
-    if (bin < bins) staged[bin] = loaded[u];
+  for (int r = 0; r < kMaxRows; ++r) {
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int bin = tid + u * paged::kThreads;
+      if (r < rows && bin < bins) staged[r * kBins + bin] = loaded[r][u];
+    }
   }
   __syncthreads();
 }
@@ -220,6 +241,55 @@ __device__ __forceinline__ void advance_row(const uint32_t* histogram, int pass,
                  : radix::advance(row, pass, found.digit, found.above, found.in_bin);
   }
   __syncthreads();
+}
+
+// Warp-wide: the share of block blockIdx.x of a G-block grid. c is the smaller of
+// ceil(T / (G - B)) (T the batch's needed tiles) and ceil(max t_b / floor(G / B)): either keeps
+// the sum of max(1, ceil(t_b / c)) within G, and the second within the host's tiles_per_split.
+__device__ __forceinline__ FusedSplit split_of_block(const PagedArgs& args, int batch, int lane) {
+  uint32_t total = 0;
+  int32_t most = 0;
+  for (int r = lane; r < batch; r += 32) {
+    const int32_t t = paged::needed_tiles(args, r);
+    total += static_cast<uint32_t>(t);
+    most = max(most, t);
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    total += __shfl_xor_sync(0xffffffffu, total, offset);
+    most = max(most, __shfl_xor_sync(0xffffffffu, most, offset));
+  }
+  const int grid = static_cast<int>(gridDim.x);
+  const int per_request = grid / batch;
+  int32_t c = (most + per_request - 1) / per_request;
+  if (grid > batch) {
+    const int spare = grid - batch;
+    c = min(c, static_cast<int32_t>((total + static_cast<uint32_t>(spare) - 1) / static_cast<uint32_t>(spare)));
+  }
+  c = max(c, 1);
+  FusedSplit split{-1, 0, 0, 0, 0};
+  const int block = static_cast<int>(blockIdx.x);
+  int before = 0;  // blocks of the requests before this group of 32
+  for (int base = 0; base < batch; base += 32) {
+    const int r = base + lane;
+    const int32_t t = r < batch ? paged::needed_tiles(args, r) : 0;
+    const int g = r < batch ? max(1, (t + c - 1) / c) : 0;
+    const int inclusive =
+        static_cast<int>(cuda_common::warp_inclusive_sum(static_cast<uint32_t>(g), lane));
+    const int first = before + inclusive - g;
+    if (g > 0 && block >= first && block < first + g) {
+      const int x = block - first;
+      split = FusedSplit{r, x, g, x * c, min(x * c + c, t)};
+    }
+    before += __shfl_sync(0xffffffffu, inclusive, 31);
+  }
+  const unsigned owner = __ballot_sync(0xffffffffu, split.b >= 0);
+  if (owner == 0) return split;
+  const int src = __ffs(owner) - 1;
+  return FusedSplit{__shfl_sync(0xffffffffu, split.b, src), __shfl_sync(0xffffffffu, split.x, src),
+                    __shfl_sync(0xffffffffu, split.blocks, src),
+                    __shfl_sync(0xffffffffu, split.begin, src),
+                    __shfl_sync(0xffffffffu, split.end, src)};
 }
 
 struct FusedEpilogue {
@@ -319,21 +389,30 @@ template <int kHeads, int kColumns>
 __global__ void __launch_bounds__(paged::kThreads, 1)
     paged_fused_kernel(const __grid_constant__ CUtensorMap q_map,
                        const __grid_constant__ CUtensorMap kv_map, const PagedArgs args,
-                       int32_t k, int32_t* indices, float* values, RowCounters* row_counters,
-                       uint32_t* request_counters, RowScratch* row_scratch) {
+                       int32_t batch, int32_t k, int32_t* indices, float* values,
+                       RowCounters* row_counters, uint32_t* request_counters,
+                       RowScratch* row_scratch) {
   extern __shared__ __align__(1024) unsigned char shared_raw[];
   auto& s = *reinterpret_cast<FusedStorage<kHeads, kColumns>*>(shared_raw);
-  const int b = static_cast<int>(blockIdx.y);
   const int tid = static_cast<int>(threadIdx.x);
   const int next_n = args.next_n;
-  if (tid == 0) paged::init_scoring(s.scoring);
+  // 1.
+  if (tid < 32) {
+    const FusedSplit split = split_of_block(args, batch, tid);
+    if (tid == 0) s.split = split;
+  }
+  if (tid == 32) paged::init_scoring(s.scoring);
   for (int i = tid; i < next_n * kBins; i += paged::kThreads) {
     s.half_digits[i / kBins][i % kBins] = 0;
   }
   __syncthreads();
+  const FusedSplit split = s.split;
+  if (split.b < 0) return;
+  const int b = split.b;
+  const auto blocks = static_cast<uint32_t>(split.blocks);
 
-  // 1.-3.
-  const paged::TileRange range = paged::tile_range(args, b);
+  // 2.
+  const paged::TileRange range{split.begin, split.end};
   const int32_t span = args.tiles_per_split * paged::kTileKeys;
   const int32_t first_token = range.begin * paged::kTileKeys;
   const int32_t count = (range.end - range.begin) * paged::kTileKeys;  // scored tokens
@@ -347,8 +426,8 @@ __global__ void __launch_bounds__(paged::kThreads, 1)
   uint32_t* barrier = request_counters + b;
   {
     constexpr int kWords = kPasses * kBins;
-    const int per_block = (kWords + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
-    const int first = static_cast<int>(blockIdx.x) * per_block;
+    const int per_block = (kWords + split.blocks - 1) / split.blocks;
+    const int first = split.x * per_block;
     for (int j = 0; j < next_n; ++j) {
       uint32_t* words = &scratch[j].histograms[0][0];
       for (int i = first + tid; i < min(first + per_block, kWords); i += paged::kThreads) words[i] = 0;
@@ -362,18 +441,20 @@ __global__ void __launch_bounds__(paged::kThreads, 1)
     }
   }
   uint32_t phase = 1;
-  cuda_common::group_barrier(barrier, gridDim.x, phase);
-  // The sums of the digit being searched live where the key-tile ring was, the fallback's
-  // histograms after them.
+  cuda_common::group_barrier(barrier, blocks, phase);
+  // Where the key-tile ring was: `staged` (the fallback's sums), then a histogram per row (the
+  // half digits' sums, then the fallback's block histograms).
   uint32_t* staged = reinterpret_cast<uint32_t*>(&s.scoring.kv[0][0]);
   auto* histograms = reinterpret_cast<uint32_t(*)[kBins]>(staged + kBins);
   static_assert(sizeof(s.scoring.kv) >= (kMaxNextN + 1) * kBins * sizeof(uint32_t),
                 "ring too small");
   bool any_radix = false;
   bool any_candidates = false;
+  stage_sums<kMaxNextN>(counters[0].half_histogram, sizeof(RowCounters) / sizeof(uint32_t), next_n,
+                        kBins, histograms[0]);
   for (int j = 0; j < next_n; ++j) {
-    stage_sums(counters[j].half_histogram, kBins, staged);
-    const DigitSearch found = find_digit_in_block(staged, kBins, static_cast<uint32_t>(k), s.scan);
+    const DigitSearch found =
+        find_digit_in_block(histograms[j], kBins, static_cast<uint32_t>(k), s.scan);
     if (found.owner) {
       const uint32_t rank = static_cast<uint32_t>(k) - found.above;
       HalfRow half{RowMode::kRadix, found.digit, found.above, found.in_bin, found.total};
@@ -416,10 +497,10 @@ __global__ void __launch_bounds__(paged::kThreads, 1)
         if (n != 0) atomicAdd(&scratch[j].histograms[pass][bin], n);
       }
     }
-    cuda_common::group_barrier(barrier, gridDim.x, ++phase);
+    cuda_common::group_barrier(barrier, blocks, ++phase);
     for (int j = 0; j < next_n; ++j) {
       if (s.rows[j].done) continue;  // the same for every thread: read after the last barrier
-      stage_sums(scratch[j].histograms[pass], radix::digit_bins(pass), staged);
+      stage_sums<1>(scratch[j].histograms[pass], 0, 1, radix::digit_bins(pass), staged);
       advance_row(staged, pass, &s.rows[j], s.scan);
     }
   }
@@ -475,7 +556,7 @@ __global__ void __launch_bounds__(paged::kThreads, 1)
       }
     }
     // Padding: a row with fewer than k selectable tokens.
-    if (blockIdx.x == 0 && half.mode == RowMode::kAll) {
+    if (split.x == 0 && half.mode == RowMode::kAll) {
       for (int slot = static_cast<int>(half.total) + tid; slot < k; slot += paged::kThreads) {
         indices[out_row + slot] = -1;
         if (values != nullptr) values[out_row + slot] = NAN;
@@ -489,7 +570,7 @@ __global__ void __launch_bounds__(paged::kThreads, 1)
   if (tid == 0) {
     __threadfence();
     const uint32_t arrived = atomicAdd(barrier, 1u);
-    s.last = arrived == (phase + 1) * gridDim.x - 1;
+    s.last = arrived == (phase + 1) * blocks - 1;
     if (s.last) __threadfence();
   }
   __syncthreads();
@@ -579,19 +660,23 @@ Status launch_paged_fused(const PagedLaunch& launch, const PagedIndexerProblem& 
   int smem = 0;
   const void* kernel = kernel_for(launch.heads, launch.columns, &smem);
   if (Status s = cuda_common::allow_dynamic_shared_memory(kernel, smem); !s) return s;
+  int sms = 0;
+  if (Status s = paged_sm_count(&sms); !s) return s;
+  int32_t batch = static_cast<int32_t>(launch.batch);
   int32_t k = static_cast<int32_t>(problem.k);
   int32_t* indices = problem.indices;
   float* values = problem.values;
   void* kernel_args[] = {const_cast<CUtensorMap*>(&launch.q_map),
                          const_cast<CUtensorMap*>(&launch.kv_map),
                          const_cast<paged::PagedArgs*>(&launch.args),
+                         &batch,
                          &k,
                          &indices,
                          &values,
                          &row_counters,
                          &request_counters,
                          &row_scratch};
-  return cuda_common::launch_cooperative(kernel, dim3(launch.splits, launch.batch), paged::kThreads,
+  return cuda_common::launch_cooperative(kernel, dim3(static_cast<unsigned>(sms)), paged::kThreads,
                                         smem, stream, kernel_args, /*dependent=*/true);
 }
 

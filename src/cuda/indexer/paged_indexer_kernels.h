@@ -84,12 +84,15 @@ Status launch_paged_logits(const PagedLaunch& launch, float* logits, int64_t str
 // ---- the fused kernel ----
 // Scores a block keeps on chip: next_n * tiles_per_split * 64 must not exceed this.
 int64_t paged_fused_score_capacity(int heads, int columns);
-// Workspace of the fused kernel's grid-wide selection (zeroed by a kernel of the launch): per row
-// three histograms and two counters, per request a barrier counter.
+// Workspace of the fused kernel's selection across blocks: per row a histogram and two counters
+// (zeroed by a kernel of the launch), three fallback histograms and a candidate list; per request
+// a barrier counter.
 std::size_t paged_fused_workspace_bytes(const PagedIndexerProblem& problem);
 // Whether every block of a `blocks`-block grid of the fused kernel can be resident at once on the
 // current device (its blocks wait for each other).
 Status paged_fused_fits(const PagedIndexerProblem& problem, int64_t blocks, bool* fits);
+// One block an SM; launch.splits only sets the bound launch.args.tiles_per_split on a block's
+// tiles (the blocks share the batch's tiles from the device's context lengths).
 Status launch_paged_fused(const PagedLaunch& launch, const PagedIndexerProblem& problem,
                           void* workspace, cudaStream_t stream);
 

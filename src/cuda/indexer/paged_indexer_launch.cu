@@ -71,8 +71,9 @@ namespace {
 
 using cuda_indexer::paged_max_tiles;
 
-// Fused: every block resident at once (one per SM), each holding next_n * its tiles * 64 scores.
-// 0 when the problem does not fit.
+// Fused: a grid of one block an SM, every block resident at once, the batch's tiles balanced
+// over it on the device, each block holding at most next_n * ceil(max tiles / splits) * 64 scores
+// (splits = SMs / batch). 0 when the problem does not fit.
 Status fused_splits(const PagedIndexerProblem& problem, int sms, int64_t* splits) {
   *splits = 0;
   const int64_t tiles = paged_max_tiles(problem);
@@ -83,7 +84,7 @@ Status fused_splits(const PagedIndexerProblem& problem, int sms, int64_t* splits
       static_cast<int>(problem.num_heads), cuda_indexer::paged_columns(problem));
   if (problem.next_n * per_split * cuda_indexer::paged::kTileKeys > capacity) return Status::ok();
   bool fits = false;
-  if (Status s = cuda_indexer::paged_fused_fits(problem, problem.batch * candidate, &fits); !s) {
+  if (Status s = cuda_indexer::paged_fused_fits(problem, sms, &fits); !s) {
     return s;
   }
   if (fits) *splits = candidate;

@@ -35,18 +35,22 @@ IndexerAlgo choose_paged_indexer_algo(const PagedIndexerProblem& problem, bool h
   // table, on coherent steps (1 x 128K 0.039 vs 0.024 ms, 128 x 128K 0.638 vs 0.589) and far
   // slower on iid ones, where auto must stay within 3% of unfused (1 x 128K 0.150, 128 x 128K
   // 2.88): a plan cannot tell the two apart, so a state means unfused.
-  // Without one, the fused kernel (a request split over the SMs, the selection in the same
-  // launch) beats unfused at next_n 1 for one request up to 256K (0.014 vs 0.018 ms at 8K, 0.021
-  // vs 0.024 at 128K, 0.023 vs 0.027 at 256K) and for a few short requests up to 128K tokens in
-  // all (2 x 32K 0.016 vs 0.021, 4 x 32K 0.021 vs 0.024); they tie from 256K tokens in all (2 x
-  // 128K, 8 x 32K), unfused wins at 32 x 128K (0.144 vs 0.181: the fused split is even, not
-  // balanced over ragged contexts) and at next_n 2 and 4 (1 x 128K: 0.026 vs 0.029, 0.033 vs
-  // 0.047).
+  // Without one, the fused kernel (the batch's tiles balanced over the SMs, the selection in the
+  // same launch; docs/BENCHMARKS.md, "The fused paged indexer balanced over a ragged batch")
+  // beats unfused at next_n 1 for one request up to 256K (0.015 vs 0.020 ms at 32K, 0.018-0.019
+  // vs 0.023 at 128K, 0.023 vs 0.027 at 256K) and for batches of up to 16 requests up to 2M
+  // tokens in all (4 x 128K 0.030 vs 0.035, 8 x 128K 0.051 vs 0.054, 16 x 64K 0.052 vs 0.057,
+  // 16 x 128K 0.087 vs 0.110; 8 x 32K ties at 0.025); unfused wins at 32 x 128K (0.146 vs 0.180:
+  // every request's last block there is part full, a quarter of the grid idle) and at next_n 2
+  // and 4 (1 x 128K: 0.027 vs 0.030, 0.033 vs 0.047).
   constexpr int64_t kFusedOneRequestContext = 262144;
-  constexpr int64_t kFusedBatchTokens = 131072;
+  constexpr int64_t kFusedBatch = 16;
+  constexpr int64_t kFusedBatchTokens = 2097152;
   if (has_state || problem.next_n != 1) return IndexerAlgo::kUnfused;
-  const bool fused = problem.batch == 1 ? problem.max_context <= kFusedOneRequestContext
-                                        : problem.batch * problem.max_context <= kFusedBatchTokens;
+  const bool fused = problem.batch == 1
+                         ? problem.max_context <= kFusedOneRequestContext
+                         : problem.batch <= kFusedBatch &&
+                               problem.batch * problem.max_context <= kFusedBatchTokens;
   return fused ? IndexerAlgo::kFused : IndexerAlgo::kUnfused;
 }
 

@@ -243,9 +243,9 @@ TEST(PagedIndexerValidationEdges, TableAndLengthContentsAreNotValidated) {
 
 // auto's rule (indexer_topk_paged_dispatch), a host-only decision, the same without a GPU: the
 // fused kernel without a decode state at next_n 1 for one request of up to 256K tokens or up to
-// 128K tokens in all, unfused otherwise and with a state (docs/BENCHMARKS.md, the measured
+// 16 requests of up to 2M tokens in all, unfused otherwise and with a state (docs/BENCHMARKS.md, the measured
 // winners on the H200).
-TEST(PagedIndexerDispatch, FusedForOneRequestOrFewTokensWithoutState) {
+TEST(PagedIndexerDispatch, FusedForOneRequestOrUpTo16WithoutState) {
   Buffers b;
   PagedIndexerProblem p = b.problem();
   p.next_n = 1;
@@ -257,10 +257,13 @@ TEST(PagedIndexerDispatch, FusedForOneRequestOrFewTokensWithoutState) {
   p.batch = 4;
   p.max_context = 32768;
   EXPECT_EQ(indexer_topk_paged_dispatch(p), IndexerAlgo::kFused);
-  p.batch = 8;
-  EXPECT_EQ(indexer_topk_paged_dispatch(p), IndexerAlgo::kUnfused);
-  p.batch = 2;
+  p.batch = 16;
   p.max_context = 131072;
+  EXPECT_EQ(indexer_topk_paged_dispatch(p), IndexerAlgo::kFused);
+  p.max_context = 131073;
+  EXPECT_EQ(indexer_topk_paged_dispatch(p), IndexerAlgo::kUnfused);
+  p.batch = 17;
+  p.max_context = 32768;
   EXPECT_EQ(indexer_topk_paged_dispatch(p), IndexerAlgo::kUnfused);
   p.batch = 128;
   EXPECT_EQ(indexer_topk_paged_dispatch(p), IndexerAlgo::kUnfused);

@@ -404,9 +404,8 @@ TEST(PagedIndexerGpu, ThreeScoreLevelsAroundK) {
   }
 }
 
-// Scores far outside fp16's range (the fused kernel's first digit is taken from the score rounded
-// to fp16, so every score lands in one bin and the selection falls back to its radix passes over
-// the fp32 keys): huge and tiny weights, one long and a few short requests.
+// Scores far outside fp16's range (huge and tiny weights: every first digit of the fp32 keys at
+// the edges of the exponent range), one long and a few short requests. Both paths, exact.
 TEST(PagedIndexerGpu, ScoresBeyondHalfPrecisionRange) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   for (float factor : {1e9f, 1e-12f}) {

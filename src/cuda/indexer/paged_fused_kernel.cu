@@ -1,36 +1,32 @@
 // The fused paged decode indexer: scores and exact top-k in one launch, without a
-// [rows, max_context] buffer. For decode's small batches: a request's context is split over
-// `splits` blocks (all resident at once: a cooperative launch), each keeping its tiles' scores in
-// shared memory; the blocks of a request find each row's k-th score together from a histogram
-// summed in global memory, and the last of them to finish selects among the few candidates left.
+// [rows, max_context] buffer. For decode's small batches: the batch's tiles are shared over one
+// block an SM (all resident at once: a cooperative launch), each keeping its tiles' scores in
+// shared memory, and the blocks of a request find each row's k-th score together with a
+// three-digit radix select over histograms summed in global memory.
 //
 // Pipeline of paged_fused_kernel (a grid of G blocks, one an SM):
-// 0. A counter-reset kernel zeroes the workspace's counters first; this grid is its programmatic
-//    dependent, so it starts at once and waits for the reset only before step 4.
+// 0. A counter-reset kernel zeroes the workspace first; this grid is its programmatic dependent,
+//    so it starts at once and waits for the reset only before step 4.
 // 1. The balanced split, from the device's context lengths (split_of_block): request b's t_b
 //    needed tiles go to max(1, ceil(t_b / c)) consecutive blocks of c tiles, c as small as the
 //    grid allows; blocks past the last request's exit.
-// 2. paged_scoring_sm90.cuh scores the block's tiles; the epilogue stores every score of the
+// 2.-3. paged_scoring_sm90.cuh scores the block's tiles; the epilogue stores every score of the
 //    block's range in shared memory, NaN for tokens a query does not see or of blocks outside the
-//    cache (the key 0 of formats/score_keys.h: never selected), and counts each selectable one in
-//    the block's histogram of its half digit (the top 11 bits of the order-preserving key of the
-//    score rounded to fp16: 32 bins an octave, monotone in the score).
-// 4. The blocks add their histograms into the row's sums, meet at a barrier (an atomic counter
-//    per request) and search the same sums, the whole block at once (copied from L2 with coalesced
-//    loads, eight bins a thread, a block scan), for the bin holding the row's k-th key. Then:
-//    a row with at most k selectable tokens takes them all; a bin holding exactly the entries still
-//    needed is taken whole; a bin of at most kCandidates entries goes to the row's candidate list;
-//    a larger one (ties, scores past fp16's range) falls back to a radix select across the blocks
-//    on the fp32 keys (digits of 11, 11 and 10 bits, a barrier each).
-// 5. Emit: each thread counts its entries above the bin (or pivot) and its candidates (or ties), a
-//    block scan gives each thread its place in the block's share, one atomic add per row and class
-//    reserves that share, and each thread writes its own: the entries above straight to the output,
-//    candidates (key, token) to the row's list; ties beyond the k still needed are dropped. Block 0
-//    writes the -1 padding.
-// 6. A row with candidates: each block arrives on the request's counter; the last to arrive loads
-//    the row's candidates into shared memory, radix-selects the rank still needed among them inside
-//    the block and writes them after the entries above the bin.
-#include <cuda_fp16.h>
+//    cache (the key 0 of formats/score_keys.h: never selected), and counts the first digit of
+//    each selectable one in the block's histogram.
+// 4. Select, per row, digits of 11, 11 and 10 bits of the order-preserving keys, most
+//    significant first: each block histograms its keys that match the digits found so far (the
+//    first digit's while scoring, the later ones where the key-tile ring was, or, for a block
+//    with few keys in the row's bin, straight into the sums) and adds them into the row's global
+//    histogram; the request's blocks meet at a barrier (an atomic counter); then every block
+//    searches the same sums, the whole block at once (copied from L2 with coalesced loads, eight
+//    bins a thread, a block scan), for the same digit: the bin holding the row's k-th key. A
+//    row is done when its bin holds exactly the entries still needed, after the third digit, or
+//    after the first when the row has at most k selectable tokens (all are taken).
+// 5. Emit: each thread counts its entries above the pivot and its ties, a block scan gives each
+//    thread its place in the block's share, one atomic add per row and counter reserves that
+//    share, and each thread writes its own entries; ties beyond the k - above still needed are
+//    dropped. Block 0 writes the -1 padding.
 #include <cuda_runtime_api.h>
 
 #include <cub/block/block_scan.cuh>
@@ -60,47 +56,17 @@ using radix::score_key;
 // A shallow ring: the shared memory goes to the scores (small batches need little bandwidth).
 constexpr int kFusedStages = 6;
 constexpr int kMaxNextN = 4;
-// The most entries of a row's k-th half-digit bin that go to its candidate list (a normal row of
-// 128K scores holds a few hundred there).
-constexpr uint32_t kCandidates = 4096;
+// A block with at most this many keys in a row's bin of digit 0 adds their digit 1 straight into
+// the row's global histogram (no shared histogram to clear and add up).
+constexpr uint32_t kDirectKeys = 1024;
 constexpr int kSharedBytes = 232448;  // the most dynamic shared memory a block can have on sm_90
 
-// A row's counters (zeroed by the reset before the kernel).
-struct RowCounters {
-  uint32_t half_histogram[kBins];  // the sums of the half digits
-  uint32_t above_count;            // slots reserved for entries above the bin (or the pivot)
-  uint32_t second_count;           // slots reserved for candidates (or ties)
-};
-
-// A row's scratch (not reset): the radix fallback's sums (zeroed by the request's blocks before
-// their first barrier) and the candidate list.
-struct RowScratch {
+// The workspace of one row (zeroed by the reset before the kernel).
+struct RowWorkspace {
   uint32_t histograms[kPasses][kBins];
-  uint2 candidates[kCandidates];  // key, token
+  uint32_t above_count;  // slots reserved for entries above the pivot
+  uint32_t tie_count;    // slots reserved for ties
 };
-
-// How a row is selected once its half-digit bin is known.
-enum class RowMode : uint32_t {
-  kAll,         // at most k selectable tokens: all are taken
-  kBinTaken,    // the bin holds exactly the entries still needed: every key from the bin up
-  kCandidates,  // the bin's entries go to the candidate list; the request's last block selects
-  kRadix,       // a radix select across the blocks on the fp32 keys
-};
-
-struct HalfRow {
-  RowMode mode;
-  uint32_t digit;   // the bin holding the row's k-th key
-  uint32_t above;   // entries in bins above it
-  uint32_t in_bin;  // entries in it
-  uint32_t total;   // selectable entries
-};
-
-// The half digit of a selectable score's key: the top 11 bits of the order-preserving key of the
-// score rounded to fp16 (monotone in the fp32 key, so every key of a higher bin is higher).
-__device__ __forceinline__ uint32_t half_digit(float score) {
-  const uint32_t bits = __half_as_ushort(__float2half_rn(score));
-  return keys::key_from_16bit(bits, /*is_nan=*/false, /*largest=*/true) >> 5;
-}
 
 // 1. The block's share: request b, the x-th of its `blocks` blocks, tiles [begin, end).
 struct FusedSplit {
@@ -119,7 +85,6 @@ struct FusedShared {
   static constexpr int kScoreFloats =
       (kSharedBytes - kScoringBytes - kHistogramBytes - 1024) / 4 / 64 * 64;
   static_assert(kScoreFloats < 65536, "the emit packs a block's counts in 16 bits");
-  static_assert(kScoreFloats >= 2 * static_cast<int>(kCandidates), "the last block's candidates");
 };
 
 using Scan = cub::BlockScan<uint32_t, paged::kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
@@ -128,62 +93,39 @@ template <int kHeads, int kColumns>
 struct alignas(1024) FusedStorage {
   paged::PagedScoringStorage<kHeads, kColumns, kFusedStages> scoring;
   float scores[FusedShared<kHeads, kColumns>::kScoreFloats];  // [next_n][span]
-  uint32_t half_digits[kMaxNextN][kBins];  // the block's histogram of half digits, while scoring
-  HalfRow half_rows[kMaxNextN];
-  RowSelect rows[kMaxNextN];  // the radix select's state (the fallback's, the last block's)
+  uint32_t first_digits[kMaxNextN][kBins];  // the block's histogram of digit 0, built while scoring
+  RowSelect rows[kMaxNextN];
   typename Scan::TempStorage scan;
-  uint32_t base_above;   // the block's first slot for entries above the bin or the pivot
-  uint32_t base_second;  // and for its candidates or ties
-  uint32_t candidate_counts[2];  // the last block's slots: above its pivot, ties
-  bool last;             // the request's last block to arrive
+  uint32_t base_above;  // the block's first slot for entries above the pivot
+  uint32_t base_ties;   // and for ties
   FusedSplit split;
 };
 
-// Adds each key of `keys(i)`, i in [0, count), that matches the row's digits so far to the bin
-// of its digit `pass` of `histogram` (shared or global memory).
-template <class Keys>
-__device__ __forceinline__ void histogram_keys(Keys keys, int count, RowSelect row, int pass,
-                                               uint32_t* histogram) {
+// Adds each key of scores[0, count) (count a multiple of 64) that matches the row's digits so far
+// to the bin of its digit `pass` of `histogram` (shared or global memory). Four scores a thread at
+// a time, as in every sweep of a block's scores.
+__device__ __forceinline__ void histogram_keys(const float* scores, int count, RowSelect row,
+                                               int pass, uint32_t* histogram) {
   const int shift = digit_shift(pass);
   const uint32_t mask = digit_mask(pass);
-  for (int i = static_cast<int>(threadIdx.x); i < count; i += paged::kThreads) {
-    const uint32_t key = keys(i);
-    if (key != 0 && radix::matches(row, key)) atomicAdd(&histogram[(key >> shift) & mask], 1u);
+  const auto* quads = reinterpret_cast<const float4*>(scores);
+  for (int q = static_cast<int>(threadIdx.x); q < count / 4; q += paged::kThreads) {
+    const float4 four = quads[q];
+    const uint32_t keys[4] = {score_key(four.x), score_key(four.y), score_key(four.z),
+                              score_key(four.w)};
+#pragma unroll
+    for (const uint32_t key : keys) {
+      if (key != 0 && radix::matches(row, key)) atomicAdd(&histogram[(key >> shift) & mask], 1u);
+    }
   }
 }
 
-// Copies the summed histograms of `rows` rows (bins bins each, `stride` words apart) from L2
-// into staged[row * kBins + bin] with coalesced loads (every block of the request reads the same
-// lines at once), every row's loads in flight together.
-template <int kMaxRows>
-__device__ __forceinline__ void stage_sums(const uint32_t* histograms, std::size_t stride, int rows,
-                                           int bins, uint32_t* staged) {
-  constexpr int kLoads = (kBins + paged::kThreads - 1) / paged::kThreads;
-  const int tid = static_cast<int>(threadIdx.x);
-  uint32_t loaded[kMaxRows][kLoads];
-#pragma unroll
-  for (int r = 0; r < kMaxRows; ++r) {
-#pragma unroll
-    for (int u = 0; u < kLoads; ++u) {
-      const int bin = tid + u * paged::kThreads;
-      loaded[r][u] = r < rows && bin < bins ? __ldcg(&histograms[r * stride + bin]) : 0u;
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < kMaxRows; ++r) {
-#pragma unroll
-    for (int u = 0; u < kLoads; ++u) {
-      const int bin = tid + u * paged::kThreads;
-      if (r < rows && bin < bins) staged[r * kBins + bin] = loaded[r][u];
-    }
-  }
-  __syncthreads();
-}
-
-// The bin holding a row's rank-th best key in a histogram of `bins` bins in shared memory,
-// searched by the whole block: thread t takes bins [bins - 8 (t + 1), bins - 8 t) (the top ones
-// first), a block scan counts the entries above each thread's, and the thread holding the rank-th
-// one (thread 0 when the histogram holds at most rank entries) is the owner.
+// The bin holding a row's rank-th best key, searched by the whole block in the row's summed
+// histogram of `bins` bins: the block copies the sums into `staged` (coalesced loads from L2:
+// every block of the request reads the same lines at once), thread t takes bins
+// [bins - 8 (t + 1), bins - 8 t) (the top ones first), a block scan counts the entries above each
+// thread's, and the thread holding the rank-th one (thread 0 when the histogram holds at most
+// rank entries) is the owner.
 struct DigitSearch {
   bool owner;
   uint32_t digit;
@@ -193,15 +135,28 @@ struct DigitSearch {
 };
 
 __device__ __forceinline__ DigitSearch find_digit_in_block(const uint32_t* histogram, int bins,
-                                                           uint32_t rank,
+                                                           uint32_t rank, uint32_t* staged,
                                                            typename Scan::TempStorage& scan) {
   constexpr int kPerThread = 8;
+  constexpr int kLoads = (kBins + paged::kThreads - 1) / paged::kThreads;
   const int tid = static_cast<int>(threadIdx.x);
+  uint32_t loaded[kLoads];
+#pragma unroll
+  for (int u = 0; u < kLoads; ++u) {
+    const int bin = tid + u * paged::kThreads;
+    loaded[u] = bin < bins ? __ldcg(&histogram[bin]) : 0u;
+  }
+#pragma unroll
+  for (int u = 0; u < kLoads; ++u) {
+    const int bin = tid + u * paged::kThreads;
+    if (bin < bins) staged[bin] = loaded[u];
+  }
+  __syncthreads();
   const int low = bins - kPerThread * (tid + 1);  // this thread's lowest bin
   uint32_t counts[kPerThread];
   uint32_t local = 0;
 #pragma unroll
-  for (int i = 0; i < kPerThread; ++i) counts[i] = low >= 0 ? histogram[low + i] : 0u;
+  for (int i = 0; i < kPerThread; ++i) counts[i] = low >= 0 ? staged[low + i] : 0u;
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) local += counts[i];
   DigitSearch found{false, 0u, 0u, 0u, 0u};
@@ -227,20 +182,6 @@ __device__ __forceinline__ DigitSearch find_digit_in_block(const uint32_t* histo
     }
   }
   return found;
-}
-
-// The radix select's pass `pass` on a row: the owner of the found digit advances s_row (every
-// thread reads it after the block barrier that ends this call).
-__device__ __forceinline__ void advance_row(const uint32_t* histogram, int pass, RowSelect* s_row,
-                                            typename Scan::TempStorage& scan) {
-  const RowSelect row = *s_row;
-  const DigitSearch found = find_digit_in_block(histogram, radix::digit_bins(pass), row.rank, scan);
-  if (found.owner) {
-    *s_row = found.total <= row.rank
-                 ? RowSelect{row.prefix, row.shift, found.total, row.above, true}  // all, as ties
-                 : radix::advance(row, pass, found.digit, found.above, found.in_bin);
-  }
-  __syncthreads();
 }
 
 // Warp-wide: the share of block blockIdx.x of a G-block grid. c is the smaller of
@@ -295,7 +236,7 @@ __device__ __forceinline__ FusedSplit split_of_block(const PagedArgs& args, int 
 struct FusedEpilogue {
   const PagedArgs& args;
   float* scores;
-  uint32_t (*half_digits)[kBins];
+  uint32_t (*first_digits)[kBins];
   int32_t span;
   int32_t first_token;
   int b;
@@ -314,84 +255,18 @@ struct FusedEpilogue {
       const float score = quad_lane == 0 ? scores0[bq] : scores1[bq];
       const bool seen = in_cache && token < paged::visible_tokens(args, b, j);
       scores[j * span + (token - first_token)] = seen ? score : NAN;
-      if (seen && score_key(score) != 0) atomicAdd(&half_digits[j][half_digit(score)], 1u);
+      const uint32_t key = seen ? score_key(score) : 0u;
+      if (key != 0) atomicAdd(&first_digits[j][key >> digit_shift(0)], 1u);
     }
   }
 };
-
-// Which class a selectable key of a row falls in: 0 none, 1 above (taken), 2 candidate or tie.
-__device__ __forceinline__ uint32_t key_class(const HalfRow& half, const RowSelect& row,
-                                              float score, uint32_t key) {
-  if (key == 0) return 0;
-  switch (half.mode) {
-    case RowMode::kAll:
-      return 1;
-    case RowMode::kBinTaken:
-      return half_digit(score) >= half.digit ? 1 : 0;
-    case RowMode::kCandidates: {
-      const uint32_t d = half_digit(score);
-      return d > half.digit ? 1 : (d == half.digit ? 2 : 0);
-    }
-    default: {
-      const uint32_t v = row.shift >= 32 ? 0u : key >> row.shift;
-      return v > row.prefix ? 1 : (v == row.prefix ? 2 : 0);
-    }
-  }
-}
-
-// The last block's selection of a row's candidates: the rank = k - half.above best of the
-// row's in_bin candidates, written to slots half.above + [0, rank).
-__device__ __forceinline__ void select_candidates(const HalfRow& half, const RowScratch& scratch,
-                                                  int32_t k, int64_t out_row, int32_t* indices,
-                                                  float* values, uint32_t* keys, int32_t* tokens,
-                                                  uint32_t* histogram, RowSelect* s_row,
-                                                  typename Scan::TempStorage& scan,
-                                                  uint32_t* s_counts) {
-  const int tid = static_cast<int>(threadIdx.x);
-  const int n = static_cast<int>(half.in_bin);
-  for (int i = tid; i < n; i += paged::kThreads) {
-    const uint2 entry = __ldcg(&scratch.candidates[i]);
-    keys[i] = entry.x;
-    tokens[i] = static_cast<int32_t>(entry.y);
-  }
-  if (tid == 0) {
-    *s_row = RowSelect{0u, 32, static_cast<uint32_t>(k) - half.above, 0u, false};
-    s_counts[0] = 0;
-    s_counts[1] = 0;
-  }
-  __syncthreads();
-  for (int pass = 0; pass < kPasses && !s_row->done; ++pass) {
-    for (int i = tid; i < kBins; i += paged::kThreads) histogram[i] = 0;
-    __syncthreads();
-    histogram_keys([&](int i) { return keys[i]; }, n, *s_row, pass, histogram);
-    __syncthreads();
-    advance_row(histogram, pass, s_row, scan);
-  }
-  const RowSelect row = *s_row;
-  for (int i = tid; i < n; i += paged::kThreads) {
-    const uint32_t v = row.shift >= 32 ? 0u : keys[i] >> row.shift;
-    uint32_t slot;
-    if (v > row.prefix) {
-      slot = atomicAdd(&s_counts[0], 1u);
-    } else if (v == row.prefix) {
-      const uint32_t tie = atomicAdd(&s_counts[1], 1u);
-      if (tie >= row.rank) continue;
-      slot = row.above + tie;
-    } else {
-      continue;
-    }
-    indices[out_row + half.above + slot] = tokens[i];
-    if (values != nullptr) values[out_row + half.above + slot] = radix::key_score(keys[i]);
-  }
-}
 
 template <int kHeads, int kColumns>
 __global__ void __launch_bounds__(paged::kThreads, 1)
     paged_fused_kernel(const __grid_constant__ CUtensorMap q_map,
                        const __grid_constant__ CUtensorMap kv_map, const PagedArgs args,
                        int32_t batch, int32_t k, int32_t* indices, float* values,
-                       RowCounters* row_counters, uint32_t* request_counters,
-                       RowScratch* row_scratch) {
+                       RowWorkspace* row_ws, uint32_t* request_counters) {
   extern __shared__ __align__(1024) unsigned char shared_raw[];
   auto& s = *reinterpret_cast<FusedStorage<kHeads, kColumns>*>(shared_raw);
   const int tid = static_cast<int>(threadIdx.x);
@@ -402,8 +277,9 @@ __global__ void __launch_bounds__(paged::kThreads, 1)
     if (tid == 0) s.split = split;
   }
   if (tid == 32) paged::init_scoring(s.scoring);
+  if (tid < kMaxNextN) s.rows[tid] = RowSelect{0u, 32, static_cast<uint32_t>(k), 0u, false};
   for (int i = tid; i < next_n * kBins; i += paged::kThreads) {
-    s.half_digits[i / kBins][i % kBins] = 0;
+    s.first_digits[i / kBins][i % kBins] = 0;
   }
   __syncthreads();
   const FusedSplit split = s.split;
@@ -416,107 +292,76 @@ __global__ void __launch_bounds__(paged::kThreads, 1)
   const int32_t span = args.tiles_per_split * paged::kTileKeys;
   const int32_t first_token = range.begin * paged::kTileKeys;
   const int32_t count = (range.end - range.begin) * paged::kTileKeys;  // scored tokens
-  FusedEpilogue epilogue{args, s.scores, s.half_digits, span, first_token, b};
+  FusedEpilogue epilogue{args, s.scores, s.first_digits, span, first_token, b};
   paged::run_scoring<kHeads, kColumns, kFusedStages>(&q_map, &kv_map, args, s.scoring, b, range, epilogue);
   __syncthreads();
 
-  // 4. The half digits' sums; the radix fallback's sums are zeroed here, a slice a block.
-  RowCounters* counters = row_counters + int64_t{b} * next_n;
-  RowScratch* scratch = row_scratch + int64_t{b} * next_n;
-  uint32_t* barrier = request_counters + b;
-  {
-    constexpr int kWords = kPasses * kBins;
-    const int per_block = (kWords + split.blocks - 1) / split.blocks;
-    const int first = split.x * per_block;
-    for (int j = 0; j < next_n; ++j) {
-      uint32_t* words = &scratch[j].histograms[0][0];
-      for (int i = first + tid; i < min(first + per_block, kWords); i += paged::kThreads) words[i] = 0;
-    }
-  }
-  sm90::wait_for_prerequisite_grids();  // the reset of the counters before this grid
-  for (int j = 0; j < next_n; ++j) {
-    for (int bin = tid; bin < kBins; bin += paged::kThreads) {
-      const uint32_t n = s.half_digits[j][bin];
-      if (n != 0) atomicAdd(&counters[j].half_histogram[bin], n);
-    }
-  }
-  uint32_t phase = 1;
-  cuda_common::group_barrier(barrier, blocks, phase);
-  // Where the key-tile ring was: `staged` (the fallback's sums), then a histogram per row (the
-  // half digits' sums, then the fallback's block histograms).
-  uint32_t* staged = reinterpret_cast<uint32_t*>(&s.scoring.kv[0][0]);
-  auto* histograms = reinterpret_cast<uint32_t(*)[kBins]>(staged + kBins);
+  sm90::wait_for_prerequisite_grids();  // the reset of the workspace before this grid
+
+  // 4. Digit 0's histogram is the one built while scoring; the later digits' live where the
+  // key-tile ring was, or a block with few keys in the row's bin adds them straight to the sums.
+  auto* histograms = reinterpret_cast<uint32_t(*)[kBins]>(&s.scoring.kv[0][0]);
+  uint32_t* staged = histograms[kMaxNextN];  // the sums of the digit being searched
   static_assert(sizeof(s.scoring.kv) >= (kMaxNextN + 1) * kBins * sizeof(uint32_t),
                 "ring too small");
-  bool any_radix = false;
-  bool any_candidates = false;
-  stage_sums<kMaxNextN>(counters[0].half_histogram, sizeof(RowCounters) / sizeof(uint32_t), next_n,
-                        kBins, histograms[0]);
-  for (int j = 0; j < next_n; ++j) {
-    const DigitSearch found =
-        find_digit_in_block(histograms[j], kBins, static_cast<uint32_t>(k), s.scan);
-    if (found.owner) {
-      const uint32_t rank = static_cast<uint32_t>(k) - found.above;
-      HalfRow half{RowMode::kRadix, found.digit, found.above, found.in_bin, found.total};
-      if (found.total <= static_cast<uint32_t>(k)) {
-        half.mode = RowMode::kAll;
-      } else if (found.in_bin == rank) {
-        half.mode = RowMode::kBinTaken;
-      } else if (found.in_bin <= kCandidates) {
-        half.mode = RowMode::kCandidates;
-      }
-      s.half_rows[j] = half;
-      s.rows[j] = RowSelect{0u, 32, static_cast<uint32_t>(k), 0u, half.mode != RowMode::kRadix};
-    }
-    __syncthreads();
-    any_radix = any_radix || s.half_rows[j].mode == RowMode::kRadix;
-    any_candidates = any_candidates || s.half_rows[j].mode == RowMode::kCandidates;
-  }
-
-  // The fallback: digits of the fp32 keys, each histogram summed across the request's blocks.
-  for (int pass = 0; pass < kPasses && any_radix; ++pass) {
+  RowWorkspace* rows_ws = row_ws + int64_t{b} * next_n;
+  uint32_t* barrier = request_counters + b;
+  for (int pass = 0; pass < kPasses; ++pass) {
     bool all_done = true;
     for (int j = 0; j < next_n; ++j) all_done = all_done && s.rows[j].done;
     if (all_done) break;
-    for (int j = 0; j < next_n; ++j) {
-      if (s.rows[j].done) continue;
-      for (int i = tid; i < kBins; i += paged::kThreads) histograms[j][i] = 0;
+    // Keys of the block's still matching the row's digits: a block with few adds them directly.
+    const auto direct = [&](int j) {
+      return pass == 1 && s.first_digits[j][s.rows[j].prefix] <= kDirectKeys;
+    };
+    if (pass > 0) {
+      for (int j = 0; j < next_n; ++j) {
+        if (s.rows[j].done || direct(j)) continue;
+        for (int i = tid; i < kBins; i += paged::kThreads) histograms[j][i] = 0;
+      }
+      __syncthreads();
+      for (int j = 0; j < next_n; ++j) {
+        if (s.rows[j].done) continue;
+        histogram_keys(s.scores + j * span, count, s.rows[j], pass,
+                       direct(j) ? rows_ws[j].histograms[pass] : histograms[j]);
+      }
+      __syncthreads();
     }
-    __syncthreads();
     for (int j = 0; j < next_n; ++j) {
-      if (s.rows[j].done) continue;
-      const float* row_scores = s.scores + j * span;
-      histogram_keys([&](int i) { return score_key(row_scores[i]); }, count, s.rows[j], pass,
-                     histograms[j]);
-    }
-    __syncthreads();
-    for (int j = 0; j < next_n; ++j) {
-      if (s.rows[j].done) continue;
+      if (s.rows[j].done || direct(j)) continue;
+      const uint32_t* local = pass == 0 ? s.first_digits[j] : histograms[j];
       for (int bin = tid; bin < radix::digit_bins(pass); bin += paged::kThreads) {
-        const uint32_t n = histograms[j][bin];
-        if (n != 0) atomicAdd(&scratch[j].histograms[pass][bin], n);
+        const uint32_t n = local[bin];
+        if (n != 0) atomicAdd(&rows_ws[j].histograms[pass][bin], n);
       }
     }
-    cuda_common::group_barrier(barrier, blocks, ++phase);
+    cuda_common::group_barrier(barrier, blocks, static_cast<uint32_t>(pass + 1));
     for (int j = 0; j < next_n; ++j) {
       if (s.rows[j].done) continue;  // the same for every thread: read after the last barrier
-      stage_sums<1>(scratch[j].histograms[pass], 0, 1, radix::digit_bins(pass), staged);
-      advance_row(staged, pass, &s.rows[j], s.scan);
+      const DigitSearch found = find_digit_in_block(
+          rows_ws[j].histograms[pass], radix::digit_bins(pass), s.rows[j].rank, staged, s.scan);
+      if (found.owner) {
+        const RowSelect row = s.rows[j];
+        s.rows[j] = pass == 0 && found.total <= row.rank
+                        ? RowSelect{0u, 0, 0u, found.total, true}  // every selectable key
+                        : radix::advance(row, pass, found.digit, found.above, found.in_bin);
+      }
+      __syncthreads();
     }
   }
 
-  // 5. Emit: each thread counts its entries above and its second class, a block scan places
+  // 5. Emit: each thread counts its entries above the pivot and its ties, a block scan places
   // them, one thread reserves the block's slots, and each thread writes its own.
   for (int j = 0; j < next_n; ++j) {
-    const HalfRow half = s.half_rows[j];
     const RowSelect row = s.rows[j];
     const auto* quads = reinterpret_cast<const float4*>(s.scores + j * span);
-    uint32_t mine = 0;  // above | second << 16 (a block holds fewer than 2^16 entries)
+    uint32_t mine = 0;  // above | ties << 16 (a block holds fewer than 2^16 entries)
     for (int q = tid; q < count / 4; q += paged::kThreads) {
       const float4 four = quads[q];
       for (const float score : {four.x, four.y, four.z, four.w}) {
-        const uint32_t c = key_class(half, row, score, score_key(score));
-        mine += c == 1 ? 1u : (c == 2 ? 1u << 16 : 0u);
+        const uint32_t key = score_key(score);
+        const uint32_t v = key >> row.shift;
+        mine += key == 0 ? 0u : (v > row.prefix ? 1u : (v == row.prefix ? 1u << 16 : 0u));
       }
     }
     uint32_t before = 0;
@@ -524,13 +369,13 @@ __global__ void __launch_bounds__(paged::kThreads, 1)
     Scan(s.scan).ExclusiveSum(mine, before, block_total);
     if (tid == 0) {
       const uint32_t above = block_total & 0xffffu;
-      const uint32_t second = block_total >> 16;
-      s.base_above = above != 0 ? atomicAdd(&counters[j].above_count, above) : 0u;
-      s.base_second = second != 0 ? atomicAdd(&counters[j].second_count, second) : 0u;
+      const uint32_t ties = block_total >> 16;
+      s.base_above = above != 0 ? atomicAdd(&rows_ws[j].above_count, above) : 0u;
+      s.base_ties = ties != 0 ? atomicAdd(&rows_ws[j].tie_count, ties) : 0u;
     }
     __syncthreads();
     uint32_t above_slot = s.base_above + (before & 0xffffu);
-    uint32_t second = s.base_second + (before >> 16);
+    uint32_t tie = s.base_ties + (before >> 16);
     const int64_t out_row = (int64_t{b} * next_n + j) * k;
     for (int q = tid; q < count / 4 && mine != 0; q += paged::kThreads) {
       const float4 four = quads[q];
@@ -538,50 +383,27 @@ __global__ void __launch_bounds__(paged::kThreads, 1)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const uint32_t key = score_key(scores[e]);
-        const uint32_t c = key_class(half, row, scores[e], key);
-        const int32_t token = first_token + 4 * q + e;
+        const uint32_t v = key >> row.shift;
         uint32_t slot;
-        if (c == 0) continue;
-        if (c == 1) {
+        if (key == 0 || v < row.prefix) continue;
+        if (v > row.prefix) {
           slot = above_slot++;
-        } else if (half.mode == RowMode::kCandidates) {
-          scratch[j].candidates[second++] = make_uint2(key, static_cast<uint32_t>(token));
-          continue;
         } else {
-          if (second >= row.rank) continue;  // ties beyond the k still needed
-          slot = row.above + second++;
+          if (tie >= row.rank) continue;  // ties beyond the k still needed
+          slot = row.above + tie++;
         }
-        indices[out_row + slot] = token;
+        indices[out_row + slot] = first_token + 4 * q + e;
         if (values != nullptr) values[out_row + slot] = scores[e];
       }
     }
     // Padding: a row with fewer than k selectable tokens.
-    if (split.x == 0 && half.mode == RowMode::kAll) {
-      for (int slot = static_cast<int>(half.total) + tid; slot < k; slot += paged::kThreads) {
+    if (split.x == 0) {
+      for (int slot = static_cast<int>(row.above + row.rank) + tid; slot < k; slot += paged::kThreads) {
         indices[out_row + slot] = -1;
         if (values != nullptr) values[out_row + slot] = NAN;
       }
     }
     __syncthreads();  // s.base_* and s.scan are reused by the next row
-  }
-
-  // 6. The last block to arrive selects among each row's candidates.
-  if (!any_candidates) return;
-  if (tid == 0) {
-    __threadfence();
-    const uint32_t arrived = atomicAdd(barrier, 1u);
-    s.last = arrived == (phase + 1) * blocks - 1;
-    if (s.last) __threadfence();
-  }
-  __syncthreads();
-  if (!s.last) return;
-  auto* keys = reinterpret_cast<uint32_t*>(s.scores);
-  auto* tokens = reinterpret_cast<int32_t*>(s.scores + kCandidates);
-  for (int j = 0; j < next_n; ++j) {
-    if (s.half_rows[j].mode != RowMode::kCandidates) continue;
-    select_candidates(s.half_rows[j], scratch[j], k, (int64_t{b} * next_n + j) * k, indices,
-                      values, keys, tokens, staged, &s.rows[j], s.scan, s.candidate_counts);
-    __syncthreads();
   }
 }
 
@@ -604,23 +426,6 @@ const void* kernel_for(int heads, int columns, int* smem) {
   });
 }
 
-
-// The workspace: the rows' counters and the requests' barrier counters (reset before each launch),
-// then the rows' scratch.
-struct FusedLayout {
-  std::size_t counter_bytes;
-  std::size_t scratch_offset;
-  std::size_t bytes;
-};
-FusedLayout fused_layout(const PagedIndexerProblem& problem) {
-  const auto rows = static_cast<std::size_t>(problem.batch * problem.next_n);
-  static_assert(sizeof(RowCounters) % sizeof(uint32_t) == 0, "the counters are words");
-  const std::size_t counter_bytes =
-      rows * sizeof(RowCounters) + static_cast<std::size_t>(problem.batch) * sizeof(uint32_t);
-  const std::size_t scratch_offset = (counter_bytes + 255) / 256 * 256;
-  return {counter_bytes, scratch_offset, scratch_offset + rows * sizeof(RowScratch)};
-}
-
 }  // namespace
 
 int64_t paged_fused_score_capacity(int heads, int columns) {
@@ -630,7 +435,8 @@ int64_t paged_fused_score_capacity(int heads, int columns) {
 }
 
 std::size_t paged_fused_workspace_bytes(const PagedIndexerProblem& problem) {
-  return fused_layout(problem).bytes;
+  const auto rows = static_cast<std::size_t>(problem.batch * problem.next_n);
+  return rows * sizeof(RowWorkspace) + static_cast<std::size_t>(problem.batch) * sizeof(uint32_t);
 }
 
 Status paged_fused_fits(const PagedIndexerProblem& problem, int64_t blocks, bool* fits) {
@@ -646,17 +452,17 @@ Status paged_fused_fits(const PagedIndexerProblem& problem, int64_t blocks, bool
 Status launch_paged_fused(const PagedLaunch& launch, const PagedIndexerProblem& problem,
                           void* workspace, cudaStream_t stream) {
   if (launch.batch == 0) return Status::ok();
-  const FusedLayout layout = fused_layout(problem);
-  auto* base = static_cast<unsigned char*>(workspace);
-  if (Status s = cuda_common::launch_counter_reset(
-          reinterpret_cast<uint32_t*>(base), static_cast<int64_t>(layout.counter_bytes / 4), stream);
+  const std::size_t ws_bytes = paged_fused_workspace_bytes(problem);
+  static_assert(sizeof(RowWorkspace) % sizeof(uint32_t) == 0, "the workspace is counters");
+  if (Status s = cuda_common::launch_counter_reset(static_cast<uint32_t*>(workspace),
+                                                   static_cast<int64_t>(ws_bytes / 4), stream);
       !s) {
     return s;
   }
-  auto* row_counters = reinterpret_cast<RowCounters*>(base);
+  auto* row_ws = static_cast<RowWorkspace*>(workspace);
   auto* request_counters = reinterpret_cast<uint32_t*>(
-      base + static_cast<std::size_t>(problem.batch * problem.next_n) * sizeof(RowCounters));
-  auto* row_scratch = reinterpret_cast<RowScratch*>(base + layout.scratch_offset);
+      static_cast<unsigned char*>(workspace) +
+      static_cast<std::size_t>(problem.batch * problem.next_n) * sizeof(RowWorkspace));
   int smem = 0;
   const void* kernel = kernel_for(launch.heads, launch.columns, &smem);
   if (Status s = cuda_common::allow_dynamic_shared_memory(kernel, smem); !s) return s;
@@ -673,9 +479,8 @@ Status launch_paged_fused(const PagedLaunch& launch, const PagedIndexerProblem& 
                          &k,
                          &indices,
                          &values,
-                         &row_counters,
-                         &request_counters,
-                         &row_scratch};
+                         &row_ws,
+                         &request_counters};
   return cuda_common::launch_cooperative(kernel, dim3(static_cast<unsigned>(sms)), paged::kThreads,
                                         smem, stream, kernel_args, /*dependent=*/true);
 }

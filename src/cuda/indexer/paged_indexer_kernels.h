@@ -84,9 +84,8 @@ Status launch_paged_logits(const PagedLaunch& launch, float* logits, int64_t str
 // ---- the fused kernel ----
 // Scores a block keeps on chip: next_n * tiles_per_split * 64 must not exceed this.
 int64_t paged_fused_score_capacity(int heads, int columns);
-// Workspace of the fused kernel's selection across blocks: per row a histogram and two counters
-// (zeroed by a kernel of the launch), three fallback histograms and a candidate list; per request
-// a barrier counter.
+// Workspace of the fused kernel's selection across blocks (zeroed by a kernel of the launch): per
+// row three histograms and two counters, per request a barrier counter.
 std::size_t paged_fused_workspace_bytes(const PagedIndexerProblem& problem);
 // Whether every block of a `blocks`-block grid of the fused kernel can be resident at once on the
 // current device (its blocks wait for each other).

@@ -6,7 +6,8 @@
 // 1. Producer warp (after the math warpgroups): lanes stage the request's head weights in
 //    shared memory, lane 0 loads its q [next_n * H, 128] (padded to whole banks of 128 query-head
 //    columns) by TMA, then fills a kStages-deep ring with the range's key tiles: the lanes read 32
-//    block-table entries at a time, and for each tile lane 0 stores the entry with the stage and,
+//    block-table entries at a time, a chunk ahead (the first chunk before the query, so that the
+//    two reads overlap), and for each tile lane 0 stores the entry with the stage and,
 //    for a block inside the cache, loads its keys by TMA from the 3-D map over kv_cache
 //    (litetopk/paged_kv_layout.h) and its 64 scales by a bulk copy; a block outside the cache is
 //    only announced (its tokens get NaN scores, its bytes are never read).
@@ -132,14 +133,19 @@ template <int kHeads, int kColumns, int kStages>
 __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* kv_map,
                                         const PagedArgs& args, PagedScoringStorage<kHeads, kColumns, kStages>& s,
                                         int b, TileRange range, int lane) {
+  // Lane i reads the table entry of tile base + i; lane 0 issues the copies. The first 32
+  // entries are read before the query is staged, so that the two reads overlap.
+  const int32_t* table = args.block_table + int64_t{b} * args.max_blocks;
+  int32_t next_entry = range.begin + lane < range.end ? table[range.begin + lane] : -1;
   stage_query(q_map, kv_map, args, s, b, lane);
   // The keys are read once per call: their lines go first, so that what the kernel writes (the
   // logits the selection reads next) stays in L2.
   const uint64_t kv_policy = sm90::l2_evict_first_policy();
-  // Lane i reads the table entry of tile base + i; lane 0 issues the copies.
-  const int32_t* table = args.block_table + int64_t{b} * args.max_blocks;
   for (int32_t base = range.begin; base < range.end; base += 32) {
-    const int32_t lane_entry = base + lane < range.end ? table[base + lane] : -1;
+    const int32_t lane_entry = next_entry;
+    if (base + 32 < range.end) {
+      next_entry = base + 32 + lane < range.end ? table[base + 32 + lane] : -1;
+    }
     const int32_t count = min(32, range.end - base);
     for (int i = 0; i < count; ++i) {
       const int32_t entry = __shfl_sync(0xffffffffu, lane_entry, i);

@@ -26,7 +26,7 @@
 // 5. Emit: each thread counts its entries above the pivot and its ties, a block scan gives each
 //    thread its place in the block's share, one atomic add per row and counter reserves that
 //    share, and each thread writes its own entries; ties beyond the k - above still needed are
-//    dropped. Block 0 writes the -1 padding.
+//    dropped. A request's first block writes the -1 padding.
 #include <cuda_runtime_api.h>
 
 #include <cub/block/block_scan.cuh>
@@ -205,7 +205,8 @@ __device__ __forceinline__ FusedSplit split_of_block(const PagedArgs& args, int 
   int32_t c = (most + per_request - 1) / per_request;
   if (grid > batch) {
     const int spare = grid - batch;
-    c = min(c, static_cast<int32_t>((total + static_cast<uint32_t>(spare) - 1) / static_cast<uint32_t>(spare)));
+    const auto spare_blocks = static_cast<uint32_t>(spare);
+    c = min(c, static_cast<int32_t>((total + spare_blocks - 1) / spare_blocks));
   }
   c = max(c, 1);
   FusedSplit split{-1, 0, 0, 0, 0};

@@ -276,8 +276,8 @@ Status indexer_topk_paged(const PagedIndexerProblem& problem, void* workspace,
                           const IndexerOptions& options = {});
 // kAuto's choice from the sizes and whether options carries a decode state (measured on the H200:
 // docs/BENCHMARKS.md): kFused without a state at next_n 1 for one request of up to 256K tokens or
-// up to 16 requests of up to 2M tokens in all (batch * max_context); kUnfused otherwise, and always with
-// a state. A plan also takes kUnfused where the fused grid does not fit the device.
+// up to 16 requests of up to 2M tokens in all (batch * max_context); kUnfused otherwise, and
+// always with a state. A plan also takes kUnfused where the fused grid does not fit the device.
 IndexerAlgo indexer_topk_paged_dispatch(const PagedIndexerProblem& problem,
                                         const IndexerOptions& options = {});
 

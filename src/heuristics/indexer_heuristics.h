@@ -19,9 +19,9 @@ enum class FusedKernel { kGated, kLists };
 FusedKernel choose_fused_kernel(const IndexerProblem& problem, const IndexerOptions& options);
 
 // The paged decode indexer's kAuto, from sizes (measured on the H200): the fused kernel without a
-// decode state at next_n 1 for one request of up to 256K tokens or batches of up to 128K tokens
-// in all (B * max_context); unfused otherwise, and always with a decode state (the gated path
-// lost on coherent and on iid decode steps).
+// decode state at next_n 1 for one request of up to 256K tokens or up to 16 requests of up to 2M
+// tokens in all (B * max_context); unfused otherwise, and always with a decode state (the gated
+// path lost on coherent and on iid decode steps).
 IndexerAlgo choose_paged_indexer_algo(const PagedIndexerProblem& problem, bool has_state);
 
 // The fused kernel's cold sample: key tiles of `tile_keys` keys per query block, `requested`

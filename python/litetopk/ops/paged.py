@@ -224,7 +224,8 @@ def fp8_paged_mqa_topk(q, kv_cache, weights, context_lens, block_table, *args, a
     contexts fit in it. algo: "auto" (fused without a state at next_n 1 for one request of up to
     256K tokens or up to 16 requests of up to 2M tokens in all, else unfused), "unfused" (logits
     into the workspace, then select) or "fused" (the scores stay on chip; with state, the
-    previous step's top-k gates them); CPU tensors run the reference whatever algo says. out=(indices, values or None) writes there.
+    previous step's top-k gates them); CPU tensors run the reference whatever algo says.
+    out=(indices, values or None) writes there.
     state: paged_indexer_state(B, next_n, k), carried from step to step (read, then rewritten
     with this step's positions, by algo "fused"; "auto" runs unfused, which leaves it alone)."""
     tail = _paged_tail(args, kwargs, ("max_context_len", "k"))

@@ -204,9 +204,8 @@ __device__ __forceinline__ FusedSplit split_of_block(const PagedArgs& args, int 
   const int per_request = grid / batch;
   int32_t c = (most + per_request - 1) / per_request;
   if (grid > batch) {
-    const int spare = grid - batch;
-    const auto spare_blocks = static_cast<uint32_t>(spare);
-    c = min(c, static_cast<int32_t>((total + spare_blocks - 1) / spare_blocks));
+    const auto spare = static_cast<uint32_t>(grid - batch);
+    c = min(c, static_cast<int32_t>((total + spare - 1) / spare));
   }
   c = max(c, 1);
   FusedSplit split{-1, 0, 0, 0, 0};
@@ -450,7 +449,7 @@ Status paged_fused_fits(const PagedIndexerProblem& problem, int64_t blocks, bool
   return Status::ok();
 }
 
-Status launch_paged_fused(const PagedLaunch& launch, const PagedIndexerProblem& problem,
+Status launch_paged_fused(const PagedLaunch& launch, const PagedIndexerProblem& problem, int sms,
                           void* workspace, cudaStream_t stream) {
   if (launch.batch == 0) return Status::ok();
   const std::size_t ws_bytes = paged_fused_workspace_bytes(problem);
@@ -467,8 +466,6 @@ Status launch_paged_fused(const PagedLaunch& launch, const PagedIndexerProblem& 
   int smem = 0;
   const void* kernel = kernel_for(launch.heads, launch.columns, &smem);
   if (Status s = cuda_common::allow_dynamic_shared_memory(kernel, smem); !s) return s;
-  int sms = 0;
-  if (Status s = paged_sm_count(&sms); !s) return s;
   int32_t batch = static_cast<int32_t>(launch.batch);
   int32_t k = static_cast<int32_t>(problem.k);
   int32_t* indices = problem.indices;

@@ -90,9 +90,10 @@ std::size_t paged_fused_workspace_bytes(const PagedIndexerProblem& problem);
 // Whether every block of a `blocks`-block grid of the fused kernel can be resident at once on the
 // current device (its blocks wait for each other).
 Status paged_fused_fits(const PagedIndexerProblem& problem, int64_t blocks, bool* fits);
-// One block an SM; launch.splits only sets the bound launch.args.tiles_per_split on a block's
-// tiles (the blocks share the batch's tiles from the device's context lengths).
-Status launch_paged_fused(const PagedLaunch& launch, const PagedIndexerProblem& problem,
+// A grid of `sms` blocks, one an SM; launch.splits only sets the bound
+// launch.args.tiles_per_split on a block's tiles (the blocks share the batch's tiles from the
+// device's context lengths).
+Status launch_paged_fused(const PagedLaunch& launch, const PagedIndexerProblem& problem, int sms,
                           void* workspace, cudaStream_t stream);
 
 }  // namespace litetopk::cuda_indexer

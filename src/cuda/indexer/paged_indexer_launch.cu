@@ -188,7 +188,7 @@ Status cuda_paged_indexer_topk(const PagedIndexerProblem& problem, IndexerAlgo a
                            ": use algo unfused (or auto)"));
     }
     if (Status s = cuda_indexer::prepare_paged_launch(problem, splits, &launch); !s) return s;
-    return cuda_indexer::launch_paged_fused(launch, problem, workspace, stream);
+    return cuda_indexer::launch_paged_fused(launch, problem, sms, workspace, stream);
   }
   UnfusedLayout layout;
   if (Status s = lay_out_unfused(problem, workspace, &layout); !s) return s;

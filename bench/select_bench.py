@@ -3,7 +3,7 @@
 
 For each shape and dtype (--dtypes, fp32 and bf16 by default): random normal rows made by torch on
 the GPU; torch.topk (sorted=False), litetopk radix, sample-filter (k <= 8192), grid-radix,
-sieve, cluster and auto, and the peers of every --peer-lib (repeatable; harness libraries built
+sieve, cluster, register and auto, and the peers of every --peer-lib (repeatable; harness libraries built
 outside this repository: vLLM 0.33's persistent_topk and cooperative_topk through their own entry
 points, any other peer through the generic ltk_peer_* ABI below) timed with CUDA events (median of
 --iters after --warmup, rotating through several input buffers when one is under 256 MB so that L2
@@ -43,7 +43,7 @@ from litetopk_bench_common import (Progress, add_common_arguments, capture_graph
                                    time_cuda, write_results)
 
 ALGO_CODES = {"auto": 0, "radix": 1, "sample-filter": 2, "grid-radix": 3, "sieve": 4,
-              "cluster": 5}
+              "cluster": 5, "register": 6}
 ALGO_NAMES = {code: name for name, code in ALGO_CODES.items()}
 DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
 
@@ -64,7 +64,7 @@ SAMPLE_FILTER_MAX_K = 8192
 ROTATION_BYTES = 256 << 20
 MAX_COPIES = 64
 ROW_ALIGN_BYTES = 1024
-OURS = ["radix", "sample-filter", "grid-radix", "sieve", "cluster", "auto"]
+OURS = ["radix", "sample-filter", "grid-radix", "sieve", "cluster", "register", "auto"]
 NAN_KEY = -(1 << 40)  # below every rank key of a non-NaN fp32 value
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -475,8 +475,8 @@ def markdown_table(rows, peer_names, records):
     peer_heads = "".join(f" {name} |" for name in peer_names)
     lines = [
         "| B x N, k | dtype | torch.topk | radix | sample-filter | grid-radix | sieve | cluster "
-        f"| auto (algo) | auto GB/s |{peer_heads} best peer / auto | exact |",
-        "|" + " --- |" * (12 + len(peer_names)),
+        f"| register | auto (algo) | auto GB/s |{peer_heads} best peer / auto | exact |",
+        "|" + " --- |" * (13 + len(peer_names)),
     ]
     for row in rows:
         ms = row["ms"]
@@ -489,7 +489,7 @@ def markdown_table(rows, peer_names, records):
             f"| {row['batch']} x {row['n']}, {row['k']} | {row['dtype']} | "
             f"{fmt(ms.get('torch.topk'))} | {fmt(ms.get('radix'))} | "
             f"{fmt(ms.get('sample-filter'))} | {fmt(ms.get('grid-radix'))} | "
-            f"{fmt(ms.get('sieve'))} | {fmt(ms.get('cluster'))} | "
+            f"{fmt(ms.get('sieve'))} | {fmt(ms.get('cluster'))} | {fmt(ms.get('register'))} | "
             f"{fmt(auto)} ({row['dispatched']}) | {fmt(row['gbps'].get('auto'), 0)} |"
             f"{peer_cells} "
             f"{fmt(best_peer / auto if auto and best_peer else None, 2, 'x')} | "
@@ -560,7 +560,7 @@ def main():
                if args.adversarial else [])
 
     what = ("top-k of random normal rows (unsorted): torch.topk, litetopk radix, sample-filter, "
-            "grid-radix, sieve, cluster and auto, and the peers " +
+            "grid-radix, sieve, cluster, register and auto, and the peers " +
             ", ".join(peer_names or ["(none)"]) +
             "; CUDA events, median of iters after warmup, inputs rotated through copies "
             "totalling >= 256 MB")

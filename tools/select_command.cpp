@@ -214,8 +214,9 @@ void add_select_command(CLI::App& app, int* exit_code) {
   cmd->add_flag("--ranges", args->ranges, "Random per-row ranges (every 8th row shorter than k)");
   cmd->add_option("--algo", args->algo,
                   "auto (the GPU's cost model, or the CPU's fast path on the CPU); GPU: radix, "
-                  "sample-filter, grid-radix, sieve, cluster; CPU: cpu, cpu-reference")
-      ->check(one_of("auto|radix|sample-filter|grid-radix|sieve|cluster|cpu|cpu-reference",
+                  "sample-filter, grid-radix, sieve, cluster, register; CPU: cpu, cpu-reference")
+      ->check(one_of("auto|radix|sample-filter|grid-radix|sieve|cluster|register|cpu|"
+                     "cpu-reference",
                      is_variant))
       ->capture_default_str();
   add_device_option(cmd, &args->device);

@@ -21,7 +21,7 @@ struct Variant {
   SelectAlgo gpu_algo = SelectAlgo::kAuto;
   CpuSelectAlgo cpu_algo = CpuSelectAlgo::kFast;
 };
-// "auto", "radix", "sample-filter", "grid-radix", "sieve", "cluster" (GPU), "cpu",
+// "auto", "radix", "sample-filter", "grid-radix", "sieve", "cluster", "register" (GPU), "cpu",
 // "cpu-reference".
 std::string variant_name(const Variant& variant);
 // Parses variant_name's output; "auto" is the GPU's cost model.

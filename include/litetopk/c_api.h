@@ -29,7 +29,8 @@ enum litetopk_select_algo {
   LITETOPK_ALGO_SAMPLE_FILTER = 2,
   LITETOPK_ALGO_GRID_RADIX = 3,
   LITETOPK_ALGO_SIEVE = 4,
-  LITETOPK_ALGO_CLUSTER = 5
+  LITETOPK_ALGO_CLUSTER = 5,
+  LITETOPK_ALGO_REGISTER = 6
 };
 enum litetopk_cpu_algo { LITETOPK_CPU_REFERENCE = 0, LITETOPK_CPU_FAST = 1 };
 enum litetopk_indexer_algo {

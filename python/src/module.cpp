@@ -132,7 +132,8 @@ NB_MODULE(_C, m) {
       .value("sample-filter", litetopk::SelectAlgo::kSampleFilter)
       .value("grid-radix", litetopk::SelectAlgo::kGridRadix)
       .value("sieve", litetopk::SelectAlgo::kSieve)
-      .value("cluster", litetopk::SelectAlgo::kCluster);
+      .value("cluster", litetopk::SelectAlgo::kCluster)
+      .value("register", litetopk::SelectAlgo::kRegister);
   nb::enum_<litetopk::CpuSelectAlgo>(m, "CpuSelectAlgo")
       .value("reference", litetopk::CpuSelectAlgo::kReference)
       .value("fast", litetopk::CpuSelectAlgo::kFast);

@@ -18,13 +18,15 @@ const char* select_algo_name(SelectAlgo algo) {
     case SelectAlgo::kGridRadix: return "grid-radix";
     case SelectAlgo::kSieve: return "sieve";
     case SelectAlgo::kCluster: return "cluster";
+    case SelectAlgo::kRegister: return "register";
   }
   return "invalid";
 }
 
 bool parse_select_algo(const char* name, SelectAlgo* algo) {
   for (SelectAlgo a : {SelectAlgo::kAuto, SelectAlgo::kRadix, SelectAlgo::kSampleFilter,
-                        SelectAlgo::kGridRadix, SelectAlgo::kSieve, SelectAlgo::kCluster}) {
+                        SelectAlgo::kGridRadix, SelectAlgo::kSieve, SelectAlgo::kCluster,
+                        SelectAlgo::kRegister}) {
     if (std::strcmp(name, select_algo_name(a)) == 0) {
       *algo = a;
       return true;
@@ -48,6 +50,7 @@ Status select_topk_plan(const SelectProblem& problem, const SelectOptions& optio
     case SelectAlgo::kGridRadix:
     case SelectAlgo::kSieve:
     case SelectAlgo::kCluster:
+    case SelectAlgo::kRegister:
       break;
     case SelectAlgo::kSampleFilter:
       if (problem.k > kSampleFilterMaxK) {
@@ -58,7 +61,8 @@ Status select_topk_plan(const SelectProblem& problem, const SelectOptions& optio
       break;
     default:
       return detail::invalid_argument(
-          "options.algo must be auto, radix, sample-filter, grid-radix, sieve or cluster, got ",
+          "options.algo must be auto, radix, sample-filter, grid-radix, sieve, cluster or register, "
+          "got ",
           static_cast<int>(options.algo));
   }
   SelectPlan planned{};

@@ -63,6 +63,7 @@ static_assert(LITETOPK_ALGO_SAMPLE_FILTER == static_cast<int>(litetopk::SelectAl
 static_assert(LITETOPK_ALGO_GRID_RADIX == static_cast<int>(litetopk::SelectAlgo::kGridRadix));
 static_assert(LITETOPK_ALGO_SIEVE == static_cast<int>(litetopk::SelectAlgo::kSieve));
 static_assert(LITETOPK_ALGO_CLUSTER == static_cast<int>(litetopk::SelectAlgo::kCluster));
+static_assert(LITETOPK_ALGO_REGISTER == static_cast<int>(litetopk::SelectAlgo::kRegister));
 static_assert(LITETOPK_INDEXER_AUTO == static_cast<int>(litetopk::IndexerAlgo::kAuto));
 static_assert(LITETOPK_INDEXER_UNFUSED == static_cast<int>(litetopk::IndexerAlgo::kUnfused));
 static_assert(LITETOPK_INDEXER_FUSED == static_cast<int>(litetopk::IndexerAlgo::kFused));

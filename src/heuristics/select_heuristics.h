@@ -20,6 +20,8 @@ struct SelectShapeFacts {
   int32_t sieve_segments = 0;          // blocks per row sieve would use; 0: does not fit
   int32_t cluster_size = 0;            // CTAs per row cluster would use; 0: does not fit
   int64_t resident_clusters = 0;       // such clusters the device runs at once
+  int32_t register_keys_per_thread = 0;  // keys a thread of the register select would hold
+                                         // (8, 16 or 32); 0: a row does not fit
 };
 
 SelectAlgo choose_select_algo(const SelectShapeFacts& facts);

@@ -371,4 +371,19 @@ std::vector<SelectCase> adversarial_cases() {
   return cases;
 }
 
+std::string dtype_tag(DType dtype) {
+  return dtype == DType::kFloat32 ? "F32" : dtype == DType::kBFloat16 ? "Bf16" : "F16";
+}
+
+std::string flags_tag(bool largest, bool sorted, bool deterministic) {
+  return std::string(largest ? "Largest" : "Smallest") + (sorted ? "Sorted" : "") +
+         (deterministic ? "Det" : "");
+}
+
+void set_score(const SelectCase& c, HostRows* rows, int64_t r, int64_t e, float value) {
+  const int64_t stride = c.row_stride == 0 ? c.n : c.row_stride;
+  const auto esize = static_cast<int64_t>(dtype_size(c.dtype));
+  store_score(rows->scores.data() + r * stride * esize, c.dtype, e, encode_score(value, c.dtype));
+}
+
 }  // namespace litetopk::testing

@@ -82,6 +82,12 @@ Status run_cpu_select(const SelectCase& c, const HostRows& rows, CpuSelectAlgo a
 // k = n, k > n, ranges, row_stride > n; plus batch 0 and n 0. Fixed seeds.
 std::vector<SelectCase> adversarial_cases();
 
+// Test-name tags: "F32", "Bf16" or "F16"; "Largest"/"Smallest" + "Sorted" + "Det".
+std::string dtype_tag(DType dtype);
+std::string flags_tag(bool largest, bool sorted, bool deterministic);
+// Element e of row r of the case's rows, set to `value` rounded to the dtype.
+void set_score(const SelectCase& c, HostRows* rows, int64_t r, int64_t e, float value);
+
 // Verifies one result against the reference result (both host arrays of batch*k; either values
 // pointer may be null) with testkit::compare_topk (testkit/select_verify.h), after checking the
 // reference the same way against itself: per row, valid count == min(k, number of non-NaN

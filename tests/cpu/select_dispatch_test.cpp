@@ -166,5 +166,47 @@ TEST(SelectDispatch, KBeyondSampleFilterNeverPicksIt) {
   EXPECT_EQ(choose_select_algo(facts(8, 100000, 20000, 1, 2)), SelectAlgo::kGridRadix);
 }
 
+// The facts with the register select holding a row in `keys` keys a thread.
+SelectShapeFacts with_register(SelectShapeFacts f, int32_t keys) {
+  f.register_keys_per_thread = keys;
+  return f;
+}
+
+TEST(SelectDispatch, RowsOfUpTo8KRunInRegistersFrom1K) {
+  // 128 x 8192 (16 keys a thread), 512 x 4096 (8), 8 x 8192, 1024 x 8192 bf16; whatever the
+  // cluster select would do.
+  EXPECT_EQ(choose_select_algo(with_register(with_cluster(facts(128, 8192, 2048, 1, 1), 1), 16)),
+            SelectAlgo::kRegister);
+  EXPECT_EQ(choose_select_algo(with_register(facts(512, 4096, 1024, 1, 0), 8)),
+            SelectAlgo::kRegister);
+  EXPECT_EQ(choose_select_algo(with_register(facts(8, 8192, 2048, 1, 4, 4, 1), 16)),
+            SelectAlgo::kRegister);
+  EXPECT_EQ(choose_select_algo(with_register(facts(1024, 8192, 2048, 1, 0, 2), 16)),
+            SelectAlgo::kRegister);
+  // Rows of 1024 or fewer: the other rules.
+  EXPECT_EQ(choose_select_algo(with_register(facts(16384, 1024, 64, 1, 0), 8)),
+            SelectAlgo::kSampleFilter);
+}
+
+TEST(SelectDispatch, RowsOf8KTo16KRunInRegistersFrom128Rows) {
+  // 128 x 16384 fp32 and bf16, 4096 x 16384 bf16: registers; 64 x 16384 (clusters of 2) and
+  // 4096 x 16384 fp32 (a streaming block a row): not.
+  EXPECT_EQ(choose_select_algo(with_register(with_cluster(facts(128, 16384, 2048, 1, 1), 2), 32)),
+            SelectAlgo::kRegister);
+  EXPECT_EQ(
+      choose_select_algo(with_register(with_cluster(facts(128, 16384, 2048, 1, 1, 2), 2), 32)),
+      SelectAlgo::kRegister);
+  EXPECT_EQ(choose_select_algo(with_register(facts(4096, 16384, 2048, 1, 0, 2), 32)),
+            SelectAlgo::kRegister);
+  EXPECT_EQ(
+      choose_select_algo(with_register(with_cluster(facts(64, 16384, 256, 2, 2, 4, 1), 2), 32)),
+      SelectAlgo::kCluster);
+  EXPECT_EQ(choose_select_algo(with_register(facts(4096, 16384, 2048, 1, 0), 32)),
+            SelectAlgo::kSampleFilter);
+  // Longer rows do not fit.
+  EXPECT_EQ(choose_select_algo(with_register(facts(4096, 16385, 2048, 1, 0), 0)),
+            SelectAlgo::kSampleFilter);
+}
+
 }  // namespace
 }  // namespace litetopk::heuristics

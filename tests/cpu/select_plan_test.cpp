@@ -54,13 +54,15 @@ TEST(SelectPlan, RejectsBadSizesBeforeAnyDevice) {
 
 TEST(SelectPlan, EveryAlgoNameParsesBack) {
   for (SelectAlgo algo : {SelectAlgo::kAuto, SelectAlgo::kRadix, SelectAlgo::kSampleFilter,
-                          SelectAlgo::kGridRadix, SelectAlgo::kSieve, SelectAlgo::kCluster}) {
+                          SelectAlgo::kGridRadix, SelectAlgo::kSieve, SelectAlgo::kCluster,
+                          SelectAlgo::kRegister}) {
     SelectAlgo parsed = SelectAlgo::kAuto;
     ASSERT_TRUE(parse_select_algo(select_algo_name(algo), &parsed)) << select_algo_name(algo);
     EXPECT_EQ(parsed, algo);
   }
   EXPECT_STREQ(select_algo_name(SelectAlgo::kSieve), "sieve");
   EXPECT_STREQ(select_algo_name(SelectAlgo::kCluster), "cluster");
+  EXPECT_STREQ(select_algo_name(SelectAlgo::kRegister), "register");
   SelectAlgo untouched = SelectAlgo::kRadix;
   EXPECT_FALSE(parse_select_algo("invalid", &untouched));
   EXPECT_FALSE(parse_select_algo("Sieve", &untouched));

@@ -53,15 +53,6 @@ Status plan_cluster_case(const SelectCase& c, SelectPlan* plan) {
   return ::testing::AssertionSuccess();
 }
 
-std::string dtype_tag(DType dtype) {
-  return dtype == DType::kFloat32 ? "F32" : dtype == DType::kBFloat16 ? "Bf16" : "F16";
-}
-
-std::string flags_tag(bool largest, bool sorted, bool deterministic) {
-  return std::string(largest ? "Largest" : "Smallest") + (sorted ? "Sorted" : "") +
-         (deterministic ? "Det" : "");
-}
-
 SelectCase cluster_case(std::string name, DType dtype, int64_t batch, int64_t n, int64_t k,
                         bool largest, bool sorted, bool deterministic, uint64_t seed = 31) {
   SelectCase c = select_case(std::move(name), batch, n, k, seed);
@@ -70,13 +61,6 @@ SelectCase cluster_case(std::string name, DType dtype, int64_t batch, int64_t n,
   c.sorted = sorted;
   c.deterministic = deterministic;
   return c;
-}
-
-// Element e of row r of the case's rows, set to `value` rounded to the dtype.
-void set_score(const SelectCase& c, HostRows* rows, int64_t r, int64_t e, float value) {
-  const int64_t stride = c.row_stride == 0 ? c.n : c.row_stride;
-  const auto esize = static_cast<int64_t>(dtype_size(c.dtype));
-  store_score(rows->scores.data() + r * stride * esize, c.dtype, e, encode_score(value, c.dtype));
 }
 
 // ---- (a) The shapes it is for: 1-16 rows of 1 to 512K entries, any k ----

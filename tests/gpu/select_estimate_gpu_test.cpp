@@ -71,15 +71,6 @@ TEST(SelectGpuEstimate, PatternsThroughTheEstimateAndTheSecondPass) {
   }
 }
 
-const char* dtype_tag(DType dtype) {
-  switch (dtype) {
-    case DType::kBFloat16: return "Bf16";
-    case DType::kFloat16: return "F16";
-    case DType::kFloat32: break;
-  }
-  return "F32";
-}
-
 // The special values of a dtype as raw bits.
 struct SpecialBits {
   uint32_t pos_zero, neg_zero, pos_denormal, neg_denormal, one, neg_one, pos_inf, neg_inf, nan,

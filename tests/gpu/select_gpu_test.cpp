@@ -28,6 +28,7 @@ std::string algo_tag(SelectAlgo algo) {
     case SelectAlgo::kGridRadix: return "GridRadix";
     case SelectAlgo::kSieve: return "Sieve";
     case SelectAlgo::kCluster: return "Cluster";
+    case SelectAlgo::kRegister: return "Register";
     case SelectAlgo::kAuto: break;
   }
   return "Auto";
@@ -37,7 +38,8 @@ std::vector<AlgoCase> with_algos(const std::vector<SelectCase>& cases) {
   std::vector<AlgoCase> out;
   for (const SelectCase& c : cases) {
     for (SelectAlgo algo : {SelectAlgo::kRadix, SelectAlgo::kSampleFilter, SelectAlgo::kGridRadix,
-                            SelectAlgo::kSieve, SelectAlgo::kCluster, SelectAlgo::kAuto}) {
+                            SelectAlgo::kSieve, SelectAlgo::kCluster, SelectAlgo::kRegister,
+                            SelectAlgo::kAuto}) {
       if (algo == SelectAlgo::kSampleFilter && c.k > kSampleFilterMaxK) continue;
       // grid-radix holds every block of the call at once: few rows only.
       if (algo == SelectAlgo::kGridRadix && c.batch > 64) continue;
@@ -49,9 +51,10 @@ std::vector<AlgoCase> with_algos(const std::vector<SelectCase>& cases) {
 
 void expect_matches_reference(const SelectCase& c, SelectAlgo algo) {
   const HostRows rows = make_rows(c);
-  if (algo == SelectAlgo::kSieve || algo == SelectAlgo::kCluster) {
-    // Sieve refuses, by design, rows whose survivors would not fit one block, and the cluster
-    // rows that do not fit its shared memory (select_sieve_gpu_test and select_cluster_gpu_test
+  if (algo == SelectAlgo::kSieve || algo == SelectAlgo::kCluster ||
+      algo == SelectAlgo::kRegister) {
+    // Sieve refuses, by design, rows whose survivors would not fit one block, the cluster
+    // rows that do not fit its shared memory, register rows of more than 16K entries (select_sieve_gpu_test and select_cluster_gpu_test
     // check that they plan the shapes they are for).
     SelectOptions options;
     options.algo = algo;

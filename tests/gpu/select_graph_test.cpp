@@ -12,11 +12,11 @@ namespace {
 TEST(SelectGpuGraph, CaptureAndReplayOnNewData) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   for (SelectAlgo algo : {SelectAlgo::kSampleFilter, SelectAlgo::kRadix, SelectAlgo::kGridRadix,
-                          SelectAlgo::kSieve, SelectAlgo::kCluster}) {
+                          SelectAlgo::kSieve, SelectAlgo::kCluster, SelectAlgo::kRegister}) {
     SelectCase c;
     c.name = "Graph";
     c.batch = 2;
-    c.n = 150000;
+    c.n = algo == SelectAlgo::kRegister ? 16000 : 150000;  // register: rows of up to 16K
     c.k = 512;
     c.sorted = true;
     testkit::DeviceBuffer scores, indices, values, workspace;

@@ -16,11 +16,12 @@ namespace {
 TEST(SelectPlanGpu, OnePlanManyBuffers) {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device";
   for (SelectAlgo algo : {SelectAlgo::kAuto, SelectAlgo::kSampleFilter, SelectAlgo::kRadix,
-                          SelectAlgo::kGridRadix, SelectAlgo::kSieve, SelectAlgo::kCluster}) {
+                          SelectAlgo::kGridRadix, SelectAlgo::kSieve, SelectAlgo::kCluster,
+                          SelectAlgo::kRegister}) {
     SelectCase c;
     c.name = "Plan";
     c.batch = 3;
-    c.n = 70000;
+    c.n = algo == SelectAlgo::kRegister ? 9000 : 70000;  // register: rows of up to 16K
     c.k = 300;
     c.with_ranges = true;
     c.sorted = true;

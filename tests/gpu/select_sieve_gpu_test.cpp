@@ -102,15 +102,6 @@ SelectCase sieve_case(std::string name, DType dtype, int64_t batch, int64_t n, i
   return c;
 }
 
-std::string dtype_tag(DType dtype) {
-  return dtype == DType::kFloat32 ? "F32" : dtype == DType::kBFloat16 ? "Bf16" : "F16";
-}
-
-std::string flags_tag(bool largest, bool sorted, bool deterministic) {
-  return std::string(largest ? "Largest" : "Smallest") + (sorted ? "Sorted" : "") +
-         (deterministic ? "Det" : "");
-}
-
 constexpr DType kDTypes[] = {DType::kFloat32, DType::kBFloat16, DType::kFloat16};
 
 TEST(SelectSieveGpu, PlansTheFewRowShapes) {

@@ -84,8 +84,8 @@ _register("topk_out(Tensor scores, int k, Tensor(a!) indices, Tensor(b!)? values
 def topk(scores, k, row_starts=None, row_ends=None, largest=True, sorted=False,
          deterministic=False, out=None, algo="auto"):
     """Exact top-k per row (torch.ops.litetopk.topk). With out=(indices, values or None) it writes
-    there (topk_out) and returns out. algo: "auto", "radix", "sample-filter", "grid-radix", "sieve"
-    or "cluster" (GPU)."""
+    there (topk_out) and returns out. algo: "auto", "radix", "sample-filter", "grid-radix", "sieve",
+    "cluster" or "register" (GPU)."""
     op = (_topk, _topk_out) if _direct(scores, row_starts, row_ends, *(out or ())) else (
         torch.ops.litetopk.topk, torch.ops.litetopk.topk_out)
     if out is None:

@@ -98,6 +98,15 @@ ClusterPlan cluster_plan_for(const SelectProblem& problem, int cluster);
 Status launch_cluster(const SelectProblem& problem, const ClusterPlan& plan,
                       const SelectArgs& args, cudaStream_t stream);
 
+// ---- Register select for short rows (register_select.cu) ----
+// One CTA a row holds the row's keys in registers: rows of up to 16K entries, no workspace.
+struct RegisterPlan {
+  int per_thread;  // keys a thread holds (8, 16 or 32); 0 when a row does not fit
+};
+RegisterPlan plan_register(const SelectProblem& problem);
+Status launch_register(const SelectProblem& problem, const RegisterPlan& plan,
+                       const SelectArgs& args, cudaStream_t stream);
+
 // ---- Sorted output (sort_selected.cu) ----
 struct SortWorkspace {
   uint64_t* composites;  // [batch, k] written by the selection

@@ -47,8 +47,8 @@ Status lay_out(const SelectProblem& problem, const SelectPlan& plan, void* base,
     layout->grid_ws = carve_grid_radix(carver, problem);
   } else if (plan.algo == SelectAlgo::kSieve) {
     layout->sieve_ws = carve_sieve(carver, problem, sieve_of(plan));
-  } else if (plan.algo == SelectAlgo::kCluster) {
-    // No workspace: a row's state lives in its cluster's shared memory.
+  } else if (plan.algo == SelectAlgo::kCluster || plan.algo == SelectAlgo::kRegister) {
+    // No workspace: a row's state lives in its CTAs' shared memory and registers.
   } else {
     layout->radix_ws = carve_radix(carver, problem);
   }
@@ -77,6 +77,7 @@ Status shape_facts(const SelectProblem& problem, const cuda_common::DeviceShape&
   const ClusterPlan cluster = plan_cluster(problem);
   facts->cluster_size = cluster.cluster;
   facts->resident_clusters = cluster.resident;
+  facts->register_keys_per_thread = plan_register(problem).per_thread;
   return Status::ok();
 }
 
@@ -130,6 +131,13 @@ Status cuda_select_plan(const SelectProblem& problem, SelectAlgo algo, SelectPla
                                    problem.n, " does not fit this device (use auto or radix)"));
     }
     plan->segments = cluster.cluster;
+  } else if (algo == SelectAlgo::kRegister) {
+    if (cuda_select::plan_register(problem).per_thread == 0) {
+      return Status(StatusCode::kUnsupported,
+                    detail::concat("register holds a row in one CTA's registers: n ", problem.n,
+                                   " exceeds 16384 (use auto or radix)"));
+    }
+    plan->segments = 1;
   } else if (algo == SelectAlgo::kSieve) {
     const cuda_select::SievePlan sieve = cuda_select::plan_sieve(problem, device);
     if (sieve.segments == 0) {
@@ -144,8 +152,9 @@ Status cuda_select_plan(const SelectProblem& problem, SelectAlgo algo, SelectPla
   } else {
     plan->segments = cuda_select::plan_radix(problem, device).segments;
   }
-  // Cluster and sieve launch a block per (row, segment) along one grid dimension.
-  const bool one_dimension = algo == SelectAlgo::kCluster || algo == SelectAlgo::kSieve;
+  // Cluster, sieve and register launch a block per (row, segment) along one grid dimension.
+  const bool one_dimension = algo == SelectAlgo::kCluster || algo == SelectAlgo::kSieve ||
+                             algo == SelectAlgo::kRegister;
   const int64_t most_rows = cuda_select::kMaxGridBlocks / std::max(plan->segments, 1);
   if (one_dimension && problem.batch > most_rows) {
     return Status(StatusCode::kUnsupported,
@@ -190,6 +199,9 @@ Status cuda_select_launch(const SelectPlan& plan, const SelectProblem& problem, 
       case SelectAlgo::kCluster:
         return cuda_select::launch_cluster(
             problem, cuda_select::cluster_plan_for(problem, plan.segments), args, stream);
+      case SelectAlgo::kRegister:
+        return cuda_select::launch_register(problem, cuda_select::plan_register(problem), args,
+                                            stream);
       case SelectAlgo::kSieve:
         return cuda_select::launch_sieve(problem, cuda_select::sieve_of(plan), args,
                                          layout.sieve_ws, stream);

@@ -54,7 +54,8 @@ enum class SelectAlgo : int {
                       // takes it for many short rows and for up to 8 rows of up to 128K;
                       // kUnsupported when a row does not fit)
   kRegister = 6,      // radix select of each row by one CTA that holds it in registers (rows of
-                      // up to 16K entries, any k; kUnsupported for longer rows)
+                      // up to 16K entries, any k; auto takes it for rows of up to 8K, and of
+                      // 8K to 16K from 128 rows; kUnsupported for longer rows)
 };
 constexpr int64_t kSampleFilterMaxK = 8192;
 

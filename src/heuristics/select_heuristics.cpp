@@ -56,22 +56,24 @@ constexpr int64_t kMaxMediumClusterN = 65536;
 // grid-radix: 0.0247 against 0.0153.
 constexpr int64_t kMaxFewRowsClusterBatch = 8;
 constexpr int64_t kMaxFewRowsClusterN = 131072;
-// The register select (a CTA a row, the row's keys in registers) takes rows of 1K to 8K entries
+// The register select (a CTA a row, the row's keys in registers) takes rows of up to 8K entries
 // at any batch and k: graph replays, fp32 / bf16, 128 x 8192 0.010 / 0.009 ms against the cluster
 // select's 0.014 / 0.013; 512 x 4096 (k 1024) 0.015 / 0.014 against sample-filter's 0.030 /
 // 0.034; 1024 x 8192 0.045 / 0.041 against the cluster's 0.068 / 0.065; 8 x 8192 0.008 against
-// the sieve's 0.013. Rows of 8K to 16K (32 keys a thread, one CTA an SM) only from 128 rows (64 x
-// 16384 fp32: 0.016 against the cluster's 0.014; 128 x 16384: 0.016 / 0.013 against 0.020 /
-// 0.018), fp32 ones up to 1024 rows, past which a streaming block a row wins (4096 x 16384:
-// sample-filter 0.369 against 0.433; bf16 0.370 against the sieve's 0.571).
-constexpr int64_t kMinRegisterN = 1024;
+// the sieve's 0.013; 4096 x 1024 (k 64) 0.086 / 0.084 and 16384 x 64 (k 8) 0.312 / 0.308 against
+// sample-filter's 0.120 / 0.124 and 0.337 / 0.358. Rows of 8K to 16K (32 keys a thread, one CTA
+// an SM) only from 128 rows (64 x 16384 fp32: 0.016 against the cluster's 0.014; 128 x 16384:
+// 0.016 / 0.013 against 0.020 / 0.018), and fp32 ones below 256 rows, from which a streaming
+// block a row reads them faster (256 x 16384: sample-filter 0.027 against 0.030; 4096 x 16384:
+// 0.369 against 0.433); bf16 ones at any batch from 128 (4096 x 16384: 0.370 against the
+// cluster's 0.493 and the sieve's 0.571).
 constexpr int32_t kMaxShortRegisterKeys = 16;  // keys a thread: rows of up to 8192
 constexpr int64_t kMinLongRegisterBatch = 128;
-constexpr int64_t kMaxLongRegisterFp32Batch = 1024;
+constexpr int64_t kMaxLongRegisterFp32Batch = 255;
 }  // namespace
 
 SelectAlgo choose_select_algo(const SelectShapeFacts& facts) {
-  if (facts.register_keys_per_thread > 0 && facts.n > kMinRegisterN) {
+  if (facts.register_keys_per_thread > 0) {
     const bool short_rows = facts.register_keys_per_thread <= kMaxShortRegisterKeys;
     const bool many_rows = facts.batch >= kMinLongRegisterBatch &&
                            (facts.element_bytes < 4 || facts.batch <= kMaxLongRegisterFp32Batch);

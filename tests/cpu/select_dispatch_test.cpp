@@ -172,9 +172,9 @@ SelectShapeFacts with_register(SelectShapeFacts f, int32_t keys) {
   return f;
 }
 
-TEST(SelectDispatch, RowsOfUpTo8KRunInRegistersFrom1K) {
-  // 128 x 8192 (16 keys a thread), 512 x 4096 (8), 8 x 8192, 1024 x 8192 bf16; whatever the
-  // cluster select would do.
+TEST(SelectDispatch, RowsOfUpTo8KRunInRegisters) {
+  // 128 x 8192 (16 keys a thread), 512 x 4096 (8), 8 x 8192, 1024 x 8192 bf16, 4096 x 1024 and
+  // 16384 x 64; whatever the cluster select would do.
   EXPECT_EQ(choose_select_algo(with_register(with_cluster(facts(128, 8192, 2048, 1, 1), 1), 16)),
             SelectAlgo::kRegister);
   EXPECT_EQ(choose_select_algo(with_register(facts(512, 4096, 1024, 1, 0), 8)),
@@ -183,14 +183,15 @@ TEST(SelectDispatch, RowsOfUpTo8KRunInRegistersFrom1K) {
             SelectAlgo::kRegister);
   EXPECT_EQ(choose_select_algo(with_register(facts(1024, 8192, 2048, 1, 0, 2), 16)),
             SelectAlgo::kRegister);
-  // Rows of 1024 or fewer: the other rules.
-  EXPECT_EQ(choose_select_algo(with_register(facts(16384, 1024, 64, 1, 0), 8)),
-            SelectAlgo::kSampleFilter);
+  EXPECT_EQ(choose_select_algo(with_register(facts(4096, 1024, 64, 1, 0), 8)),
+            SelectAlgo::kRegister);
+  EXPECT_EQ(choose_select_algo(with_register(facts(16384, 64, 8, 1, 0, 2), 8)),
+            SelectAlgo::kRegister);
 }
 
 TEST(SelectDispatch, RowsOf8KTo16KRunInRegistersFrom128Rows) {
   // 128 x 16384 fp32 and bf16, 4096 x 16384 bf16: registers; 64 x 16384 (clusters of 2) and
-  // 4096 x 16384 fp32 (a streaming block a row): not.
+  // 256 and 4096 x 16384 fp32 (a streaming block a row): not.
   EXPECT_EQ(choose_select_algo(with_register(with_cluster(facts(128, 16384, 2048, 1, 1), 2), 32)),
             SelectAlgo::kRegister);
   EXPECT_EQ(
@@ -201,6 +202,10 @@ TEST(SelectDispatch, RowsOf8KTo16KRunInRegistersFrom128Rows) {
   EXPECT_EQ(
       choose_select_algo(with_register(with_cluster(facts(64, 16384, 256, 2, 2, 4, 1), 2), 32)),
       SelectAlgo::kCluster);
+  EXPECT_EQ(choose_select_algo(with_register(facts(255, 16384, 2048, 1, 0), 32)),
+            SelectAlgo::kRegister);
+  EXPECT_EQ(choose_select_algo(with_register(facts(256, 16384, 2048, 1, 0), 32)),
+            SelectAlgo::kSampleFilter);
   EXPECT_EQ(choose_select_algo(with_register(facts(4096, 16384, 2048, 1, 0), 32)),
             SelectAlgo::kSampleFilter);
   // Longer rows do not fit.

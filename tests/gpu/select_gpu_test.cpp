@@ -181,14 +181,17 @@ TEST(SelectGpuErrors, WorkspaceTooSmallAndNull) {
   ASSERT_TRUE(scores.allocate(16 * sizeof(float)).is_ok());
   ASSERT_TRUE(indices.allocate(4 * sizeof(int32_t)).is_ok());
   SelectProblem p = tiny_problem(indices.as<int32_t>(), scores.as<float>());
+  // Auto runs this row in registers, which needs no workspace; radix always needs some.
+  SelectOptions radix;
+  radix.algo = SelectAlgo::kRadix;
   std::size_t bytes = 0;
-  ASSERT_TRUE(select_topk_workspace_size(p, &bytes).is_ok());
+  ASSERT_TRUE(select_topk_workspace_size(p, &bytes, radix).is_ok());
   ASSERT_GT(bytes, 0u);
   ASSERT_TRUE(workspace.allocate(bytes).is_ok());
-  Status s = select_topk(p, workspace.data(), bytes - 1, nullptr);
+  Status s = select_topk(p, workspace.data(), bytes - 1, nullptr, radix);
   EXPECT_EQ(s.code(), StatusCode::kWorkspaceTooSmall) << s.to_string();
   EXPECT_NE(s.message().find("workspace_bytes"), std::string::npos);
-  s = select_topk(p, nullptr, bytes, nullptr);
+  s = select_topk(p, nullptr, bytes, nullptr, radix);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
   EXPECT_NE(s.message().find("workspace"), std::string::npos);
 }

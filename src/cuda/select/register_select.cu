@@ -1,23 +1,26 @@
-// Radix select of short rows held in registers: one CTA of kThreads threads a row, thread t holding
-// the keys of the row's entries [t P, (t + 1) P) (P = 8, 16 or 32 keys a thread: rows of up to
-// 16K entries). No shared-memory copy of the row, no workspace, one kernel node.
+// Radix select of short rows held in registers: one CTA of kThreads threads a row. The row's
+// 16-byte vectors go round the threads (thread t holds vectors t, t + kThreads, ...: P = 8, 16 or
+// 32 keys a thread, rows of up to 16K entries), so that a warp's loads and writes cover contiguous
+// runs of the row and of the output. No shared-memory copy of the row, no workspace, one kernel
+// node.
 //
 // Pipeline of register_select_kernel:
-// 1. Load: the thread's run of scores as 16-byte vectors when the row's range starts on 16 bytes
-//    (element by element otherwise, and past the last whole vector) becomes keys
-//    (formats/score_keys.h; NaN and entries past the row's end are key 0), each valid key counted
-//    by its first digit (11 bits) into one of kCopies shared histograms and by a per-warp sum into
-//    the row's count of valid keys.
+// 1. Load: the thread's vectors of scores (element by element when the row's range does not start
+//    on 16 bytes, and past the last whole vector) become keys (formats/score_keys.h; NaN and
+//    entries past the row's end are key 0), each valid key counted by its first digit (11 bits)
+//    into one of kCopies shared histograms and by a per-warp sum into the row's count of valid
+//    keys.
 // 2. Digits: the copies are summed and DigitFinder finds the bin of the k-th key; each further
 //    digit (11 and 10 bits of an fp32 key, 5 of a 16-bit one) counts only the keys of that bin,
 //    straight from the registers. A bin taken whole, or the last digit, ends it; a row with at most
 //    k valid keys takes them all.
-// 3. Write: each thread counts its keys above the pivot and its ties, one block scan places them,
-//    and every thread writes its keys in index order: the ties with the smallest indices win, in
-//    any mode. Padding (-1) fills a row with fewer than k valid keys.
+// 3. Write: for each of its vectors each thread counts its keys above the pivot and its ties; a
+//    warp scan per vector and one scan of the warps' totals (vector by vector, warp by warp: index
+//    order) place them, and every thread writes its keys at their slots: the ties with the
+//    smallest indices win, in any mode. Padding (-1) fills a row with fewer than k valid keys.
 #include <cuda_runtime_api.h>
 
-#include <cub/block/block_scan.cuh>
+#include <cub/warp/warp_scan.cuh>
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/select/radix_digits.cuh"
@@ -27,6 +30,7 @@ namespace litetopk::cuda_select {
 namespace {
 
 constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / 32;
 // Copies of the first digit's histogram (lane % kCopies picks one): float keys crowd into a few
 // top bins, where one copy would serialize the atomics of a warp. Copies 1 and 2 are the later
 // digits' histograms.
@@ -39,15 +43,16 @@ template <typename Traits, int kPerThread>
 __global__ void __launch_bounds__(kThreads, kPerThread <= 16 ? 2 : 1)
     register_select_kernel(const SelectArgs args) {
   using Finder = DigitFinder<kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
-  using Scan = cub::BlockScan<uint32_t, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
+  using WarpScan = cub::WarpScan<uint32_t>;
   constexpr int kPer = Traits::kPerVector;
-  constexpr int kVectors = kPerThread / kPer;  // 16-byte vectors of a thread's run
+  constexpr int kVectors = kPerThread / kPer;  // a thread's 16-byte vectors
   constexpr int kKeyBits = kPer == 4 ? 32 : 16;
   constexpr int kFirstShift = kKeyBits - kRadixBits;
-  static_assert(kPerThread % kPer == 0, "a thread's run is whole vectors");
+  static_assert(kPerThread % kPer == 0, "a thread holds whole vectors");
   __shared__ __align__(16) uint32_t copies[kCopies][kRadixBins];
   __shared__ typename Finder::Storage finder;
-  __shared__ typename Scan::TempStorage scan;
+  __shared__ typename WarpScan::TempStorage warp_scan[kWarps];
+  __shared__ uint32_t vector_counts[kVectors][kWarps];  // then their exclusive sums
   __shared__ uint32_t valid_count;
 
   const int tid = static_cast<int>(threadIdx.x);
@@ -55,33 +60,28 @@ __global__ void __launch_bounds__(kThreads, kPerThread <= 16 ? 2 : 1)
   const bool largest = args.largest;
   const auto k = static_cast<uint32_t>(args.k);
   const RowLayout<Traits> layout(args, row);
-  const int32_t first = tid * kPerThread;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  // The row position of key j * kPer + e of this thread.
+  const auto entry = [&](int j, int e) { return (j * kThreads + tid) * kPer + e; };
 
   // 1. Load (issued before the counts are zeroed).
   uint32_t key[kPerThread];
-  if (layout.head == 0) {
 #pragma unroll
-    for (int j = 0; j < kVectors; ++j) {
-      const int32_t v = tid * kVectors + j;
-      if (v < layout.num_vectors) {
-        const uint4 raw = layout.load_vector(v);
+  for (int j = 0; j < kVectors; ++j) {
+    const int32_t v = j * kThreads + tid;
+    if (layout.head == 0 && v < layout.num_vectors) {
+      const uint4 raw = layout.load_vector(v);
 #pragma unroll
-        for (int e = 0; e < kPer; ++e) {
-          key[j * kPer + e] = Traits::key(element_bits<Traits>(raw, e), largest);
-        }
-      } else {
-#pragma unroll
-        for (int e = 0; e < kPer; ++e) {
-          const int32_t at = v * kPer + e;
-          key[j * kPer + e] = at < layout.length ? layout.scalar_key(at, largest) : 0u;
-        }
+      for (int e = 0; e < kPer; ++e) {
+        key[j * kPer + e] = Traits::key(element_bits<Traits>(raw, e), largest);
       }
-    }
-  } else {
+    } else {
 #pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-      const int32_t at = first + i;
-      key[i] = at < layout.length ? layout.scalar_key(at, largest) : 0u;
+      for (int e = 0; e < kPer; ++e) {
+        const int32_t at = entry(j, e);
+        key[j * kPer + e] = at < layout.length ? layout.scalar_key(at, largest) : 0u;
+      }
     }
   }
   reinterpret_cast<uint4*>(&copies[0][0])[tid] = make_uint4(0, 0, 0, 0);
@@ -149,28 +149,56 @@ __global__ void __launch_bounds__(kThreads, kPerThread <= 16 ? 2 : 1)
     return c != 0 && (take_all || (c >> top) > prefix);
   };
   const auto is_tie = [&](uint32_t c) { return c != 0 && !take_all && (c >> top) == prefix; };
-  // A key's count: 1 if above the pivot, 1 << 16 if a tie (a row holds fewer than 2^16 keys).
-  uint32_t mine = 0;
+  // A vector's count: 1 for each key above the pivot, 1 << 16 for each tie (a row holds fewer than
+  // 2^16 keys).
+  uint32_t before[kVectors];  // this thread's vector j: the counts before it in its warp
 #pragma unroll
-  for (int i = 0; i < kPerThread; ++i) {
-    mine += is_above(key[i]) ? 1u : (is_tie(key[i]) ? 1u << 16 : 0u);
+  for (int j = 0; j < kVectors; ++j) {
+    uint32_t mine = 0;
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) {
+      const uint32_t c = key[j * kPer + e];
+      mine += is_above(c) ? 1u : (is_tie(c) ? 1u << 16 : 0u);
+    }
+    uint32_t warp_total = 0;
+    WarpScan(warp_scan[warp]).ExclusiveSum(mine, before[j], warp_total);
+    if (lane == 0) vector_counts[j][warp] = warp_total;
   }
-  uint32_t before = 0;
-  Scan(scan).ExclusiveSum(mine, before);
-  uint32_t above_slot = before & 0xffffu;
-  uint32_t tie_slot = before >> 16;
+  __syncthreads();
+  if (warp == 0) {
+    // Exclusive sums of the totals in index order (vector j of every warp, then vector j + 1).
+    uint32_t* const totals = &vector_counts[0][0];
+    uint32_t carry = 0;
 #pragma unroll
-  for (int i = 0; i < kPerThread; ++i) {
-    const auto index = static_cast<uint32_t>(first + i);
-    if (is_above(key[i])) {
-      write_output<Traits>(args, row, static_cast<int32_t>(above_slot++),
-                           keys::make_composite(key[i], index));
-    } else if (is_tie(key[i])) {
-      if (tie_slot < rank) {
-        write_output<Traits>(args, row, static_cast<int32_t>(greater + tie_slot),
-                             keys::make_composite(key[i], index));
+    for (int at = 0; at < kVectors * kWarps; at += 32) {
+      const uint32_t count = at + lane < kVectors * kWarps ? totals[at + lane] : 0u;
+      uint32_t exclusive = 0;
+      uint32_t chunk_total = 0;
+      WarpScan(warp_scan[0]).ExclusiveSum(count, exclusive, chunk_total);
+      if (at + lane < kVectors * kWarps) totals[at + lane] = carry + exclusive;
+      carry += chunk_total;
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < kVectors; ++j) {
+    const uint32_t slots = vector_counts[j][warp] + before[j];
+    uint32_t above_slot = slots & 0xffffu;
+    uint32_t tie_slot = slots >> 16;
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) {
+      const uint32_t c = key[j * kPer + e];
+      const auto index = static_cast<uint32_t>(entry(j, e));
+      if (is_above(c)) {
+        write_output<Traits>(args, row, static_cast<int32_t>(above_slot++),
+                             keys::make_composite(c, index));
+      } else if (is_tie(c)) {
+        if (tie_slot < rank) {
+          write_output<Traits>(args, row, static_cast<int32_t>(greater + tie_slot),
+                               keys::make_composite(c, index));
+        }
+        ++tie_slot;
       }
-      ++tie_slot;
     }
   }
   if (take_all) {

@@ -536,6 +536,9 @@ def main():
     parser.add_argument("--adv-shape", type=shape_parser("BxNxK", "64x131072x2048"),
                         default=(64, 131072, 2048), help="the adversarial families' shape")
     args = parser.parse_args()
+    unknown = [a for a in args.algos if a not in OURS]
+    if unknown:
+        sys.exit(f"--algos: unknown algorithm {unknown[0]} ({', '.join(OURS)})")
     if args.capi:
         if not torch.cuda.is_available():
             sys.exit("select_bench.py needs a CUDA GPU")
@@ -544,9 +547,6 @@ def main():
         require_cuda("select_bench.py")
         ours = OpsBackend()
     device = torch.cuda.get_device_name()  # before any peer can leave a sticky CUDA error
-    unknown = [a for a in args.algos if a not in OURS]
-    if unknown:
-        sys.exit(f"--algos: unknown algorithm {unknown[0]} ({', '.join(OURS)})")
     dtypes = [d for d in args.dtypes.split(",") if d]
     for d in dtypes:
         if d not in DTYPES:

@@ -93,14 +93,17 @@ struct RetrievalProblem {
 struct RetrievalOptions {
   // Corpus rows scored per chunk (the unfused path writes [batch, chunk] fp32 scores to the
   // workspace, then selects and merges). 0: as many as keep one chunk's scores within
-  // kRetrievalChunkScoreBytes and, for an fp8 corpus, its rows widened to the queries' dtype
-  // within kRetrievalChunkWidenBytes.
+  // kRetrievalChunkScoreBytes and, for an fp8 corpus above kRetrievalFp8DirectMaxBatch queries,
+  // its rows widened to the queries' dtype within kRetrievalChunkWidenBytes.
   int64_t chunk_rows = 0;
   // kFused on a device or corpus it cannot serve fails to plan (kUnsupported).
   RetrievalPath path = RetrievalPath::kAuto;
 };
 constexpr std::size_t kRetrievalChunkScoreBytes = std::size_t{512} << 20;
 constexpr std::size_t kRetrievalChunkWidenBytes = std::size_t{256} << 20;
+// Up to this batch the unfused path scores an fp8 corpus straight from its bytes (a memory-bound
+// kernel); above it, each chunk is widened to the queries' dtype for cuBLAS.
+constexpr int64_t kRetrievalFp8DirectMaxBatch = 4;
 
 // ---- GPU (all pointers are device pointers) ----
 

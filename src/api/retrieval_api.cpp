@@ -16,14 +16,16 @@ namespace litetopk {
 namespace {
 
 // Corpus rows per chunk: the caller's choice, else as many as keep a chunk's [batch, rows] fp32
-// scores within kRetrievalChunkScoreBytes and an fp8 chunk widened to the queries' dtype within
-// kRetrievalChunkWidenBytes (a multiple of 256 rows, at least 256), at most n.
+// scores within kRetrievalChunkScoreBytes and an fp8 chunk widened to the queries' dtype (above
+// kRetrievalFp8DirectMaxBatch queries) within kRetrievalChunkWidenBytes (a multiple of 256 rows,
+// at least 256), at most n.
 int64_t choose_chunk_rows(const RetrievalProblem& p, const RetrievalOptions& options) {
   if (p.n == 0) return 0;
   if (options.chunk_rows > 0) return std::min(options.chunk_rows, p.n);
   int64_t by_bytes =
       static_cast<int64_t>(kRetrievalChunkScoreBytes / (sizeof(float) * std::max<int64_t>(p.batch, 1)));
-  if (p.corpus_format == RetrievalCorpusFormat::kFp8E4M3) {
+  if (p.corpus_format == RetrievalCorpusFormat::kFp8E4M3 &&
+      p.batch > kRetrievalFp8DirectMaxBatch) {
     const std::size_t widened_row = static_cast<std::size_t>(p.dim) * dtype_size(p.dtype);
     by_bytes = std::min(by_bytes, static_cast<int64_t>(kRetrievalChunkWidenBytes / widened_row));
   }

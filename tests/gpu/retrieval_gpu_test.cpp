@@ -250,6 +250,44 @@ TEST(RetrievalGpu, EveryWorkloadMetricAndFormatInOneAndSeveralChunks) {
   }
 }
 
+// Up to kRetrievalFp8DirectMaxBatch queries the unfused path scores an fp8 corpus straight from
+// its bytes (fp8_row_dots_kernel.cu): every batch of it, dims whose rows take 4 to 64 chunks of
+// 16 bytes (groups of 4, 8 and 32 lanes, one or two chunks a lane), both query dtypes, every
+// metric, NaN bytes and scales, ranges and a bitmap, one chunk and several.
+TEST(RetrievalGpu, Fp8CorpusAtSmallBatchesScoredFromItsBytes) {
+  if (!testing::gpu_available()) GTEST_SKIP() << "no CUDA device";
+  for (int64_t batch = 1; batch <= kRetrievalFp8DirectMaxBatch + 1; ++batch) {
+    for (int64_t dim : {64, 112, 768, 1024}) {
+      for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+        for (RetrievalMetric metric : {RetrievalMetric::kInnerProduct, RetrievalMetric::kL2}) {
+          SCOPED_TRACE(::testing::Message() << "batch " << batch << " dim " << dim << " "
+                                            << dtype_name(dtype) << " "
+                                            << retrieval_metric_name(metric));
+          testkit::RetrievalSpec spec =
+              spec_of(RetrievalKind::kClustered, metric, dtype, 2501, 96, 40 + batch + dim);
+          spec.batch = batch;
+          spec.dim = dim;
+          spec.corpus_format = RetrievalCorpusFormat::kFp8E4M3;
+          testkit::RetrievalWorkload w = testkit::make_retrieval_workload(spec);
+          for (int64_t c = 3; c < w.spec.n; c += 97) w.corpus_fp8[c * dim + dim - 1] = 0x7f;
+          w.corpus_scales[11] = std::numeric_limits<float>::quiet_NaN();
+          RetrievalProblem p = w.host_problem();
+          p.sorted = true;
+          run_every_path(w, p);
+          // Query b's range: all, a middle part, one shorter than k, an empty one, all.
+          const int32_t range_starts[] = {0, 600, 2400, 5, 0};
+          const int32_t range_ends[] = {2501, 1900, 2450, 5, 2501};
+          const std::vector<uint8_t> bitmap = testkit::make_retrieval_bitmap(w.spec.n, 0.7, 5);
+          p.range_starts = range_starts;
+          p.range_ends = range_ends;
+          p.corpus_bitmap = bitmap.data();
+          run_every_path(w, p);
+        }
+      }
+    }
+  }
+}
+
 TEST(RetrievalGpu, BitmapAllOffAllOnAndSparse) {
   if (!testing::gpu_available()) GTEST_SKIP() << "no CUDA device";
   for (bool fp8 : {false, true}) {

@@ -1,5 +1,6 @@
 // Host-side entry points of the unfused retrieval path's kernels (src/cuda/retrieval/): the
-// chunk GEMM through cuBLAS (retrieval_gemm.cu) and the small elementwise kernels around it
+// chunk GEMM through cuBLAS (retrieval_gemm.cu), the small-batch fp8 scores
+// (fp8_row_dots_kernel.cu) and the small elementwise kernels around them
 // (retrieval_kernels.cu). retrieval_launch.cu runs them chunk by chunk.
 #pragma once
 
@@ -42,6 +43,14 @@ Status launch_l2_norms(const RetrievalProblem& p, float* corpus_scratch, float* 
 // 16; bytes and out 16-byte aligned).
 Status launch_widen_fp8(const uint8_t* bytes, int64_t count, DType dtype, void* out,
                         cudaStream_t stream);
+
+// scores[b * rows + r] = scales[r] * (queries[b] . e4m3 row r) in fp32 (scales null: 1) for
+// b < batch <= kRetrievalFp8DirectMaxBatch, r < rows; queries [batch, dim] of `dtype` (float16
+// or bfloat16), rows [rows, dim] e4m3 bytes, 16-byte aligned, dim a multiple of 16 up to 1024
+// (fp8_row_dots_kernel.cu).
+Status launch_fp8_row_dots(const void* queries, DType dtype, int64_t batch, const uint8_t* rows,
+                           const float* scales, int64_t num_rows, int64_t dim, float* scores,
+                           cudaStream_t stream);
 
 // What turns a chunk's dot products into its scores (corpus rows first_row .. first_row + rows - 1
 // of n); every array is optional.

@@ -3,14 +3,16 @@
 // into the workspace, selected, and merged exactly into a running top-k.
 //
 // 1. Carve the workspace: cuBLAS's, one chunk's [batch, chunk_rows] fp32 scores, an fp8 chunk
-//    widened to the queries' dtype, the corpus norms (l2 without corpus_norms) and the queries'
-//    (l2), the chunks' select workspace, and with several chunks three [batch, k] lists (running,
-//    chunk, merged) and the merge's.
+//    widened to the queries' dtype (above kRetrievalFp8DirectMaxBatch queries), the corpus norms
+//    (l2 without corpus_norms) and the queries' (l2), the chunks' select workspace, and with
+//    several chunks three [batch, k] lists (running, chunk, merged) and the merge's.
 // 2. l2: the squared norms of the queries and, without corpus_norms, of the corpus
 //    (launch_row_norms).
-// 3. Per chunk: an fp8 chunk widened (launch_widen_fp8, exact); the dot products (chunk_scores);
-//    with fp8 scales, l2, ranges or a bitmap: launch_chunk_adjust (scale, -||q - c||^2, NaN for
-//    rows the query may not select).
+// 3. Per chunk: up to kRetrievalFp8DirectMaxBatch queries over an fp8 corpus, the scores straight
+//    from its bytes, scales applied (launch_fp8_row_dots); else an fp8 chunk widened
+//    (launch_widen_fp8, exact) and the dot products (chunk_scores); with fp8 scales (widened),
+//    l2, ranges or a bitmap: launch_chunk_adjust (scale, -||q - c||^2, NaN for rows the query
+//    may not select).
 // 4. One chunk: select_topk_launch (plan.chunk_select) straight into the outputs.
 // 5. Several: chunk 0 selected into the running list; chunk c > 0 into the chunk list, its
 //    indices offset by the chunk's first row, then merge_topk's launcher over {running, chunk}
@@ -52,6 +54,10 @@ bool is_l2(const RetrievalPlan& plan) { return plan.problem.metric == RetrievalM
 bool is_fp8(const RetrievalPlan& plan) {
   return plan.problem.corpus_format == RetrievalCorpusFormat::kFp8E4M3;
 }
+// An fp8 corpus scored straight from its bytes, else widened chunk by chunk for cuBLAS.
+bool fp8_direct(const RetrievalPlan& plan) {
+  return is_fp8(plan) && plan.problem.batch <= kRetrievalFp8DirectMaxBatch;
+}
 
 int64_t chunk_width(const RetrievalPlan& plan, int64_t chunk) {
   return std::min(plan.chunk_rows, plan.problem.n - chunk * plan.chunk_rows);
@@ -82,7 +88,7 @@ Status carve(const RetrievalPlan& plan, void* base, Layout* layout) {
   *layout = Layout{};
   layout->blas = carver.take<char>(cuda_retrieval::kBlasWorkspaceBytes);
   layout->scores = carver.take<float>(static_cast<std::size_t>(p.batch * plan.chunk_rows));
-  if (is_fp8(plan)) {
+  if (is_fp8(plan) && !fp8_direct(plan)) {
     layout->widened =
         carver.take<char>(static_cast<std::size_t>(plan.chunk_rows * p.dim) * dtype_size(p.dtype));
   }
@@ -177,7 +183,7 @@ Status cuda_retrieval_launch(const RetrievalPlan& plan, const RetrievalProblem& 
   cuda_retrieval::ChunkAdjust adjust;
   adjust.batch = p.batch;
   adjust.n = p.n;
-  adjust.scales = p.corpus_scales;
+  adjust.scales = fp8_direct(plan) ? nullptr : p.corpus_scales;  // else the scores have them
   adjust.bitmap = p.corpus_bitmap;
   adjust.starts = p.range_starts;
   adjust.ends = p.range_ends;
@@ -197,7 +203,15 @@ Status cuda_retrieval_launch(const RetrievalPlan& plan, const RetrievalProblem& 
     const int64_t first = chunk * plan.chunk_rows;
     const int64_t width = chunk_width(plan, chunk);
     const void* rows = static_cast<const char*>(p.corpus) + static_cast<std::size_t>(first) * row_bytes;
-    if (is_fp8(plan)) {
+    if (fp8_direct(plan)) {
+      if (Status status = cuda_retrieval::launch_fp8_row_dots(
+              p.queries, p.dtype, p.batch, static_cast<const uint8_t*>(rows),
+              p.corpus_scales != nullptr ? p.corpus_scales + first : nullptr, width, p.dim,
+              layout.scores, stream);
+          !status) {
+        return status;
+      }
+    } else if (is_fp8(plan)) {
       if (Status status = cuda_retrieval::launch_widen_fp8(static_cast<const uint8_t*>(rows),
                                                            width * p.dim, p.dtype, layout.widened,
                                                            stream);
@@ -206,10 +220,13 @@ Status cuda_retrieval_launch(const RetrievalPlan& plan, const RetrievalProblem& 
       }
       rows = layout.widened;
     }
-    if (Status status = cuda_retrieval::chunk_scores(p.queries, rows, p.dtype, p.batch, width,
-                                                     p.dim, layout.scores, layout.blas, stream);
-        !status) {
-      return status;
+    if (!fp8_direct(plan)) {
+      if (Status status = cuda_retrieval::chunk_scores(p.queries, rows, p.dtype, p.batch, width,
+                                                       p.dim, layout.scores, layout.blas,
+                                                       stream);
+          !status) {
+        return status;
+      }
     }
     if (adjusts) {
       adjust.rows = width;

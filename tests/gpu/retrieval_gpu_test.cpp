@@ -288,6 +288,26 @@ TEST(RetrievalGpu, Fp8CorpusAtSmallBatchesScoredFromItsBytes) {
   }
 }
 
+// The same kernel on a corpus large enough that its warps take several tiles of rows each (the
+// grid is capped at 4096 blocks of 32 rows at dim 768): the next tile's loads, made while the
+// current one is summed, are the ones scored.
+TEST(RetrievalGpu, Fp8CorpusAtSmallBatchesOverManyTilesAWarp) {
+  if (!testing::gpu_available()) GTEST_SKIP() << "no CUDA device";
+  for (int64_t batch : {int64_t{1}, int64_t{2}, int64_t{4}}) {
+    SCOPED_TRACE(::testing::Message() << "batch " << batch);
+    testkit::RetrievalSpec spec = spec_of(RetrievalKind::kNormal, RetrievalMetric::kInnerProduct,
+                                          DType::kFloat16, 300001, 512, 70 + batch);
+    spec.batch = batch;
+    spec.dim = 768;
+    spec.corpus_format = RetrievalCorpusFormat::kFp8E4M3;
+    const testkit::RetrievalWorkload w = testkit::make_retrieval_workload(spec);
+    DeviceRetrieval device;
+    ASSERT_TRUE(device.upload(w, w.host_problem()));
+    ASSERT_TRUE(device.run(chunks_of(0)));
+    EXPECT_TRUE(device.check());
+  }
+}
+
 TEST(RetrievalGpu, BitmapAllOffAllOnAndSparse) {
   if (!testing::gpu_available()) GTEST_SKIP() << "no CUDA device";
   for (bool fp8 : {false, true}) {

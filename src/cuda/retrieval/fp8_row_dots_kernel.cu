@@ -36,6 +36,7 @@ template <int kBatch>
 constexpr int kSteps = kBatch == 2 ? 2 : 4;
 constexpr int kChunkValues = 16;  // e4m3 values in a 16-byte chunk
 constexpr int kMaxLaneChunks = 2;  // 1024 / 16 chunks over 32 lanes
+constexpr int64_t kMaxBlocks = 4096;  // the grid; its warps stride over the rows past it
 
 __device__ inline float to_float(__half x) { return __half2float(x); }
 __device__ inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -143,7 +144,7 @@ Status launch(const void* queries, int batch, const uint8_t* rows, const float* 
   int group = 1;
   while (group < chunks && group < 32) group *= 2;
   const int64_t rows_per_block = int64_t{kThreads / 32} * kSteps<kBatch> * (32 / group);
-  const int64_t blocks = std::min<int64_t>((num_rows + rows_per_block - 1) / rows_per_block, 4096);
+  const int64_t blocks = std::min<int64_t>((num_rows + rows_per_block - 1) / rows_per_block, kMaxBlocks);
   fp8_row_dots_kernel<kBatch, T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
       static_cast<const T*>(queries), batch, rows, scales, num_rows, dim, group, scores);
   LITETOPK_CUDA_TRY(cudaPeekAtLastError());

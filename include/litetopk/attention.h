@@ -82,7 +82,8 @@ struct SparseAttentionProblem {
   void* out = nullptr;               // [s_q, h_q, d_v] bf16, required
   float* max_logits = nullptr;       // [s_q, h_q] fp32, optional (base 2)
   float* lse = nullptr;              // [s_q, h_q] fp32, optional (base 2)
-  SparseAttentionAlgo algo = SparseAttentionAlgo::kAuto;  // the GPU kernel; the CPU ignores it
+  // The GPU kernel; the CPU runs one reference whatever it is, but validates it as the GPU does.
+  SparseAttentionAlgo algo = SparseAttentionAlgo::kAuto;
 };
 
 // Shapes, sizes (every byte count within int64), the algorithm (kUnionPacked only where it

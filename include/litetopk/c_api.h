@@ -194,7 +194,7 @@ typedef struct litetopk_sparse_kv_cache {
   int32_t* lengths;           /* [batch] */
   uint8_t* key_codes;         /* [slots, BS, D/4] */
   void* key_scales;           /* [slots, D] of dtype */
-  uint8_t* key_residuals;     /* [slots, BS, D] fp8 e4m3 */
+  uint8_t* key_residuals;     /* [slots, BS, D] int8 */
   void* values;               /* [slots, BS, D] of dtype */
   void* tail_keys;            /* [batch, num_kv_heads, BS, D] of dtype */
 } litetopk_sparse_kv_cache;

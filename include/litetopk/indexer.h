@@ -221,6 +221,7 @@ Status validate_paged_indexer_problem(const PagedIndexerProblem& problem);
 // the exact top-k whatever the state holds; only the number of candidates, hence the time,
 // depends on it (a useless state gates at -inf: every visible token is a candidate). Up to
 // kPagedDecodeStateMaxK; the unfused path ignores the state and leaves it alone.
+// paged_indexer_state_bytes is 0 when a size is <= 0, SIZE_MAX when the bytes overflow int64.
 constexpr int64_t kPagedDecodeStateMaxK = 4096;
 std::size_t paged_indexer_state_bytes(int64_t batch, int64_t next_n, int64_t k);
 

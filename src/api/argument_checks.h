@@ -1,5 +1,5 @@
-// Small helpers of the argument validators (*_validation.cpp): int limits, pointer alignment and
-// int64 products that fit.
+// Small helpers of the argument validators (*_validation.cpp): int limits, pointer alignment,
+// int64 products and row extents that fit.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +45,17 @@ inline bool product_fits(int64_t a, int64_t b, int64_t c = 1) {
   if (a == 0 || b == 0 || c == 0) return true;
   if (a > kMaxInt64 / b) return false;
   return a * b <= kMaxInt64 / c;
+}
+
+// The bytes of `rows` rows of `width` elements of `element_bytes` each, rows `stride` elements
+// apart, from the first element to one past the last, ((rows - 1) stride + width) element_bytes,
+// fit in int64 (all >= 0): the kernels' and references' byte offsets then cannot overflow.
+inline bool row_extent_fits(int64_t rows, int64_t stride, int64_t width, int64_t element_bytes) {
+  if (rows == 0 || width == 0) return true;
+  if (!product_fits(rows - 1, stride)) return false;
+  const int64_t before_last = (rows - 1) * stride;
+  if (before_last > kMaxInt64 - width) return false;
+  return product_fits(before_last + width, element_bytes);
 }
 
 }  // namespace litetopk::detail

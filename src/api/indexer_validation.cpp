@@ -124,9 +124,10 @@ Status validate_indexer_logits_output(const IndexerProblem& p, const float* logi
     return invalid_argument("logits_stride must be >= num_keys (", p.num_keys, "), got ",
                             logits_stride);
   }
-  if (p.num_queries > 0 && logits_stride > 0 && p.num_queries > kMaxInt64 / logits_stride) {
-    return invalid_argument("num_queries * logits_stride overflows int64: num_queries ",
-                            p.num_queries, ", logits_stride ", logits_stride);
+  if (!detail::row_extent_fits(p.num_queries, logits_stride, p.num_keys, sizeof(float))) {
+    return invalid_argument("the logits' extent in bytes overflows int64: num_queries ",
+                            p.num_queries, ", logits_stride ", logits_stride, ", num_keys ",
+                            p.num_keys);
   }
   if (p.num_queries == 0 || p.num_keys == 0) return Status::ok();
   if (logits == nullptr) return invalid_argument("logits must not be null");

@@ -43,11 +43,12 @@ Status detail::validate_merge_sizes(const MergeProblem& p) {
   if (p.batch > 1 && r.row_stride < p.k_in) {
     return invalid_argument("row_stride must be >= k_in (", p.k_in, ") or 0, got ", p.row_stride);
   }
-  // The last candidate's offset fits in int64.
+  // The last candidate's offset in bytes (4-byte values and indices) fits in int64.
   const int64_t rows_before = p.batch > 0 ? p.batch - 1 : 0;
   if (!product_fits(rows_before, r.row_stride) || !product_fits(p.shards - 1, r.shard_stride) ||
-      rows_before * r.row_stride > kMaxInt64 - (p.shards - 1) * r.shard_stride - p.k_in) {
-    return invalid_argument("the candidates' extent overflows int64: batch ", p.batch,
+      rows_before * r.row_stride > kMaxInt64 - (p.shards - 1) * r.shard_stride - p.k_in ||
+      !product_fits(rows_before * r.row_stride + (p.shards - 1) * r.shard_stride + p.k_in, 4)) {
+    return invalid_argument("the candidates' extent in bytes overflows int64: batch ", p.batch,
                             ", row_stride ", r.row_stride, ", shards ", p.shards,
                             ", shard_stride ", r.shard_stride);
   }

@@ -3,6 +3,7 @@
 // the one-shot calls.
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 #include "api/argument_checks.h"
 #include "api/format.h"
@@ -23,8 +24,11 @@ IndexerAlgo indexer_topk_paged_dispatch(const PagedIndexerProblem& problem,
 
 std::size_t paged_indexer_state_bytes(int64_t batch, int64_t next_n, int64_t k) {
   if (batch <= 0 || next_n <= 0 || k <= 0) return 0;
-  return static_cast<std::size_t>(batch) * static_cast<std::size_t>(next_n) *
-         static_cast<std::size_t>(k) * sizeof(int32_t);
+  if (!detail::product_fits(batch, next_n, k) ||
+      !detail::product_fits(batch * next_n * k, sizeof(int32_t))) {
+    return std::numeric_limits<std::size_t>::max();
+  }
+  return static_cast<std::size_t>(batch * next_n * k) * sizeof(int32_t);
 }
 
 namespace {
@@ -36,6 +40,10 @@ Status check_paged_state(const PagedIndexerProblem& problem, const IndexerState&
     return detail::invalid_argument(name, ".data must not be null");
   }
   const std::size_t needed = paged_indexer_state_bytes(problem.batch, problem.next_n, problem.k);
+  if (needed == std::numeric_limits<std::size_t>::max()) {
+    return detail::invalid_argument(name, ": batch * next_n * k * 4 bytes overflows int64: batch ",
+                                    problem.batch, ", next_n ", problem.next_n, ", k ", problem.k);
+  }
   if (state.bytes < needed) {
     return detail::invalid_argument(name, ".bytes must be >= paged_indexer_state_bytes(batch = ",
                                     problem.batch, ", next_n = ", problem.next_n, ", k = ",

@@ -131,9 +131,10 @@ Status validate_paged_indexer_logits_output(const PagedIndexerProblem& p, const 
                             logits_stride);
   }
   const int64_t rows = p.batch * p.next_n;
-  if (rows > 0 && logits_stride > 0 && rows > detail::kMaxInt64 / logits_stride) {
-    return invalid_argument("batch * next_n * logits_stride overflows int64: rows ", rows,
-                            ", logits_stride ", logits_stride);
+  if (!detail::row_extent_fits(rows, logits_stride, p.max_context, sizeof(float))) {
+    return invalid_argument("the logits' extent in bytes overflows int64: rows (batch * next_n) ",
+                            rows, ", logits_stride ", logits_stride, ", max_context ",
+                            p.max_context);
   }
   if (rows == 0 || p.max_context == 0) return Status::ok();
   if (logits == nullptr) return invalid_argument("logits must not be null");

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "api/argument_checks.h"
 #include "api/format.h"
 #include "api/select_validation.h"
 #include "litetopk/select.h"
@@ -27,6 +28,11 @@ Status detail::validate_select_sizes(const SelectProblem& p) {
   const int64_t stride = p.row_stride == 0 ? p.n : p.row_stride;
   if (stride < p.n) {
     return invalid_argument("row_stride must be >= n (", p.n, ") or 0, got ", p.row_stride);
+  }
+  if (!detail::row_extent_fits(p.batch, stride, p.n, static_cast<int64_t>(dtype_size(p.dtype)))) {
+    return invalid_argument("the rows' extent in bytes overflows int64: batch ", p.batch,
+                            ", row_stride ", stride, ", n ", p.n, ", ", dtype_size(p.dtype),
+                            "-byte elements");
   }
   if (p.batch > 0 && p.batch > std::numeric_limits<int64_t>::max() / p.k) {
     return invalid_argument("batch * k overflows int64: batch ", p.batch, ", k ", p.k);

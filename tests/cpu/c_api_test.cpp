@@ -237,6 +237,11 @@ TEST(CApi, PagedIndexerLogitsCpuMatchTheCppApi) {
             LITETOPK_INVALID_ARGUMENT);
   EXPECT_NE(std::string(litetopk_last_error()).find("logits must not be null"),
             std::string::npos);
+  // A stride that fits in elements but not in bytes: the later rows would wrap round.
+  EXPECT_EQ(litetopk_indexer_logits_paged_cpu(&problem, c_logits.data(), int64_t{1} << 61),
+            LITETOPK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(litetopk_last_error()).find("the logits' extent in bytes overflows"),
+            std::string::npos);
   litetopk_paged_indexer_problem bad = problem;
   bad.block_size = 32;
   EXPECT_EQ(litetopk_indexer_logits_paged_cpu(&bad, c_logits.data(), stride),

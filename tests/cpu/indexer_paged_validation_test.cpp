@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <limits>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -286,6 +287,13 @@ TEST(PagedIndexerDecodeStateValidation, BytesAndBadStates) {
   EXPECT_EQ(paged_indexer_state_bytes(8, 2, 2048), std::size_t{8 * 2 * 2048 * 4});
   EXPECT_EQ(paged_indexer_state_bytes(0, 2, 2048), 0u);
   EXPECT_EQ(paged_indexer_state_bytes(3, 1, 0), 0u);
+  // Bytes past int64: SIZE_MAX (2^64 wrapped to 0 before), which no state's bytes reach.
+  EXPECT_EQ(paged_indexer_state_bytes(int64_t{1} << 47, 4, 8192),
+            std::numeric_limits<std::size_t>::max());
+  EXPECT_EQ(paged_indexer_state_bytes(int64_t{1} << 46, 4, 8192),
+            std::numeric_limits<std::size_t>::max());
+  EXPECT_EQ(paged_indexer_state_bytes(int64_t{1} << 45, 4, 8192), std::size_t{1} << 62);
+
   Buffers b;
   const PagedIndexerProblem p = b.problem();
   std::vector<int32_t> memory(static_cast<std::size_t>(p.batch * p.next_n * p.k) + 1);

@@ -262,6 +262,12 @@ TEST(IndexerValidationEdges, LogitsOutputChecks) {
   status = validate_indexer_logits_output(p, b.logits, std::numeric_limits<int64_t>::max());
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("overflows"), std::string::npos) << status.message();
+  // Fits in elements but not in bytes: the rows after the first would wrap round.
+  status = indexer_logits_cpu(p, b.logits, int64_t{1} << 61);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("the logits' extent in bytes overflows int64"),
+            std::string::npos)
+      << status.message();
   EXPECT_TRUE(b.outputs_untouched());
 }
 

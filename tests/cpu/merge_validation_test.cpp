@@ -47,6 +47,9 @@ const BadInput kBadInputs[] = {
     {"ShardStrideBelowKIn", "shard_stride must", [](MergeProblem& p) { p.shard_stride = 3; }},
     {"ExtentOverflows", "overflows int64",
      [](MergeProblem& p) { p.row_stride = std::numeric_limits<int64_t>::max(); }},
+    // Fits in elements but not in bytes of the 4-byte values.
+    {"ExtentOverflowsBytes", "the candidates' extent in bytes overflows int64",
+     [](MergeProblem& p) { p.row_stride = int64_t{1} << 62; }},
 };
 
 void PrintTo(const BadInput& input, std::ostream* os) { *os << input.name; }

@@ -42,6 +42,9 @@ const BadInput kBadInputs[] = {
     {"BatchNegative", "batch must", [](SelectProblem& p) { p.batch = -1; }},
     {"RowStrideBelowN", "row_stride must", [](SelectProblem& p) { p.row_stride = 3; }},
     {"RowStrideNegative", "row_stride must", [](SelectProblem& p) { p.row_stride = -4; }},
+    // Fits in elements (2^62 + 4) but not in bytes: row 1 would wrap onto row 0.
+    {"RowsExtentOverflowsBytes", "the rows' extent in bytes overflows int64",
+     [](SelectProblem& p) { p.row_stride = int64_t{1} << 62; }},
     {"DTypeInvalid", "dtype must", [](SelectProblem& p) { p.dtype = static_cast<DType>(7); }},
     {"StartNegative", "row_starts[0] must",
      [](SelectProblem& p) { p.row_starts = kNegativeStart; }},

@@ -67,8 +67,8 @@ struct IndexerOptions {
   // exact re-run. Otherwise (one list per query of a thread block's current query block; a list
   // that fills is reduced to its k best, which raises the query's gate) 0 picks 4k, or the cold
   // sample's candidates + 2k when more, when the lists fit in 2% of the [T, S] fp32 logits, less
-  // otherwise. Values below 2k are raised to 2k. Any value gives the exact result; small ones
-  // cost time.
+  // otherwise. Values below 2k are raised to 2k, values above S (rounded up to 64) lowered to
+  // it. Any value gives the exact result; small ones cost time.
   int64_t candidate_capacity = 0;
   // The fused kernel's cold sample: it first scores 8 to 512 key tiles (46 at S = 128K, 93 at
   // 1M for k = 2048) evenly strided over a query block's range, and gates the rest

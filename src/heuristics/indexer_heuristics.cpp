@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace litetopk::heuristics {
 
@@ -82,7 +83,10 @@ int64_t fused_list_capacity(const IndexerProblem& problem, int64_t requested,
         std::max<int64_t>(4 * problem.k, int64_t{cold_tiles} * tile_keys + 2 * problem.k);
     capacity = std::min<int64_t>(aim, fitting) / 64 * 64;
   }
-  return std::max(capacity, least);
+  // A list that holds the whole range never fills; the kernel's int32 slot counts bound it too.
+  const int64_t most = std::min<int64_t>((problem.num_keys + 63) / 64 * 64,
+                                         (std::numeric_limits<int32_t>::max() - slack) / 64 * 64);
+  return std::max(std::min(capacity, most), least);
 }
 
 int64_t gated_list_capacity(const IndexerProblem& problem, int64_t requested, int32_t cold_tiles,

@@ -29,8 +29,8 @@ IndexerAlgo choose_paged_indexer_algo(const PagedIndexerProblem& problem, bool h
 int32_t cold_sample_tiles(const IndexerProblem& problem, int tile_keys, int32_t requested);
 
 // Candidates per list of the fused kernel: `requested` when nonzero, else about 4k (more when the
-// cold sample's candidates would fill that) within 2% of the [T, S] fp32 logits; never below 2k.
-// `lists` lists share the budget, each with `slack` extra slots.
+// cold sample's candidates would fill that) within 2% of the [T, S] fp32 logits; at most the keys
+// (rounded to 64), never below 2k. `lists` lists share the budget, each with `slack` extra slots.
 int64_t fused_list_capacity(const IndexerProblem& problem, int64_t requested,
                             int32_t cold_tiles, int tile_keys, int64_t lists, int64_t slack);
 

@@ -9,6 +9,7 @@
 
 #include "api/indexer_validation.h"
 #include "common/validation_testing.h"
+#include "heuristics/indexer_heuristics.h"
 #include "litetopk/indexer.h"
 
 namespace litetopk {
@@ -287,6 +288,24 @@ TEST(IndexerOptionsValidation, NegativeCandidateCapacity) {
   Status status = indexer_topk_workspace_size(p, &bytes, options);
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.to_string();
   EXPECT_NE(status.message().find("candidate_capacity"), std::string::npos);
+}
+
+// A requested list capacity is kept within [2k, S rounded up to 64]: a huge one used to reach
+// the kernel's int32 slot counts and a workspace of lists x capacity slots.
+TEST(IndexerOptionsValidation, CandidateCapacityWithinTwoKAndTheKeys) {
+  IndexerProblem p;
+  p.num_queries = 8;
+  p.num_keys = 100000;
+  p.k = 512;
+  constexpr int64_t kLists = 1056;
+  constexpr int64_t kSlack = 256;
+  const int64_t huge = std::numeric_limits<int64_t>::max() / 2;
+  EXPECT_EQ(heuristics::fused_list_capacity(p, huge, 0, 64, kLists, kSlack), 100032);
+  EXPECT_EQ(heuristics::fused_list_capacity(p, 5000, 0, 64, kLists, kSlack), 5000);
+  EXPECT_EQ(heuristics::fused_list_capacity(p, 1, 0, 64, kLists, kSlack), 1024);
+  EXPECT_EQ(heuristics::gated_list_capacity(p, huge, 0, 64), 100032);
+  p.num_keys = 700;  // shorter than 2k: 2k still (a list must free k slots when reduced)
+  EXPECT_EQ(heuristics::fused_list_capacity(p, huge, 0, 64, kLists, kSlack), 1024);
 }
 
 TEST(IndexerOptionsValidation, UnknownAlgoNamesTheOption) {

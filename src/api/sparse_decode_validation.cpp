@@ -85,10 +85,12 @@ Status check_sparse_cache_shape(const SparseKvCache& c, const char* prefix) {
   if (paged && c.num_pages > kMaxInt32) {
     return invalid_argument(prefix, "num_pages must be <= ", kMaxInt32, ", got ", c.num_pages);
   }
-  // The largest array holds slots * BS * D * 2 bytes; the block table batch * max_blocks.
-  const int64_t slot_groups = paged ? c.num_pages : c.batch * c.max_blocks;
-  if (!product_fits(slot_groups, c.num_kv_heads, c.block_size * c.head_dim * 2) ||
-      !product_fits(c.batch, c.max_blocks)) {
+  // The largest arrays hold slots * BS * D * 2 bytes and (the tail keys, paged or not) batch *
+  // num_kv_heads * BS * D * 2; the block table batch * max_blocks.
+  const int64_t block_bytes = c.block_size * c.head_dim * 2;
+  if (!product_fits(c.batch, c.max_blocks) ||
+      !product_fits(paged ? c.num_pages : c.batch * c.max_blocks, c.num_kv_heads, block_bytes) ||
+      !product_fits(c.batch, c.num_kv_heads, block_bytes)) {
     return invalid_argument(owner(prefix), ": the cache's size overflows int64: batch ", c.batch,
                             ", num_kv_heads ", c.num_kv_heads, ", max_blocks ", c.max_blocks,
                             ", num_pages ", c.num_pages);

@@ -117,6 +117,16 @@ const BadSparse kBadSparse[] = {
        p.cache.num_pages = int64_t{1} << 30;  // used when paged
      },
      "cache: the cache's size overflows int64"},
+    // Few pages, but the tail keys are per (request, head): 2^48 of them x 64 KB.
+    {"PagedTailKeysOverflow",
+     [](SparseDecodeProblem& p) {
+       static const int32_t table[4] = {0, 1, 2, 3};
+       p.cache.block_table = table;
+       p.cache.num_pages = 4;
+       p.cache.batch = int64_t{1} << 24;
+       p.cache.num_kv_heads = int64_t{1} << 24;
+     },
+     "cache: the cache's size overflows int64"},
     {"NullLengths", [](SparseDecodeProblem& p) { p.cache.lengths = nullptr; },
      "cache.lengths must not be null"},
     {"NullKeyCodes", [](SparseDecodeProblem& p) { p.cache.key_codes = nullptr; },

@@ -20,8 +20,10 @@
 //                 [num_pages, kv_heads, ...] (one page holds block j of every KV head of one
 //                 sequence); slots = num_pages * kv_heads. Table entries of blocks 0..ceil(len/BS)-1
 //                 (0..ceil((len+1)/BS)-1 for an append) must be valid pages in [0, num_pages).
-//                 Writers (append, conversion) need distinct pages for the blocks they write;
-//                 decode only reads, so sequences may share the pages of full blocks (a prefix).
+//                 Writers (append, conversion) need pages of their own for the blocks they
+//                 write (no other block in use on them; the CPU writers check it, the GPU ones
+//                 cannot read a device table); decode only reads, so sequences may share the
+//                 pages of full blocks (a prefix) that no writer writes.
 // Per slot:
 //   key_codes      [BS, D/4] bytes: token t, channel c in byte t*D/4 + c/4, bits 2*(c%4)..+1.
 //                  code q in {0,1,2,3} means level L = q - 1.5 in {-1.5, -0.5, +0.5, +1.5}.

@@ -1,9 +1,11 @@
 // Argument checks for the sparse KV cache, sparse and dense decode: every failure names the
 // argument, what was expected and what was given. No pointer is dereferenced except the host
 // arrays handed to validate_sparse_kv_lengths / validate_dense_kv_lengths.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "api/argument_checks.h"
 #include "api/format.h"
@@ -404,6 +406,43 @@ Status validate_sparse_kv_lengths(const SparseKvCache& c, const int32_t* host_le
                                 len + extra_tokens, ")");
       }
     }
+  }
+  return Status::ok();
+}
+
+Status detail::validate_written_pages_distinct(const SparseKvCache& c, const int32_t* host_lengths,
+                                               const int32_t* host_block_table, bool append) {
+  if (c.block_table == nullptr || c.batch == 0) return Status::ok();
+  struct Use {
+    int32_t page;
+    int64_t entry;  // b * max_blocks + j
+    bool written;
+  };
+  std::vector<Use> uses;  // every block in use
+  for (int64_t b = 0; b < c.batch; ++b) {
+    const int64_t len = host_lengths[b];
+    const int64_t used = (len + (append ? 1 : 0) + c.block_size - 1) / c.block_size;
+    for (int64_t j = 0; j < used; ++j) {
+      const int64_t entry = b * c.max_blocks + j;
+      uses.push_back({host_block_table[entry], entry, !append || j == len / c.block_size});
+    }
+  }
+  std::sort(uses.begin(), uses.end(), [](const Use& x, const Use& y) {
+    return x.page != y.page ? x.page < y.page : x.written > y.written;  // a page's writes first
+  });
+  std::size_t run = 0;  // the current page's first use: written when any of its uses is
+  for (std::size_t i = 1; i < uses.size(); ++i) {
+    if (uses[i].page != uses[run].page) {
+      run = i;
+      continue;
+    }
+    if (!uses[run].written) continue;
+    const int64_t a = uses[run].entry, b = uses[i].entry;
+    return invalid_argument("block_table[", a / c.max_blocks, ", ", a % c.max_blocks,
+                            "] and block_table[", b / c.max_blocks, ", ", b % c.max_blocks,
+                            "] are both page ", uses[i].page, ", which ",
+                            append ? "the append" : "the conversion",
+                            " writes: a written page must not be shared");
   }
   return Status::ok();
 }

@@ -22,6 +22,14 @@ Status validate_dense_decode_shapes(const DenseDecodeProblem& problem);
 Status validate_sparse_decode_addresses(const SparseDecodeProblem& problem);
 Status validate_dense_decode_addresses(const DenseDecodeProblem& problem);
 
+// A paged cache's writers need pages of their own for the blocks they write (two sequences
+// writing one page would race, and a page another block reads would change under it): the
+// append writes each sequence's block at its length, the conversion every block in use. A page
+// that no one writes may be shared (a prefix). Host copies of the lengths and the table, already
+// validated by validate_sparse_kv_lengths.
+Status validate_written_pages_distinct(const SparseKvCache& cache, const int32_t* host_lengths,
+                                       const int32_t* host_block_table, bool append);
+
 // validate_dense_kv_cache naming the fields with `prefix` ("dense.", "out.") instead of "cache.".
 Status validate_dense_kv_cache_as(const DenseKvCache& cache, const char* prefix);
 

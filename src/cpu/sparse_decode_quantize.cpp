@@ -143,6 +143,10 @@ Status sparse_decode_quantize_cpu(const DenseKvCache& dense, const SparseKvCache
   if (!(status = validate_sparse_kv_lengths(cache, dense.lengths, cache.block_table))) {
     return Status(status.code(), "dense." + status.message() + " (the sparse cache's capacity)");
   }
+  if (!(status = detail::validate_written_pages_distinct(cache, dense.lengths, cache.block_table,
+                                                         /*append=*/false))) {
+    return status;
+  }
   if (!(status = cpu::check_dense_keys_finite(dense, "dense"))) return status;
 
   return cpu::run_guarded("sparse_decode_quantize_cpu", [&] {
@@ -192,6 +196,10 @@ Status sparse_kv_append_cpu(const SparseKvCache& cache, const void* new_keys,
   if (new_keys == nullptr) return invalid_argument("new_keys must not be null");
   if (new_values == nullptr) return invalid_argument("new_values must not be null");
   if (!(status = validate_sparse_kv_lengths(cache, cache.lengths, cache.block_table, 1))) {
+    return status;
+  }
+  if (!(status = detail::validate_written_pages_distinct(cache, cache.lengths, cache.block_table,
+                                                         /*append=*/true))) {
     return status;
   }
   const int64_t d = cache.head_dim;

@@ -360,6 +360,44 @@ TEST(SparseDecodeValidationHost, ConversionAppendRebuild) {
   EXPECT_EQ(lengths, (std::vector<int32_t>{-5, -5}));
 }
 
+// A paged cache's writers need pages of their own for the blocks they write; a page no one
+// writes may be shared. Lengths 130 and 5, BS 128: a conversion writes blocks (0, 0), (0, 1) and
+// (1, 0); an append writes (0, 1) and (1, 0) and reads (0, 0).
+TEST(SparseDecodeValidationHost, WritersNeedPagesOfTheirOwn) {
+  DecodeWorkload w = Valid::make_workload();
+  HostSparseCache shared(w.dtype, w.batch, w.num_kv_heads, 128, 2, /*paged=*/true, 11);
+  shared.block_table[1 * 2 + 0] = shared.block_table[0 * 2 + 0];
+  Status s = sparse_decode_quantize_cpu(w.dense(), shared.view());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("block_table[0, 0] and block_table[1, 0] are both page"),
+            std::string::npos)
+      << s.message();
+  EXPECT_EQ(shared.lengths, (std::vector<int32_t>{0, 0}));
+
+  HostSparseCache cache(w.dtype, w.batch, w.num_kv_heads, 128, 2, /*paged=*/true, 11);
+  ASSERT_TRUE(sparse_decode_quantize_cpu(w.dense(), cache.view()).is_ok());
+  const std::vector<uint16_t> token(static_cast<std::size_t>(w.batch * w.num_kv_heads * kD), 0);
+  // Sequence 1's block 0 on sequence 0's full block 0: the append would overwrite what
+  // sequence 0 reads.
+  const int32_t own = cache.block_table[1 * 2 + 0];
+  cache.block_table[1 * 2 + 0] = cache.block_table[0 * 2 + 0];
+  s = sparse_kv_append_cpu(cache.view(), token.data(), token.data());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("block_table[1, 0] and block_table[0, 0] are both page"),
+            std::string::npos)
+      << s.message();
+  EXPECT_EQ(cache.lengths, (std::vector<int32_t>{130, 5}));
+  // Both sequences' written blocks on one page.
+  cache.block_table[1 * 2 + 0] = cache.block_table[0 * 2 + 1];
+  s = sparse_kv_append_cpu(cache.view(), token.data(), token.data());
+  EXPECT_NE(s.message().find("are both page"), std::string::npos) << s.message();
+  // Sequence 1's unused block 1 may share a page with anything; then the append runs.
+  cache.block_table[1 * 2 + 0] = own;
+  cache.block_table[1 * 2 + 1] = cache.block_table[0 * 2 + 1];
+  EXPECT_TRUE(sparse_kv_append_cpu(cache.view(), token.data(), token.data()).is_ok());
+  EXPECT_EQ(cache.lengths, (std::vector<int32_t>{131, 6}));
+}
+
 TEST(SparseDecodeValidationHost, Fidelity) {
   DecodeWorkload w = Valid::make_workload();
   std::vector<float> out(static_cast<std::size_t>(w.batch * w.num_q_heads * kD), 0.0f);

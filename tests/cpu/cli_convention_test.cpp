@@ -17,6 +17,7 @@
 
 #include <unistd.h>
 
+#include "common/temp_path.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/environment.h"
@@ -177,7 +178,7 @@ TEST(CliConvention, AlgorithmAndDeviceContradictions) {
 }
 
 nlohmann::json run_json(std::vector<std::string> args) {
-  const std::string path = ::testing::TempDir() + "litetopk_cli_convention_test.json";
+  const std::string path = testing::test_temp_path("litetopk_cli_convention_test", ".json");
   std::remove(path.c_str());
   args.push_back("--json");
   args.push_back(path);

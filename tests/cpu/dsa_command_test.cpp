@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/temp_path.h"
 #include "testkit/dsa_verify.h"
 #include "testkit/dsa_workload.h"
 #include "tools/commands.h"
@@ -167,7 +168,7 @@ int run_command(const std::vector<std::string>& args, std::string* error,
 }
 
 TEST(DsaCommand, RunsOnTheCpuAndWritesJson) {
-  const std::string json_path = ::testing::TempDir() + "litetopk_dsa_command_test.json";
+  const std::string json_path = testing::test_temp_path("litetopk_dsa_command_test", ".json");
   std::string error, printed;
   const int code = run_command({"--device", "cpu", "--tokens", "8", "--context", "20", "--topk",
                                 "16", "--heads", "32", "--indexer-heads", "32", "--iters", "2",

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/temp_path.h"
 #include "testkit/retrieval_verify.h"
 #include "testkit/retrieval_workload.h"
 #include "tools/cli.h"
@@ -31,7 +32,7 @@ bool has(const std::string& text, const std::string& part) {
 
 // `litetopk retrieval --device cpu --verify <args> --json <file>`: the record written.
 nlohmann::json record_of(std::vector<std::string> args) {
-  const std::string path = ::testing::TempDir() + "retrieval_command_test.json";
+  const std::string path = testing::test_temp_path("retrieval_command_test", ".json");
   args.insert(args.begin(), {"retrieval", "--device", "cpu", "--verify"});
   args.insert(args.end(), {"--json", path});
   EXPECT_EQ(run(args), kExitOk);

@@ -25,7 +25,7 @@ int64_t choose_chunk_rows(const RetrievalProblem& p, const RetrievalOptions& opt
   int64_t by_bytes =
       static_cast<int64_t>(kRetrievalChunkScoreBytes / (sizeof(float) * std::max<int64_t>(p.batch, 1)));
   if (p.corpus_format == RetrievalCorpusFormat::kFp8E4M3 &&
-      p.batch > kRetrievalFp8DirectMaxBatch) {
+      !detail::fp8_corpus_scored_directly(p)) {
     const std::size_t widened_row = static_cast<std::size_t>(p.dim) * dtype_size(p.dtype);
     by_bytes = std::min(by_bytes, static_cast<int64_t>(kRetrievalChunkWidenBytes / widened_row));
   }

@@ -8,6 +8,14 @@
 
 namespace litetopk::detail {
 
+// Whether the unfused path scores an fp8 corpus straight from its bytes (up to
+// kRetrievalFp8DirectMaxBatch queries) rather than widening each chunk for cuBLAS: the chunking
+// and the launch decide it alike.
+inline bool fp8_corpus_scored_directly(const RetrievalProblem& p) {
+  return p.corpus_format == RetrievalCorpusFormat::kFp8E4M3 &&
+         p.batch <= kRetrievalFp8DirectMaxBatch;
+}
+
 // Chooses plan->path from `requested` (kAuto: the cost model), plans the fused path when it
 // runs, fills plan->workspace_bytes and plan->device for a plan whose problem, chunk_rows, chunks
 // and flags are set, and creates the current device's cuBLAS handle if it has none.

@@ -410,7 +410,7 @@ Status validate_sparse_kv_lengths(const SparseKvCache& c, const int32_t* host_le
   return Status::ok();
 }
 
-Status detail::validate_written_pages_distinct(const SparseKvCache& c, const int32_t* host_lengths,
+Status detail::validate_written_pages_unshared(const SparseKvCache& c, const int32_t* host_lengths,
                                                const int32_t* host_block_table, bool append) {
   if (c.block_table == nullptr || c.batch == 0) return Status::ok();
   struct Use {

@@ -27,7 +27,7 @@ Status validate_dense_decode_addresses(const DenseDecodeProblem& problem);
 // append writes each sequence's block at its length, the conversion every block in use. A page
 // that no one writes may be shared (a prefix). Host copies of the lengths and the table, already
 // validated by validate_sparse_kv_lengths.
-Status validate_written_pages_distinct(const SparseKvCache& cache, const int32_t* host_lengths,
+Status validate_written_pages_unshared(const SparseKvCache& cache, const int32_t* host_lengths,
                                        const int32_t* host_block_table, bool append);
 
 // validate_dense_kv_cache naming the fields with `prefix` ("dense.", "out.") instead of "cache.".

@@ -143,7 +143,7 @@ Status sparse_decode_quantize_cpu(const DenseKvCache& dense, const SparseKvCache
   if (!(status = validate_sparse_kv_lengths(cache, dense.lengths, cache.block_table))) {
     return Status(status.code(), "dense." + status.message() + " (the sparse cache's capacity)");
   }
-  if (!(status = detail::validate_written_pages_distinct(cache, dense.lengths, cache.block_table,
+  if (!(status = detail::validate_written_pages_unshared(cache, dense.lengths, cache.block_table,
                                                          /*append=*/false))) {
     return status;
   }
@@ -198,7 +198,7 @@ Status sparse_kv_append_cpu(const SparseKvCache& cache, const void* new_keys,
   if (!(status = validate_sparse_kv_lengths(cache, cache.lengths, cache.block_table, 1))) {
     return status;
   }
-  if (!(status = detail::validate_written_pages_distinct(cache, cache.lengths, cache.block_table,
+  if (!(status = detail::validate_written_pages_unshared(cache, cache.lengths, cache.block_table,
                                                          /*append=*/true))) {
     return status;
   }

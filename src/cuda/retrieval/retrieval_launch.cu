@@ -54,10 +54,6 @@ bool is_l2(const RetrievalPlan& plan) { return plan.problem.metric == RetrievalM
 bool is_fp8(const RetrievalPlan& plan) {
   return plan.problem.corpus_format == RetrievalCorpusFormat::kFp8E4M3;
 }
-// An fp8 corpus scored straight from its bytes, else widened chunk by chunk for cuBLAS.
-bool fp8_direct(const RetrievalPlan& plan) {
-  return is_fp8(plan) && plan.problem.batch <= kRetrievalFp8DirectMaxBatch;
-}
 
 int64_t chunk_width(const RetrievalPlan& plan, int64_t chunk) {
   return std::min(plan.chunk_rows, plan.problem.n - chunk * plan.chunk_rows);
@@ -88,7 +84,7 @@ Status carve(const RetrievalPlan& plan, void* base, Layout* layout) {
   *layout = Layout{};
   layout->blas = carver.take<char>(cuda_retrieval::kBlasWorkspaceBytes);
   layout->scores = carver.take<float>(static_cast<std::size_t>(p.batch * plan.chunk_rows));
-  if (is_fp8(plan) && !fp8_direct(plan)) {
+  if (is_fp8(plan) && !fp8_corpus_scored_directly(p)) {
     layout->widened =
         carver.take<char>(static_cast<std::size_t>(plan.chunk_rows * p.dim) * dtype_size(p.dtype));
   }
@@ -183,7 +179,8 @@ Status cuda_retrieval_launch(const RetrievalPlan& plan, const RetrievalProblem& 
   cuda_retrieval::ChunkAdjust adjust;
   adjust.batch = p.batch;
   adjust.n = p.n;
-  adjust.scales = fp8_direct(plan) ? nullptr : p.corpus_scales;  // else the scores have them
+  const bool direct = fp8_corpus_scored_directly(p);
+  adjust.scales = direct ? nullptr : p.corpus_scales;  // else the scores have them
   adjust.bitmap = p.corpus_bitmap;
   adjust.starts = p.range_starts;
   adjust.ends = p.range_ends;
@@ -203,7 +200,7 @@ Status cuda_retrieval_launch(const RetrievalPlan& plan, const RetrievalProblem& 
     const int64_t first = chunk * plan.chunk_rows;
     const int64_t width = chunk_width(plan, chunk);
     const void* rows = static_cast<const char*>(p.corpus) + static_cast<std::size_t>(first) * row_bytes;
-    if (fp8_direct(plan)) {
+    if (direct) {
       if (Status status = cuda_retrieval::launch_fp8_row_dots(
               p.queries, p.dtype, p.batch, static_cast<const uint8_t*>(rows),
               p.corpus_scales != nullptr ? p.corpus_scales + first : nullptr, width, p.dim,
@@ -211,16 +208,16 @@ Status cuda_retrieval_launch(const RetrievalPlan& plan, const RetrievalProblem& 
           !status) {
         return status;
       }
-    } else if (is_fp8(plan)) {
-      if (Status status = cuda_retrieval::launch_widen_fp8(static_cast<const uint8_t*>(rows),
-                                                           width * p.dim, p.dtype, layout.widened,
-                                                           stream);
-          !status) {
-        return status;
+    } else {
+      if (is_fp8(plan)) {
+        if (Status status = cuda_retrieval::launch_widen_fp8(static_cast<const uint8_t*>(rows),
+                                                             width * p.dim, p.dtype,
+                                                             layout.widened, stream);
+            !status) {
+          return status;
+        }
+        rows = layout.widened;
       }
-      rows = layout.widened;
-    }
-    if (!fp8_direct(plan)) {
       if (Status status = cuda_retrieval::chunk_scores(p.queries, rows, p.dtype, p.batch, width,
                                                        p.dim, layout.scores, layout.blas,
                                                        stream);
